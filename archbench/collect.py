@@ -1,0 +1,46 @@
+"""Collect result records into one tidy table (one row per record)."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from archbench.record import flatten, read_records
+
+
+class DuplicateRunError(ValueError):
+    """Two records claim the same run (config_id + repetition) of one experiment."""
+
+
+def records_to_frame(records: list[dict]) -> pd.DataFrame:
+    """Tidy table of ``records`` sorted by run, one row each; duplicates are an error."""
+    keys = Counter((r["system"], r["experiment"], r["run_id"]) for r in records)
+    doubled = sorted("/".join(k) for k, n in keys.items() if n > 1)
+    if doubled:
+        raise DuplicateRunError(f"runs recorded more than once: {', '.join(doubled[:5])}")
+    frame = pd.DataFrame([flatten(r) for r in records])
+    if frame.empty:
+        return frame
+    return frame.sort_values(["system", "experiment", "config_id", "repetition"],
+                             kind="stable").reset_index(drop=True)
+
+
+def collect(paths: Iterable[str | os.PathLike]) -> tuple[pd.DataFrame, list[str]]:
+    """Read records at ``paths``; return (tidy table of the valid ones, error lines of the rest)."""
+    records, errors = read_records(sorted(str(p) for p in paths))
+    return records_to_frame(records), errors
+
+
+def existing_records(raw_dir: str | os.PathLike) -> list[str]:
+    """Every record file under ``raw_dir`` (temporary and hidden files excluded)."""
+    return sorted(str(p) for p in Path(raw_dir).rglob("rep*.json") if not p.name.startswith("."))
+
+
+def write_table(frame: pd.DataFrame, csv_path: str | os.PathLike, parquet_path: str | os.PathLike) -> None:
+    """Write the tidy table as CSV and Parquet."""
+    frame.to_csv(csv_path, index=False)
+    frame.to_parquet(parquet_path, index=False)

@@ -1,0 +1,92 @@
+"""Metric definitions. Every table computes its numbers through these functions.
+
+Notation follows DESIGN.md: p_t is img/s with t threads, P_n img/s on n nodes (or
+workers/GPUs where that is the unit).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+SPREAD_LIMIT = 0.10  # a configuration whose (max - min) exceeds 10% of its mean is flagged
+
+
+def training_throughput(images_per_step: int, step_times_s: Sequence[float]) -> float:
+    """img/s of a measured window: (images_per_step * steps) / sum(step times).
+
+    ``images_per_step`` is the GLOBAL batch: the images processed by ALL workers in one
+    synchronous step. Never sum per-rank rates or multiply one rank's rate by the ranks.
+    """
+    total = float(sum(step_times_s))
+    if not step_times_s or total <= 0:
+        raise ValueError("throughput needs at least one measured step with positive time")
+    return images_per_step * len(step_times_s) / total
+
+
+def window_throughput(total_images: int, wall_time_s: float) -> float:
+    """img/s = total images processed by all workers in the window / window wall time."""
+    if wall_time_s <= 0:
+        raise ValueError("wall time must be positive")
+    return total_images / wall_time_s
+
+
+def thread_efficiency(p_t: float, threads: int, p_1: float) -> float:
+    """e_t = p_t / (t * p_1)."""
+    return p_t / (threads * p_1)
+
+
+def speedup(p_n: float, p_1: float) -> float:
+    """S_n = P_n / P_1."""
+    return p_n / p_1
+
+
+def parallel_efficiency(p_n: float, n: int, p_1: float) -> float:
+    """E_n = P_n / (n * P_1)."""
+    return p_n / (n * p_1)
+
+
+def io_overhead_percent(synthetic: float, real: float) -> float:
+    """I/O overhead (%) = (img/s synthetic - img/s real) / img/s synthetic * 100."""
+    return (synthetic - real) / synthetic * 100.0
+
+
+def vendor_speedup(with_vendor: float, without_vendor: float) -> float:
+    """Vendor-library speedup = img/s with the vendor library / img/s without."""
+    return with_vendor / without_vendor
+
+
+def matmul_flops(n: int) -> float:
+    """Floating-point operations of an N x N matrix multiply: 2N^3 - N^2."""
+    return 2.0 * n**3 - n**2
+
+
+def cg_flops(n: int, iterations: int) -> float:
+    """Conjugate gradient flops as the studies count them: iterations * 2N^2."""
+    return iterations * 2.0 * n**2
+
+
+def fft_flops(n: int) -> float:
+    """1D complex FFT flops: 5 N log2 N."""
+    return 5.0 * n * math.log2(n)
+
+
+def gflops(flops: float, seconds: float) -> float:
+    """GFLOP/s = flops / seconds / 1e9."""
+    return flops / seconds / 1e9
+
+
+def fraction_of_peak(achieved: float, peak: float) -> float:
+    """Achieved flop rate / measured peak of the same machine (same units)."""
+    return achieved / peak
+
+
+def spread(values: Sequence[float]) -> float:
+    """Error as the studies report it: max - min."""
+    return max(values) - min(values)
+
+
+def spread_flag(values: Sequence[float], limit: float = SPREAD_LIMIT) -> bool:
+    """True when (max - min) exceeds ``limit`` times the mean."""
+    mean = sum(values) / len(values)
+    return mean > 0 and spread(values) > limit * mean

@@ -1,0 +1,70 @@
+"""Job resources and the pre-submission plan: jobs, node-hours and core-hours per
+system and experiment, computed from the same measurements the workflow runs."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from archbench.campaign import cores_of
+
+# Slack added to a run's time limit for start-up and record writing.
+RUNTIME_MARGIN_MIN = 5
+
+
+def job_resources(measurement: dict, system: dict) -> dict:
+    """Portable Snakemake resources of one measurement on ``system``.
+
+    A measurement occupies whole nodes (benchmarks need quiet machines): ``nodes``,
+    one task per process, ``cores / processes_per_node`` CPUs per task.
+    """
+    m = measurement
+    ppn = m.get("processes_per_node", 1)
+    nodes = m.get("nodes", 1)
+    cpus = max(1, cores_of(system) // ppn)
+    resources = {
+        "nodes": nodes,
+        "tasks": nodes * ppn,
+        "cpus_per_task": cpus,
+        "mem_mb": int(system.get("memory_per_node_gb", 4) * 1024 * 0.9),
+        "runtime": int(m.get("timeout_minutes", system["runtime_minutes"])) + RUNTIME_MARGIN_MIN,
+        "measurement_slots": 1,
+    }
+    if system.get("partition"):
+        resources["slurm_partition"] = system["partition"]
+    if system.get("account"):
+        resources["slurm_account"] = system["account"]
+    if nodes * ppn > 1 and system.get("launcher") == "srun":
+        resources["mpi"] = "srun"
+    return resources
+
+
+def plan_table(measurements: list[dict], systems: dict[str, dict]) -> pd.DataFrame:
+    """Jobs, node-hours and core-hours (at the time limit) per system and experiment."""
+    rows = []
+    for m in measurements:
+        system = systems[m["system"]]
+        res = job_resources(m, system)
+        hours = res["runtime"] / 60
+        rows.append({"system": m["system"], "experiment": m["experiment"],
+                     "type": m["experiment_type"], "jobs": 1, "max_nodes": res["nodes"],
+                     "node_hours": res["nodes"] * hours,
+                     "core_hours": res["nodes"] * cores_of(system) * hours})
+    columns = ["system", "experiment", "type", "jobs", "max_nodes", "node_hours", "core_hours"]
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    frame = pd.DataFrame(rows)
+    table = (frame.groupby(["system", "experiment", "type"], sort=True)
+             .agg(jobs=("jobs", "sum"), max_nodes=("max_nodes", "max"),
+                  node_hours=("node_hours", "sum"), core_hours=("core_hours", "sum"))
+             .reset_index())
+    return table[columns]
+
+
+def plan_markdown(name: str, table: pd.DataFrame) -> str:
+    """The plan as Markdown with a total line (upper bounds: every run at its time limit)."""
+    total = table[["jobs", "node_hours", "core_hours"]].sum()
+    body = table.to_markdown(index=False, floatfmt=".2f") if not table.empty else "(no jobs)"
+    return (f"# Plan for campaign `{name}`\n\n"
+            "Upper bounds: every run is charged its full time limit.\n\n"
+            f"{body}\n\n**Total:** {int(total['jobs'])} jobs, {total['node_hours']:.2f} node-hours, "
+            f"{total['core_hours']:.2f} core-hours.\n")

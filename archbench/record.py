@@ -1,0 +1,126 @@
+"""Result records: one JSON file per run, validated, written atomically, read back strictly.
+
+A record is a flat dict following ``schemas/record.schema.json``. The unit travels with
+every value (``throughput`` + ``throughput_unit``; ``metrics[name] = {value, unit}``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import jsonschema
+
+SCHEMA_VERSION = 1
+
+# Fields every configuration identity is built from (repetition excluded).
+CONFIG_FIELDS = (
+    "experiment", "experiment_type", "system", "arch", "kind", "model", "kernel", "data",
+    "strategy", "nodes", "processes_per_node", "workers", "intra_threads",
+    "inter_threads", "batch_per_process", "global_batch", "image_size", "problem_size",
+    "tile_size", "vendor_library", "vendor_library_enabled",
+)
+
+DEFAULTS: dict[str, Any] = {
+    "schema_version": SCHEMA_VERSION, "experiment_type": None, "image": "host",
+    "image_sha256": None, "framework": "tensorflow", "framework_version": "",
+    "vendor_library": None, "vendor_library_enabled": None, "model": None,
+    "kernel": None, "data": None, "strategy": None, "nodes": 1, "processes_per_node": 1,
+    "workers": 1, "intra_threads": 0, "inter_threads": 0, "batch_per_process": None,
+    "global_batch": None, "image_size": None, "problem_size": None, "tile_size": None,
+    "warmup_steps": None, "measured_steps": None, "step_times_s": [],
+    "throughput": None, "throughput_unit": "", "metrics": {}, "loss_first": None,
+    "loss_last": None, "loss_decreased": None, "status": "ok", "reason": "",
+    "log_path": None, "env": {}, "hosts": [], "cpu_model": "", "slurm_job_id": None,
+    "git_commit": None, "config_hash": None,
+}
+
+
+class RecordError(ValueError):
+    """A record file that is missing, truncated, corrupt or does not follow the schema."""
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict:
+    """The JSON schema of a result record."""
+    text = resources.files("archbench").joinpath("schemas/record.schema.json").read_text()
+    return json.loads(text)
+
+
+def make_record(**fields: Any) -> dict:
+    """Return a complete record: DEFAULTS overlaid with ``fields``, then validated."""
+    unknown = set(fields) - set(schema()["properties"])
+    if unknown:
+        raise RecordError(f"unknown record field(s): {', '.join(sorted(unknown))}")
+    record = {**DEFAULTS, **fields}
+    record.setdefault("run_id", f"{record['config_id']}/rep{record['repetition']}")
+    validate(record)
+    return record
+
+
+def validate(record: dict, source: str = "record") -> None:
+    """Raise RecordError naming the first offending field if ``record`` breaks the schema."""
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema()).iter_errors(record))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise RecordError(f"{source}: {where}: {error.message}")
+
+
+def write_record(path: str | os.PathLike, record: dict) -> Path:
+    """Validate and write ``record`` atomically (temporary file in the same dir + rename)."""
+    validate(record)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(record, handle, indent=1, sort_keys=True, allow_nan=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_record(path: str | os.PathLike) -> dict:
+    """Read one record; raise RecordError with the path if it is unreadable or invalid."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordError(f"{path}: unreadable record ({exc})") from exc
+    if not isinstance(record, dict):
+        raise RecordError(f"{path}: a record must be a JSON object")
+    validate(record, source=str(path))
+    return record
+
+
+def read_records(paths: Iterable[str | os.PathLike]) -> tuple[list[dict], list[str]]:
+    """Read many records; return (valid records, one error line per bad file)."""
+    records, errors = [], []
+    for path in paths:
+        try:
+            records.append(read_record(path))
+        except RecordError as exc:
+            errors.append(str(exc))
+    return records, errors
+
+
+def flatten(record: dict) -> dict:
+    """One tidy-table row: lists joined, ``metrics`` spread into ``metric_<name>`` columns."""
+    row = {k: v for k, v in record.items() if k not in ("metrics", "env", "step_times_s")}
+    row["hosts"] = ",".join(record.get("hosts", []))
+    steps = record.get("step_times_s") or []
+    row["n_steps_recorded"] = len(steps)
+    for name, metric in sorted((record.get("metrics") or {}).items()):
+        row[f"metric_{name}"] = metric["value"]
+        row[f"metric_{name}_unit"] = metric["unit"]
+    return row

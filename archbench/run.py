@@ -1,0 +1,152 @@
+"""Supervisor of one measurement: run its worker, enforce the time limit, and always
+leave exactly one valid record behind (the worker's, or a failure record).
+
+    python -m archbench.run --spec SPEC_JSON --output results/raw/.../rep0.json --log LOG
+
+SPEC_JSON is ``{"measurement": {...}, "system": {...}}`` as produced by the workflow.
+Exit status 0 whenever a record was written, so one failed benchmark never stops the
+campaign; non-zero only for a supervisor error (bad spec, unwritable output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from archbench import provenance
+from archbench.record import RecordError, make_record, read_record, write_record
+
+WORKERS = {"train": "archbench.train", "kernel": "archbench.kernels"}
+OOM_MARKERS = ("ResourceExhaustedError", "MemoryError", "Out of memory", "out of memory",
+               "std::bad_alloc", "OOM")
+# Measurement keys that are not record fields.
+PLAN_ONLY = ("repetitions", "timeout_minutes", "retries", "tuning", "num_classes",
+             "data_format", "best_of", "iterations", "env")
+
+
+def worker_command(measurement: dict, system: dict) -> list[str]:
+    """The worker argv for ``measurement`` (launcher included), inside the system's image."""
+    module = importlib.import_module(WORKERS[measurement["kind"]])
+    argv = module.command_for(measurement, system)
+    runtime = system.get("container_runtime", "none")
+    if runtime == "none":
+        return argv
+    from archbench.containers import exec_prefix
+    image = system.get("image_path") or f"results/images/{system['image']}.sif"
+    binds = [system["data_dir"]] if system.get("data_dir") else []
+    env = {"ARCHBENCH_IMAGE": image, "ARCHBENCH_IMAGE_SHA256": image_digest(image),
+           "TF_USE_LEGACY_KERAS": "1", **measurement.get("env", {})}
+    # The launcher (srun/mpirun) stays outside; the interpreter runs inside the image.
+    at = argv.index(sys.executable)
+    return argv[:at] + exec_prefix(runtime, image, binds, env) + ["python3"] + argv[at + 1:]
+
+
+def image_digest(image: str) -> str:
+    """The image's sha256: from the digest file the build wrote, else hashed now."""
+    digest_file = Path(image).with_suffix(".sha256")
+    if digest_file.exists():
+        return digest_file.read_text().strip()
+    from archbench.containers import image_digest as hash_file
+    return hash_file(image)
+
+
+def classify_failure(returncode: int, log_text: str) -> tuple[str, str]:
+    """(status, reason) of a worker that left no record."""
+    tail = [line for line in log_text.strip().splitlines() if line.strip()][-3:]
+    last = " | ".join(tail)[-400:]
+    if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL) or any(m in log_text for m in OOM_MARKERS):
+        return "oom", f"exit {returncode}, likely out of memory: {last}"
+    return "failed", f"exit {returncode}: {last}"
+
+
+def run_worker(argv: list[str], env: dict, timeout_s: float, log_path: Path) -> tuple[int | None, str]:
+    """Run argv in its own process group; return (returncode or None on timeout, log text)."""
+    with open(log_path, "a") as log:
+        log.write(f"$ {' '.join(argv)}\n")
+        log.flush()
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        try:
+            code: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            code = None
+    return code, log_path.read_text(errors="replace")
+
+
+def identity_fields(measurement: dict, log_path: Path) -> dict:
+    """Fields the workflow owns: which configuration and repetition this run is."""
+    fields = {k: v for k, v in measurement.items() if k not in PLAN_ONLY}
+    fields["run_id"] = f"{measurement['config_id']}/rep{measurement['repetition']}"
+    fields["config_hash"] = provenance.config_hash(
+        {k: v for k, v in measurement.items() if k != "repetition"})
+    fields["log_path"] = str(log_path)
+    fields.setdefault("warmup_steps", measurement.get("warmup_steps"))
+    return fields
+
+
+def supervise(measurement: dict, system: dict, output: Path, log_path: Path) -> dict:
+    """Run the measurement (with its retries) and write its record; return the record."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = output.with_name(f".{output.name}.worker")
+    env = {**os.environ, **{k: str(v) for k, v in measurement.get("env", {}).items()},
+           "TF_USE_LEGACY_KERAS": "1"}
+    timeout_s = float(measurement.get("timeout_minutes", 30)) * 60
+    argv = worker_command(measurement, system) + ["--output", str(scratch)]
+    identity = identity_fields(measurement, log_path)
+    start = provenance.now()
+    for attempt in range(1 + int(measurement.get("retries", 0))):
+        scratch.unlink(missing_ok=True)
+        code, log_text = run_worker(argv, env, timeout_s, log_path)
+        try:
+            worker_record = read_record(scratch)
+        except RecordError:
+            worker_record = None
+        if worker_record is not None:
+            record = {**worker_record, **identity, "env": {**worker_record.get("env", {}),
+                                                           **measurement.get("env", {})}}
+        elif code is None:
+            record = failure(identity, start, "timeout",
+                             f"exceeded {timeout_s:.0f} s wall time (attempt {attempt + 1})")
+        else:
+            status, reason = classify_failure(code, log_text)
+            record = failure(identity, start, status, reason)
+        if record["status"] == "ok":
+            break
+    scratch.unlink(missing_ok=True)
+    write_record(output, record)
+    return record
+
+
+def failure(identity: dict, start: str, status: str, reason: str) -> dict:
+    """A failure record: the configuration, where it ran, status and reason, no throughput."""
+    return make_record(**{**provenance.host_fields(), **identity}, start_time=start,
+                       end_time=provenance.now(), status=status, reason=reason)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point."""
+    p = argparse.ArgumentParser(prog="python -m archbench.run", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--spec", required=True, help='JSON {"measurement": ..., "system": ...}')
+    p.add_argument("--output", required=True, type=Path)
+    p.add_argument("--log", required=True, type=Path, help="worker output is appended here")
+    args = p.parse_args(argv)
+    spec = json.loads(args.spec)
+    record = supervise(spec["measurement"], spec["system"], args.output, args.log)
+    print(f"{args.output}: {record['status']} {record['throughput']} {record['throughput_unit']}"
+          f" {record['reason']}".rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

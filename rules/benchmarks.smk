@@ -1,0 +1,26 @@
+# One job per measurement: the supervisor runs the benchmark and always leaves a record.
+
+
+rule run_measurement:
+    input:
+        image=get_image_for_measurement,
+    output:
+        record="results/raw/{system}/{experiment}/{config_id}/rep{rep}.json",
+    log:
+        supervisor="logs/run_measurement/{system}/{experiment}/{config_id}/rep{rep}.log",
+        worker="logs/run_measurement/{system}/{experiment}/{config_id}/rep{rep}.worker.log",
+    params:
+        spec=get_spec,
+    threads: get_threads
+    resources:
+        nodes=lambda w: get_resources(w)["nodes"],
+        tasks=lambda w: get_resources(w)["tasks"],
+        cpus_per_task=lambda w: get_resources(w)["cpus_per_task"],
+        mem_mb=lambda w: get_resources(w)["mem_mb"],
+        runtime=lambda w: get_resources(w)["runtime"],
+        slurm_partition=lambda w: get_resources(w).get("slurm_partition", ""),
+        slurm_account=lambda w: get_resources(w).get("slurm_account", ""),
+        measurement_slots=1,
+    shell:
+        "python -m archbench.run --spec {params.spec:q} --output {output.record}"
+        " --log {log.worker} > {log.supervisor} 2>&1"

@@ -1,0 +1,28 @@
+# Collect every record into one tidy table, and plan the campaign before it runs.
+
+
+rule collect_measurements:
+    input:
+        records=get_record_paths,
+    output:
+        csv="results/tables/measurements.csv",
+        parquet="results/tables/measurements.parquet",
+        invalid="results/tables/invalid_records.txt",
+    log:
+        "logs/collect_measurements/collect.log",
+    script:
+        "../scripts/collect_measurements.py"
+
+
+rule plan_campaign:
+    output:
+        markdown=f"results/plan/{CAMPAIGN.name}.md",
+        csv=f"results/plan/{CAMPAIGN.name}.csv",
+    log:
+        f"logs/plan_campaign/{CAMPAIGN.name}.log",
+    params:
+        name=CAMPAIGN.name,
+    run:
+        table = archbench_plan.plan_table(CAMPAIGN.measurements, SYSTEMS)
+        table.to_csv(output.csv, index=False, float_format="%.4f")
+        Path(output.markdown).write_text(archbench_plan.plan_markdown(params.name, table))

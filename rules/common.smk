@@ -1,0 +1,63 @@
+# Load, validate and derive: the campaign's measurements and the helpers rules use.
+import json
+import sys
+from pathlib import Path
+
+from archbench.campaign import ConfigError, load_campaign, raw_path
+from archbench import plan as archbench_plan
+
+try:
+    CAMPAIGN = load_campaign(config)
+except ConfigError as exc:
+    sys.exit(f"archbench: invalid configuration: {exc}")
+
+MEASUREMENTS = {f"results/{raw_path(m)}": m for m in CAMPAIGN.measurements}
+SYSTEMS = CAMPAIGN.systems
+# `snakemake paper` (or --config regenerate_only=true) rebuilds tables, figures and the
+# report from the records already on disk and runs no benchmark.
+REGENERATE_ONLY = config.get("regenerate_only", False) or "paper" in sys.argv[1:]
+
+
+wildcard_constraints:
+    system=r"[A-Za-z0-9][A-Za-z0-9_-]*",
+    experiment=r"[A-Za-z0-9][A-Za-z0-9_-]*",
+    config_id=r"[^/]+",
+    rep=r"\d+",
+
+
+def get_measurement(wildcards):
+    """The measurement a record path stands for."""
+    path = f"results/raw/{wildcards.system}/{wildcards.experiment}/{wildcards.config_id}/rep{wildcards.rep}.json"
+    return MEASUREMENTS[path]
+
+
+def get_record_paths(wildcards=None):
+    """Every record the campaign produces (only those on disk when regenerating)."""
+    paths = sorted(MEASUREMENTS)
+    if REGENERATE_ONLY:
+        return [p for p in paths if Path(p).exists()]
+    return paths
+
+
+def get_spec(wildcards):
+    """The supervisor's input: the measurement and its system, as JSON."""
+    m = get_measurement(wildcards)
+    return json.dumps({"measurement": m, "system": SYSTEMS[m["system"]]}, sort_keys=True)
+
+
+def get_threads(wildcards):
+    """Cores a measurement occupies on one node."""
+    m = get_measurement(wildcards)
+    per_process = max(m.get("intra_threads") or 0, 1)
+    return m.get("processes_per_node", 1) * per_process
+
+
+def get_resources(wildcards):
+    """Portable resources of a measurement (the Slurm executor maps them to sbatch)."""
+    return archbench_plan.job_resources(get_measurement(wildcards),
+                                        SYSTEMS[get_measurement(wildcards)["system"]])
+
+
+def get_final_outputs():
+    """Everything `snakemake` (rule all) builds."""
+    return ["results/tables/measurements.csv", f"results/plan/{CAMPAIGN.name}.md"] + analysis_targets()
