@@ -51,8 +51,10 @@ def load_schema(name: str) -> dict:
 
 def check(instance: Any, schema: dict, where: str) -> None:
     """Validate ``instance``; raise ConfigError '<where>.<key.path>: <reason>' on the first error."""
-    errors = jsonschema.Draft202012Validator(schema).iter_errors(instance)
-    error = jsonschema.exceptions.best_match(errors)
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(instance))
+    # A failing key also makes its parent report it as "unevaluated": report the key.
+    specific = [e for e in errors if e.validator != "unevaluatedProperties"]
+    error = jsonschema.exceptions.best_match(specific or errors)
     if error is None:
         return
     path = ".".join(str(p) for p in error.absolute_path)
@@ -195,6 +197,8 @@ def load_campaign(config: dict) -> Campaign:
                             env={**system["env"], **experiment.get("env", {}), **conf.get("env", {})},
                             timeout_minutes=experiment.get("timeout_minutes", system["runtime_minutes"]),
                             retries=experiment.get("retries", 0))
+                if "memory_limit_mb" in experiment:
+                    conf["memory_limit_mb"] = experiment["memory_limit_mb"]
                 conf["config_id"] = config_id(conf)
                 for rep in range(experiment.get("repetitions", DEFAULT_REPETITIONS)):
                     measurements.append({**conf, "repetition": rep})

@@ -27,7 +27,7 @@ WORKERS = {"train": "archbench.train", "kernel": "archbench.kernels"}
 OOM_MARKERS = ("ResourceExhaustedError", "MemoryError", "Out of memory", "out of memory",
                "std::bad_alloc", "OOM")
 # Measurement keys that are not record fields.
-PLAN_ONLY = ("repetitions", "timeout_minutes", "retries", "tuning", "num_classes",
+PLAN_ONLY = ("repetitions", "timeout_minutes", "retries", "memory_limit_mb", "tuning", "num_classes",
              "data_format", "best_of", "iterations", "env")
 
 
@@ -66,13 +66,26 @@ def classify_failure(returncode: int, log_text: str) -> tuple[str, str]:
     return "failed", f"exit {returncode}: {last}"
 
 
-def run_worker(argv: list[str], env: dict, timeout_s: float, log_path: Path) -> tuple[int | None, str]:
+def memory_limiter(limit_mb: int | None):
+    """A pre-exec hook capping the worker's address space (a node's memory, emulated locally)."""
+    if not limit_mb:
+        return None
+    def apply() -> None:
+        import resource
+        limit = int(limit_mb) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return apply
+
+
+def run_worker(argv: list[str], env: dict, timeout_s: float, log_path: Path,
+               memory_limit_mb: int | None = None) -> tuple[int | None, str]:
     """Run argv in its own process group; return (returncode or None on timeout, log text)."""
     with open(log_path, "a") as log:
         log.write(f"$ {' '.join(argv)}\n")
         log.flush()
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=memory_limiter(memory_limit_mb))
         try:
             code: int | None = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -106,7 +119,8 @@ def supervise(measurement: dict, system: dict, output: Path, log_path: Path) -> 
     start = provenance.now()
     for attempt in range(1 + int(measurement.get("retries", 0))):
         scratch.unlink(missing_ok=True)
-        code, log_text = run_worker(argv, env, timeout_s, log_path)
+        code, log_text = run_worker(argv, env, timeout_s, log_path,
+                                    measurement.get("memory_limit_mb"))
         try:
             worker_record = read_record(scratch)
         except RecordError:

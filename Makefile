@@ -1,0 +1,35 @@
+# The two commands of the README: `make run` (default campaign) and `make test`.
+# Both create the pinned environment first (scripts/setup_env.sh; idempotent).
+VENV ?= .venv
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export TF_USE_LEGACY_KERAS := 1
+export TF_CPP_MIN_LOG_LEVEL := 2
+SNAKEMAKE := snakemake --profile profiles/local
+
+.PHONY: setup run test dryrun paper report clean
+
+setup:
+	@bash scripts/setup_env.sh
+
+run: setup  ## run the embedded default campaign on this machine
+	$(SNAKEMAKE)
+	@echo "Tables:  $(CURDIR)/results/tables/"
+	@echo "Figures: $(CURDIR)/results/figures/"
+	@echo "Plan:    $(CURDIR)/results/plan/"
+	@echo "Report:  make report  ->  $(CURDIR)/results/report.html"
+
+test: setup  ## the whole test suite (starts a local Slurm cluster when root)
+	python -m pytest -ra $(PYTEST_ARGS)
+
+dryrun: setup  ## plan the default campaign without running it
+	$(SNAKEMAKE) -n
+
+paper: setup  ## rebuild every table, figure and the report from results/raw (runs no benchmark)
+	$(SNAKEMAKE) paper
+	$(SNAKEMAKE) paper --report results/report.html
+
+report: setup
+	$(SNAKEMAKE) --report results/report.html
+
+clean:
+	rm -rf results logs .snakemake

@@ -1,0 +1,59 @@
+"""Shared fixtures: the repository, a scratch copy of the workflow, and a bounded snakemake."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOW_PARTS = ("Snakefile", "rules", "scripts", "config", "profiles", "containers", "report")
+
+
+def in_ci() -> bool:
+    """True under CI (CI=true): tests that could skip elsewhere must run there."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def tool_env(**extra: str) -> dict:
+    """Environment whose PATH starts with this interpreter's bin (python, snakemake)."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("TF_USE_LEGACY_KERAS", "1")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.update(extra)
+    return env
+
+
+def copy_workflow(dest: Path) -> Path:
+    """Copy the workflow (not results) into ``dest`` so runs do not touch the repository."""
+    for part in WORKFLOW_PARTS:
+        src = REPO / part
+        if src.is_dir():
+            shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            shutil.copy2(src, dest / part)
+    shutil.copy2(REPO / "tests" / "campaigns" / "tiny.yaml", dest / "tiny.yaml")
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, timeout: int = 600, env: dict | None = None,
+              check: bool = True) -> subprocess.CompletedProcess:
+    """Run snakemake in ``workdir`` bounded by ``timeout`` seconds."""
+    cmd = [sys.executable, "-m", "snakemake", *args]
+    proc = subprocess.run(cmd, cwd=workdir, env=env or tool_env(), capture_output=True,
+                          text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc
+
+
+@pytest.fixture
+def workflow_copy(tmp_path: Path) -> Path:
+    """A scratch copy of the workflow with tests/campaigns/tiny.yaml as tiny.yaml."""
+    return copy_workflow(tmp_path)

@@ -1,0 +1,76 @@
+"""Campaign validation (one clear line per bad input) and expansion."""
+
+import copy
+
+import pytest
+import yaml
+
+from archbench.campaign import ConfigError, load_campaign, load_campaign_file, raw_path
+from conftest import REPO
+
+
+@pytest.fixture
+def default():
+    return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+def test_default_campaign_expands_to_the_full_matrix(default):
+    campaign = load_campaign(default)
+    threads = campaign.systems["local"]["cores_per_socket"] * campaign.systems["local"]["sockets"]
+    training = [m for m in campaign.measurements if m["experiment"] == "threads"]
+    assert len(training) == 2 * threads * 2 * 2 * 3  # models x threads x batches x vendor x reps
+    assert {m["intra_threads"] for m in training} == set(range(1, threads + 1))
+    assert {m["vendor_library_enabled"] for m in training} == {True, False}
+    paths = [raw_path(m) for m in campaign.measurements]
+    assert len(paths) == len(set(paths))
+
+
+def test_repetitions_share_config_id_and_differ_in_path(default):
+    ms = [m for m in load_campaign(default).measurements if m["experiment"] == "threads"]
+    first = [m for m in ms if m["config_id"] == ms[0]["config_id"]]
+    assert [m["repetition"] for m in first] == [0, 1, 2]
+
+
+def edit(config, path, value):
+    """Set config[path...] = value (path as dotted keys)."""
+    keys = path.split(".")
+    node = config
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = value
+    return config
+
+
+@pytest.mark.parametrize("path, value, expected", [
+    ("experiments.threads.bogus_key", 1, "experiments.threads: Unevaluated properties are not allowed ('bogus_key'"),
+    ("experiments.threads.batch_sizes", "big", "experiments.threads.batch_sizes: 'big' is not of type 'array'"),
+    ("experiments.threads.threads", [-1], "experiments.threads.threads"),
+    ("experiments.threads.models", ["lenet9"], "experiments.threads.models.0: 'lenet9' is not one of"),
+    ("experiments.threads.type", "warp_drive", "experiments.threads.type: unknown experiment type 'warp_drive'"),
+    ("defaults.repetitions", 0, "experiments.threads.repetitions: 0 is less than the minimum of 1"),
+    ("systems", ["atlantis"], "systems: no system file config/systems/atlantis.yaml"),
+    ("campaign", "bad name; rm -rf ~", "config.campaign"),
+    ("surprise", True, "config: Additional properties are not allowed ('surprise'"),
+])
+def test_invalid_config_gives_one_line_naming_the_key(default, path, value, expected):
+    bad = edit(copy.deepcopy(default), path, value)
+    with pytest.raises(ConfigError) as info:
+        load_campaign(bad)
+    message = str(info.value)
+    assert "\n" not in message
+    assert expected in message
+
+
+def test_inline_system_definition_is_validated(default):
+    cfg = copy.deepcopy(default)
+    cfg["system_definitions"] = {"local": {"arch": "sparc"}}
+    with pytest.raises(ConfigError, match=r"system_definitions.local.arch: 'sparc' is not one of"):
+        load_campaign(cfg)
+
+
+def test_yaml_syntax_error_is_one_line(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("campaign: x\nexperiments: [\n")
+    with pytest.raises(ConfigError) as info:
+        load_campaign_file(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)

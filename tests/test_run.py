@@ -1,0 +1,96 @@
+"""The supervisor: every run leaves exactly one valid record, whatever the worker does."""
+
+import json
+import sys
+
+import pytest
+
+from archbench import run
+from archbench.campaign import config_id, load_campaign
+from archbench.record import read_record
+
+SYSTEM = {"name": "local", "arch": "x86_64", "nodes": 1, "sockets": 1, "cores_per_socket": 2,
+          "threads_per_core": 1, "runtime_minutes": 5, "container_runtime": "none",
+          "launcher": "local", "vendor_library": "onednn", "env": {}}
+
+
+def measurement(**overrides):
+    cfg = {"campaign": "t", "systems": ["local"],
+           "system_definitions": {"local": {k: v for k, v in SYSTEM.items() if k != "name"}},
+           "experiments": {"e": {"type": "thread_scaling", "models": ["small_cnn"],
+                                 "batch_sizes": [4], "threads": [1], "repetitions": 1,
+                                 "image_size": 32, "num_classes": 10, "warmup_steps": 1,
+                                 "steps": 2}}}
+    m = load_campaign(cfg).measurements[0]
+    m.update(overrides)
+    m["config_id"] = config_id(m)
+    return m
+
+
+def supervise(tmp_path, m):
+    out = tmp_path / "raw" / "rep0.json"
+    record = run.supervise(m, SYSTEM, out, tmp_path / "logs" / "rep0.worker.log")
+    assert read_record(out) == record
+    assert not list(out.parent.glob(".*"))  # no scratch file left behind
+    return record
+
+
+def test_successful_run_carries_identity_and_provenance(tmp_path):
+    r = supervise(tmp_path, measurement())
+    assert r["status"] == "ok" and r["throughput"] > 0 and r["throughput_unit"] == "img/s"
+    assert r["experiment"] == "e" and r["system"] == "local" and r["run_id"].endswith("/rep0")
+    assert r["framework_version"].startswith("2.") and r["cpu_model"]
+    assert len(r["step_times_s"]) == 2 and r["config_hash"]
+
+
+def test_worker_error_becomes_failure_record(tmp_path):
+    r = supervise(tmp_path, measurement(image_size=4))  # below the model's minimum input
+    assert r["status"] == "failed" and r["throughput"] is None
+    assert "image_size" in r["reason"]
+
+
+def test_out_of_memory_is_recorded_as_oom(tmp_path):
+    m = measurement(model="alexnet", image_size=224, batch_per_process=1024,
+                    memory_limit_mb=3000)
+    r = supervise(tmp_path, m)
+    assert r["status"] == "oom" and r["throughput"] is None
+    assert "OOM" in r["reason"] or "memory" in r["reason"].lower()
+
+
+def test_timeout_is_recorded_and_the_worker_killed(tmp_path):
+    r = supervise(tmp_path, measurement(timeout_minutes=0.02))
+    assert r["status"] == "timeout" and "wall time" in r["reason"]
+
+
+def test_crash_without_record_is_classified(tmp_path, monkeypatch):
+    monkeypatch.setattr(run, "worker_command", lambda m, s: [
+        sys.executable, "-c", "import sys; print('segfault in kernel', file=sys.stderr); sys.exit(7)"])
+    r = supervise(tmp_path, measurement())
+    assert r["status"] == "failed" and "exit 7" in r["reason"] and "segfault" in r["reason"]
+
+
+def test_killed_worker_is_classified_oom(tmp_path, monkeypatch):
+    monkeypatch.setattr(run, "worker_command", lambda m, s: [
+        sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    r = supervise(tmp_path, measurement())
+    assert r["status"] == "oom" and "exit -9" in r["reason"]
+
+
+def test_retries_rerun_a_failed_worker(tmp_path, monkeypatch):
+    counter = tmp_path / "attempts"
+    good = measurement()
+    # First attempt fails; the second writes a valid record through the real train CLI.
+    script = (f"import pathlib, subprocess, sys; p = pathlib.Path({str(counter)!r}); "
+              "n = int(p.read_text()) if p.exists() else 0; p.write_text(str(n + 1)); "
+              "sys.exit(5) if n == 0 else sys.exit(subprocess.call("
+              f"{run.worker_command(good, SYSTEM)!r} + sys.argv[1:]))")
+    monkeypatch.setattr(run, "worker_command", lambda m, s: [sys.executable, "-c", script])
+    r = supervise(tmp_path, {**good, "retries": 1})
+    assert counter.read_text() == "2" and r["status"] == "ok"
+
+
+def test_cli_writes_record_and_exits_zero_on_failure(tmp_path):
+    spec = json.dumps({"measurement": measurement(image_size=4), "system": SYSTEM})
+    out = tmp_path / "r.json"
+    assert run.main(["--spec", spec, "--output", str(out), "--log", str(tmp_path / "w.log")]) == 0
+    assert read_record(out)["status"] == "failed"
