@@ -60,6 +60,8 @@ def check(instance: Any, schema: dict, where: str) -> None:
     path = ".".join(str(p) for p in error.absolute_path)
     key = f"{where}.{path}" if path else where
     message = error.message
+    if error.validator == "pattern":
+        message = f"{error.instance!r} is not allowed here (shell metacharacters, quotes, newlines or an unexpected form)"
     if error.validator == "unevaluatedProperties" or error.validator == "additionalProperties":
         message = message.replace("were unexpected", "are not allowed").replace(
             "was unexpected", "is not allowed")

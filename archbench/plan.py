@@ -33,6 +33,8 @@ def job_resources(measurement: dict, system: dict) -> dict:
         resources["slurm_partition"] = system["partition"]
     if system.get("account"):
         resources["slurm_account"] = system["account"]
+    if system.get("slurm_extra"):
+        resources["slurm_extra"] = system["slurm_extra"]
     if nodes * ppn > 1 and system.get("launcher") == "srun":
         resources["mpi"] = "srun"
     return resources

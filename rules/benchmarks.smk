@@ -20,6 +20,7 @@ rule run_measurement:
         runtime=lambda w: get_resources(w)["runtime"],
         slurm_partition=lambda w: get_resources(w).get("slurm_partition", ""),
         slurm_account=lambda w: get_resources(w).get("slurm_account", ""),
+        slurm_extra=lambda w: get_resources(w).get("slurm_extra", ""),
         measurement_slots=1,
     shell:
         "python -m archbench.run --spec {params.spec:q} --output {output.record}"

@@ -1,0 +1,94 @@
+"""Workflow tests: dry runs of every shipped campaign, bad input stopped before any job,
+and a really executed tiny campaign whose tables are checked against its raw records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from archbench.campaign import load_campaign_file
+from conftest import REPO, snakemake
+
+pytestmark = pytest.mark.workflow
+
+CAMPAIGNS = sorted((REPO / "config" / "campaigns").glob("*.yaml"))
+
+
+def test_dry_run_of_the_default_campaign(workflow_copy):
+    proc = snakemake(workflow_copy, "-n", "--profile", "profiles/local", "--quiet", "rules")
+    expected = len(load_campaign_file(workflow_copy / "config" / "config.yaml").measurements)
+    counts = dict(line.split()[:2] for line in proc.stdout.splitlines()
+                  if len(line.split()) == 2 and line.split()[1].isdigit())
+    assert int(counts["run_measurement"]) == expected
+    assert not (workflow_copy / "results").exists()  # a dry run writes nothing
+
+
+@pytest.mark.parametrize("campaign", CAMPAIGNS, ids=[c.stem for c in CAMPAIGNS])
+def test_dry_run_of_every_shipped_campaign_with_the_slurm_profile(workflow_copy, campaign):
+    proc = snakemake(workflow_copy, "-n", "--profile", "profiles/slurm", "--configfile",
+                     str(campaign), "--quiet", "rules")
+    assert "run_measurement" in proc.stdout
+
+
+@pytest.mark.parametrize("edit, key", [
+    (("threads: [1, 2]", "threads: [-1, 2]"), "experiments.threads.threads.0"),
+    (("models: [small_cnn]", "models: [lenet9]"), "experiments.threads.models.0"),
+    (("batch_sizes: [4]", "batch_sizes: four"), "experiments.threads.batch_sizes"),
+    (("steps: 2", "steps: 2\n  color: blue"), "experiments.threads"),
+])
+def test_invalid_campaign_stops_before_any_job_with_one_line(workflow_copy, edit, key):
+    tiny = workflow_copy / "tiny.yaml"
+    tiny.write_text(tiny.read_text().replace(*edit))
+    proc = snakemake(workflow_copy, "--profile", "profiles/local", "--configfile", "tiny.yaml",
+                     check=False, timeout=120)
+    assert proc.returncode != 0
+    errors = [l for l in (proc.stdout + proc.stderr).splitlines() if l.startswith("archbench:")]
+    assert len(errors) == 1 and key in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (workflow_copy / "results").exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """The tiny campaign, really executed once for this module."""
+    from conftest import copy_workflow
+    workdir = copy_workflow(tmp_path_factory.mktemp("tiny"))
+    snakemake(workdir, "--profile", "profiles/local", "--configfile", "tiny.yaml", timeout=900)
+    return workdir
+
+
+def raw_records(workdir: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((workdir / "results/raw").rglob("rep*.json"))]
+
+
+def test_tiny_campaign_produces_one_ok_record_per_measurement(tiny_run):
+    records = raw_records(tiny_run)
+    expected = load_campaign_file(tiny_run / "tiny.yaml").measurements
+    assert len(records) == len(expected) == 4
+    assert all(r["status"] == "ok" and r["throughput"] > 0 for r in records)
+    assert {(r["intra_threads"], r["vendor_library_enabled"]) for r in records} == {
+        (1, True), (1, False), (2, True), (2, False)}
+
+
+def test_measurements_table_equals_the_raw_records(tiny_run):
+    table = pd.read_csv(tiny_run / "results/tables/measurements.csv")
+    parquet = pd.read_parquet(tiny_run / "results/tables/measurements.parquet")
+    records = {r["run_id"]: r for r in raw_records(tiny_run)}
+    assert len(table) == len(parquet) == len(records)
+    for row in table.itertuples():
+        assert row.throughput == pytest.approx(records[row.run_id]["throughput"])
+        assert row.status == "ok"
+    assert (tiny_run / "results/tables/invalid_records.txt").read_text() == ""
+
+
+def test_plan_lists_every_job(tiny_run):
+    plan = pd.read_csv(tiny_run / "results/plan/tiny.csv")
+    assert plan["jobs"].sum() == 4
+
+
+def test_second_invocation_reruns_nothing(tiny_run):
+    proc = snakemake(tiny_run, "-n", "--profile", "profiles/local", "--configfile", "tiny.yaml")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
