@@ -5,6 +5,7 @@ from pathlib import Path
 
 from archbench.campaign import ConfigError, load_campaign, raw_path
 from archbench import plan as archbench_plan
+from archbench.integrity import quarantine_invalid
 
 try:
     CAMPAIGN = load_campaign(config)
@@ -16,6 +17,13 @@ SYSTEMS = CAMPAIGN.systems
 # `snakemake paper` (or --config regenerate_only=true) rebuilds tables, figures and the
 # report from the records already on disk and runs no benchmark.
 REGENERATE_ONLY = config.get("regenerate_only", False) or "paper" in sys.argv[1:]
+
+DRY_RUN = bool(workflow.dryrun) or any(a in ("-n", "--dry-run", "--dryrun") for a in sys.argv)
+
+# A corrupt or truncated record is never aggregated: it is moved aside and rerun.
+if workflow.is_main_process and not REGENERATE_ONLY:
+    for message in quarantine_invalid(MEASUREMENTS, "results", dry_run=DRY_RUN):
+        print(f"archbench: {message}", file=sys.stderr)
 
 
 wildcard_constraints:

@@ -1,0 +1,52 @@
+"""Find corrupt or truncated records before a campaign runs and move them aside, so the
+workflow reruns those measurements instead of aggregating them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable
+
+from archbench.record import RecordError, read_record
+
+
+def invalid_records(paths: Iterable[str | os.PathLike]) -> list[tuple[str, str]]:
+    """(path, reason) for every existing file in ``paths`` that is not a valid record."""
+    found = []
+    for path in paths:
+        if not os.path.exists(path):
+            continue
+        try:
+            read_record(path)
+        except RecordError as exc:
+            found.append((str(path), str(exc)))
+    return found
+
+
+def quarantine(path: str | os.PathLike, results_dir: str | os.PathLike, reason: str) -> Path:
+    """Move ``path`` to <results>/quarantine/<same relative path>.<n> with a .reason file."""
+    path, results_dir = Path(path), Path(results_dir)
+    try:
+        relative = path.relative_to(results_dir)
+    except ValueError:
+        relative = Path(path.name)
+    target_dir = results_dir / "quarantine" / relative.parent
+    target_dir.mkdir(parents=True, exist_ok=True)
+    n = len(list(target_dir.glob(f"{relative.name}.*.reason")))
+    target = target_dir / f"{relative.name}.{n}"
+    os.replace(path, target)
+    target.with_name(f"{target.name}.reason").write_text(reason + "\n")
+    return target
+
+
+def quarantine_invalid(paths: Iterable[str | os.PathLike], results_dir: str | os.PathLike,
+                       dry_run: bool = False) -> list[str]:
+    """Move invalid records aside (or only report them on a dry run); one message each."""
+    messages = []
+    for path, reason in invalid_records(paths):
+        if dry_run:
+            messages.append(f"invalid record, will be rerun: {reason}")
+        else:
+            target = quarantine(path, results_dir, reason)
+            messages.append(f"invalid record moved to {target}, will be rerun: {reason}")
+    return messages
