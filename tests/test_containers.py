@@ -1,0 +1,136 @@
+"""Unit tests for archbench.containers against the shipped definition files."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from archbench import containers as c
+
+DEFS = sorted((Path(__file__).resolve().parents[1] / "containers").glob("*.def"))
+
+
+def test_every_architecture_ships_a_definition():
+    names = {d.stem for d in DEFS}
+    assert {"x86_64-onednn", "aarch64-acl", "aarch64-armpl", "ppc64le-vanilla"} <= names
+
+
+@pytest.mark.parametrize("path", DEFS, ids=lambda p: p.stem)
+def test_shipped_definition_is_valid_and_matches_its_name(path):
+    d = c.validate_definition(path)
+    arch, variant = path.stem.split("-", 1)
+    assert d.labels["arch"] == arch
+    assert d.labels["variant"] == variant
+    assert d.header["Bootstrap"] == "docker"
+    assert d.environment.get("TF_USE_LEGACY_KERAS") == "1"
+    assert d.sections["runscript"].strip()
+    assert "import tensorflow" in d.sections["test"]
+    pins = c.pinned_packages(d)
+    assert pins["horovod"] == d.labels["horovod"]
+    # Legacy Keras must match TensorFlow 2.16+; TF 2.14 bundles Keras 2.
+    tf = pins.get("tensorflow") or pins["tensorflow-cpu"]
+    if tuple(int(x) for x in tf.split(".")[:2]) >= (2, 16):
+        assert pins["tf-keras"].split(".")[:2] == tf.split(".")[:2]
+
+
+def test_x86_pins_match_the_verified_stack():
+    d = c.parse_definition(next(p for p in DEFS if p.stem == "x86_64-onednn"))
+    assert c.pinned_packages(d) == {
+        "tensorflow-cpu": "2.18.1", "tf-keras": "2.18.0", "horovod": "0.28.1"}
+    assert d.environment["TF_ENABLE_ONEDNN_OPTS"] == "1"
+
+
+def _write(tmp_path, post, labels="    arch x86_64\n    variant onednn\n", extra=""):
+    text = (f"Bootstrap: docker\nFrom: debian:bookworm\n%labels\n{labels}"
+            f"%environment\n    export A=1\n%post\n{post}\n%test\n    python -c 'import tensorflow'\n{extra}")
+    path = tmp_path / "x86_64-onednn.def"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("post, message", [
+    ("    pip install tensorflow-cpu", "without an exact version"),
+    ("    pip install tensorflow-cpu>=2.18 \\\n      horovod==0.28.1", "without an exact version"),
+    ("    pip install tensorflow-cpu==2.18.1 tf_keras", "tf_keras"),
+    ("    conda install -y tensorflow-cpu=2.14", "without an exact version"),
+    ("    pip install numpy==1.26.4", "no pinned tensorflow"),
+])
+def test_unpinned_or_missing_framework_is_rejected(tmp_path, post, message):
+    with pytest.raises(ValueError, match=message):
+        c.validate_definition(_write(tmp_path, post))
+
+
+def test_missing_section_or_label_is_rejected(tmp_path):
+    good = "    pip install tensorflow-cpu==2.18.1"
+    c.validate_definition(_write(tmp_path, good))
+    with pytest.raises(ValueError, match="lacks 'variant'"):
+        c.validate_definition(_write(tmp_path, good, labels="    arch x86_64\n"))
+    path = _write(tmp_path, good)
+    path.write_text(path.read_text().replace("%test\n    python -c 'import tensorflow'\n", ""))
+    with pytest.raises(ValueError, match="%test"):
+        c.validate_definition(path)
+    path.write_text(path.read_text().replace("From: debian:bookworm\n", ""))
+    with pytest.raises(ValueError, match="From"):
+        c.validate_definition(path)
+
+
+def test_label_must_match_pinned_version(tmp_path):
+    path = _write(tmp_path, "    pip install tensorflow-cpu==2.18.1",
+                  labels="    arch x86_64\n    variant onednn\n    tensorflow 2.17.0\n")
+    with pytest.raises(ValueError, match="label tensorflow 2.17.0"):
+        c.validate_definition(path)
+
+
+@pytest.mark.parametrize("runtime", ["apptainer", "singularity"])
+def test_build_command(runtime):
+    assert c.build_command(runtime, "containers/x.def", "results/images/x.sif") == [
+        runtime, "build", "--fakeroot", "results/images/x.sif", "containers/x.def"]
+    assert c.build_command(runtime, Path("a.def"), Path("a.sif"), fakeroot=False) == [
+        runtime, "build", "a.sif", "a.def"]
+
+
+def test_exec_prefix_per_runtime():
+    env = {"TF_USE_LEGACY_KERAS": "1", "OMP_NUM_THREADS": "2"}
+    assert c.exec_prefix("apptainer", "results/images/x.sif", ["/data:/data"], env) == [
+        "apptainer", "exec", "--cleanenv", "--bind", "/data:/data",
+        "--env", "TF_USE_LEGACY_KERAS=1", "--env", "OMP_NUM_THREADS=2", "results/images/x.sif"]
+    assert c.exec_prefix("singularity", Path("x.sif"), {"/a": "/b", "/c": "/d"}) == [
+        "singularity", "exec", "--cleanenv", "--bind", "/a:/b", "--bind", "/c:/d", "x.sif"]
+    assert c.exec_prefix("none", "x.sif", ["/data:/data"], env) == []
+
+
+def test_unknown_runtime_is_a_one_line_value_error():
+    for call in (lambda: c.exec_prefix("docker", "x.sif"),
+                 lambda: c.build_command("podman", "x.def", "x.sif"),
+                 lambda: c.build_command("none", "x.def", "x.sif")):
+        with pytest.raises(ValueError) as err:
+            call()
+        assert "\n" not in str(err.value)
+
+
+def test_shell_join_quotes():
+    argv = c.exec_prefix("apptainer", "my image.sif", ["/d:/d"], {"X": "a b"}) + ["python", "-c", "print(1)"]
+    assert c.shell_join(argv) == (
+        "apptainer exec --cleanenv --bind /d:/d --env 'X=a b' 'my image.sif' python -c 'print(1)'")
+
+
+def test_image_digest_equals_hashlib_and_streams(tmp_path):
+    path = tmp_path / "data.bin"
+    payload = bytes(range(256)) * 5000  # 1.28 MB: more than one chunk
+    path.write_bytes(payload)
+    assert c.image_digest(path) == hashlib.sha256(payload).hexdigest()
+    assert c.image_digest(path, chunk_size=7) == hashlib.sha256(payload).hexdigest()
+
+
+def test_image_digest_of_a_sif_like_file(tmp_path):
+    # SIF files start with a launch script line and the magic "SIF_MAGIC"; the digest is
+    # of the bytes as stored, whatever the content.
+    sif = tmp_path / "x86_64-onednn.sif"
+    body = b"#!/usr/bin/env run-singularity\n\x00SIF_MAGIC\x000101" + b"\x00" * 4096 + b"squashfs"
+    sif.write_bytes(body)
+    digest = c.image_digest(sif)
+    assert len(digest) == 64 and digest == hashlib.sha256(body).hexdigest()
+    sif.write_bytes(body + b"!")
+    assert c.image_digest(sif) != digest
