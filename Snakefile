@@ -19,6 +19,10 @@ include: "rules/figures.smk"
 include: "rules/report.smk"
 
 
+localrules:
+    all,
+
+
 rule all:
     input:
         get_final_outputs(),

@@ -1,4 +1,10 @@
 # Collect every record into one tidy table, and plan the campaign before it runs.
+# Both are quick and run on the submitting host, never as cluster jobs.
+
+
+localrules:
+    collect_measurements,
+    plan_campaign,
 
 
 rule collect_measurements:
