@@ -193,8 +193,12 @@ def exec_prefix(
     image_path: str | Path,
     binds: Sequence[str] | Mapping[str, str] = (),
     env: Mapping[str, str] | None = None,
+    cleanenv: bool = True,
 ) -> list[str]:
     """argv prefix that runs a command inside the image; ``[]`` for runtime ``none``.
+
+    ``cleanenv=False`` keeps the launcher's per-task variables (SLURM_*, PMI*, OMPI_*),
+    which MPI inside the image needs when srun or mpirun starts the ranks.
 
     ``binds`` are ``"src:dst"`` strings or a ``{src: dst}`` mapping. ``--cleanenv``
     keeps the host environment out, so every variable the run needs is passed with
@@ -204,7 +208,7 @@ def exec_prefix(
     if runtime == "none":
         return []
     pairs = [f"{src}:{dst}" for src, dst in binds.items()] if isinstance(binds, Mapping) else list(binds)
-    argv = [runtime, "exec", "--cleanenv"]
+    argv = [runtime, "exec", *(["--cleanenv"] if cleanenv else [])]
     for bind in pairs:
         argv += ["--bind", bind]
     for key, value in (env or {}).items():

@@ -45,7 +45,9 @@ def worker_command(measurement: dict, system: dict) -> list[str]:
            "TF_USE_LEGACY_KERAS": "1", **measurement.get("env", {})}
     # The launcher (srun/mpirun) stays outside; the interpreter runs inside the image.
     at = argv.index(sys.executable)
-    return argv[:at] + exec_prefix(runtime, image, binds, env) + ["python3"] + argv[at + 1:]
+    # Without --cleanenv: ranks started by srun/mpirun need their per-task environment.
+    prefix = exec_prefix(runtime, image, binds, env, cleanenv=at == 0)
+    return argv[:at] + prefix + ["python3"] + argv[at + 1:]
 
 
 def image_digest(image: str) -> str:
