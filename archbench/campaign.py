@@ -226,3 +226,4 @@ def load_campaign_file(path: str | os.PathLike) -> Campaign:
 
 # Experiment types register themselves on import.
 from archbench import experiments  # noqa: E402,F401  (registers training types)
+from archbench.kernels import experiment as _kernel_types  # noqa

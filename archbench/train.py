@@ -5,139 +5,263 @@ over a measured window after warm-up, written as one JSON record.
         --inter-threads 1 --onednn on --data synthetic --warmup-steps 10 --steps 100 \
         --image-size 224 --output run.json
 
+Multi-process runs start one such process per worker (``--strategy horovod`` under
+mpirun/srun/horovodrun; ``mirrored`` and ``parameter_server`` under srun or
+``python -m archbench.distributed spawn``); the first worker writes ONE record for the
+whole job. ``command_for`` gives the full launcher argv of a measurement.
+
 Throughput follows DESIGN.md: images processed by ALL workers in the measured window
-divided by the window's wall time (warm-up excluded).
+divided by the window's wall time (warm-up excluded; the window is bounded by barriers
+and its length is the longest of the workers').
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 import sys
-import time
-from typing import Sequence
+import traceback
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
 
 from archbench import provenance
 from archbench.record import make_record, write_record
 
 EXIT_BENCHMARK_FAILED = 3  # a failure record was written
+STRATEGIES = ("single", "horovod", "mirrored", "parameter_server")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line options of the training benchmark."""
+    from archbench.models import MODELS
     p = argparse.ArgumentParser(prog="python -m archbench.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="model name (archbench.models.MODELS)")
+    p.add_argument("--model", required=True, choices=sorted(MODELS), help="model to train")
     p.add_argument("--batch-size", type=int, required=True, help="batch per process")
     p.add_argument("--intra-threads", type=int, default=0, help="intra-op threads (0 = TF default)")
     p.add_argument("--inter-threads", type=int, default=1, help="inter-op threads (0 = TF default)")
     p.add_argument("--onednn", choices=["on", "off"], default="on",
                    help="vendor library: sets TF_ENABLE_ONEDNN_OPTS before TensorFlow loads")
-    p.add_argument("--data", choices=["synthetic", "real"], default="synthetic")
+    p.add_argument("--data", choices=["synthetic", "real"], default="synthetic",
+                   help="real = TFRecords of --data-dir (ImageNet models) or scikit-learn's "
+                        "digits (digits_cnn)")
     p.add_argument("--data-dir", default=None, help="TFRecord directory for --data real")
+    p.add_argument("--data-format", choices=["NHWC", "NCHW"], default="NHWC",
+                   help="tensor layout (NCHW fails clearly where the backend lacks it)")
     p.add_argument("--warmup-steps", type=int, default=10)
-    p.add_argument("--steps", type=int, default=100, help="measured steps")
-    p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--num-classes", type=int, default=1000)
-    p.add_argument("--learning-rate", type=float, default=0.01)
+    p.add_argument("--steps", type=int, default=100, help="measured steps (per worker)")
+    p.add_argument("--image-size", type=int, default=None,
+                   help="input height and width (default: the model's, 224 for ImageNet models)")
+    p.add_argument("--num-classes", type=int, default=None,
+                   help="output classes (default: the model's, 1000 for ImageNet models)")
+    p.add_argument("--learning-rate", type=float, default=None,
+                   help="SGD learning rate (default: the model's, 0.01 for ImageNet models)")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--strategy", choices=STRATEGIES, default="single",
+                   help="single process, Horovod, MultiWorkerMirrored or ParameterServer")
+    p.add_argument("--nodes", type=int, default=None,
+                   help="nodes of the run as planned (default: counted from the workers' hosts)")
+    p.add_argument("--processes-per-node", type=int, default=None,
+                   help="worker processes per node as planned (default: workers / nodes)")
+    p.add_argument("--parameter-servers", type=int, default=1,
+                   help="parameter-server tasks (--strategy parameter_server)")
+    p.add_argument("--horovod-cycle-time", type=float, default=None,
+                   help="HOROVOD_CYCLE_TIME in ms, set on every rank before hvd.init")
+    p.add_argument("--horovod-fusion-threshold", type=int, default=None,
+                   help="HOROVOD_FUSION_THRESHOLD in bytes, set on every rank")
+    p.add_argument("--cores", type=int, default=None,
+                   help="pin each process to this many cores (block per local rank)")
+    p.add_argument("--weights-out", default=None,
+                   help="directory where every worker saves its trained weights (rank<r>.npz)")
     p.add_argument("--output", required=True, help="where to write the JSON record")
     args = p.parse_args(argv)
+    resolve_defaults(args)
     for name in ("batch_size", "steps", "image_size", "num_classes"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
-    for name in ("intra_threads", "inter_threads", "warmup_steps"):
+    for name in ("intra_threads", "inter_threads", "warmup_steps", "parameter_servers"):
         if getattr(args, name) < 0:
             p.error(f"--{name.replace('_', '-')} must be >= 0")
+    for name in ("nodes", "processes_per_node", "cores"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.strategy == "parameter_server" and args.parameter_servers < 1:
+        p.error("--strategy parameter_server needs --parameter-servers >= 1")
+    return args
+
+
+def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill image size and classes from the model when not given."""
+    from archbench.models import spec
+    s = spec(args.model)
+    if args.image_size is None:
+        args.image_size = s.native_image_size
+    if args.num_classes is None:
+        args.num_classes = s.num_classes
+    if args.learning_rate is None:
+        args.learning_rate = s.learning_rate
     return args
 
 
 def configure_tensorflow(args: argparse.Namespace):
-    """Set the vendor-library flag and thread pools, then import and return TensorFlow."""
+    """Set the vendor-library flag and thread pools, then import and return TensorFlow.
+
+    Thread pools can be set once per process; a second call with other values raises.
+    """
     os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if args.onednn == "on" else "0"
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     import tensorflow as tf
-    tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
-    tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads)
+    threading = tf.config.threading
+    for getter, setter, value in (
+            (threading.get_intra_op_parallelism_threads, threading.set_intra_op_parallelism_threads,
+             args.intra_threads),
+            (threading.get_inter_op_parallelism_threads, threading.set_inter_op_parallelism_threads,
+             args.inter_threads)):
+        if getter() != value:
+            setter(value)
     tf.keras.utils.set_random_seed(args.seed)
     return tf
 
 
-def synthetic_batch(tf, args: argparse.Namespace):
+def synthetic_batch(tf, args: argparse.Namespace, seed_offset: int = 0):
     """A fixed batch of random images and labels, already in memory."""
-    images = tf.random.uniform((args.batch_size, args.image_size, args.image_size, 3),
-                               dtype=tf.float32, seed=args.seed)
-    labels = tf.random.uniform((args.batch_size,), maxval=args.num_classes, dtype=tf.int32,
-                               seed=args.seed)
+    from archbench.models import input_shape
+    shape = (args.batch_size, *input_shape(args.model, args.image_size, args.data_format))
+    images = tf.random.stateless_uniform(shape, seed=(args.seed, seed_offset), dtype=tf.float32)
+    labels = tf.random.stateless_uniform((args.batch_size,), seed=(args.seed + 1, seed_offset),
+                                         maxval=args.num_classes, dtype=tf.int32)
     return images, labels
 
 
-def make_train_step(tf, model, learning_rate: float):
-    """A compiled SGD training step returning the mean loss."""
+def dataset_fn(tf, args: argparse.Namespace) -> Callable[[int, int], object]:
+    """``fn(shard, shards)`` -> tf.data.Dataset of this worker's (images, labels) batches."""
+    def make(shard: int, shards: int):
+        if args.data == "real":
+            from archbench.data import real_dataset
+            return real_dataset(args, shard, shards)
+        return tf.data.Dataset.from_tensors(synthetic_batch(tf, args, shard)).repeat()
+    return make
+
+
+def make_train_step(tf, model, learning_rate: float, backend=None):
+    """A compiled SGD training step(images, labels) returning the mean loss; ``backend``
+    (archbench.distributed) combines gradients across workers. Create it inside
+    ``backend.scope()``."""
+    from archbench.distributed import Backend
     from archbench.models import keras
     optimizer = keras().optimizers.SGD(learning_rate=learning_rate)
     loss_fn = keras().losses.SparseCategoricalCrossentropy(from_logits=True)
-
-    @tf.function
-    def train_step(images, labels):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(labels, model(images, training=True))
-        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
-                                      model.trainable_variables))
-        return loss
-    return train_step
+    backend = backend or Backend(tf, argparse.Namespace(nodes=None, processes_per_node=None))
+    return backend.make_step(model, optimizer, loss_fn)
 
 
-def timed_steps(step, batches, warmup: int, steps: int) -> tuple[list[float], list[float], float]:
-    """Run warm-up then measured steps; return (step times, losses, window wall time).
-
-    Each step ends with a host read of its loss, so a step's time includes its compute.
-    """
-    for _ in range(warmup):
-        float(step(*next(batches)))
-    times, losses = [], []
-    window_start = time.perf_counter()
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        losses.append(float(step(*next(batches))))
-        times.append(time.perf_counter() - t0)
-    return times, losses, time.perf_counter() - window_start
+def timed_steps(step, batches: Iterator, warmup: int, steps: int) -> tuple[list[float], list[float], float]:
+    """Run warm-up then measured steps in one process; return (step times, losses, window
+    wall time). Each step ends with a host read of its loss, so its time includes compute."""
+    from archbench.distributed import Backend
+    backend = Backend(None, argparse.Namespace())
+    times, losses, wall, _ = backend.window(step, batches, warmup, steps, 1)
+    return times, losses, wall
 
 
-def run(args: argparse.Namespace) -> dict:
-    """Train ``args.model`` and return a complete record (status ok)."""
+def loss_decreased(losses: Sequence[float]) -> bool | None:
+    """Training sanity: the mean loss of the last third of the measured steps is below
+    that of the first third (last < first for two steps; None for fewer, or non-finite)."""
+    if len(losses) < 2:
+        return None
+    if not all(math.isfinite(x) for x in losses):
+        return False
+    third = max(1, len(losses) // 3)
+    first, last = losses[:third], losses[-third:]
+    return bool(sum(last) / len(last) < sum(first) / len(first))
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def save_weights(directory: str, rank: int, model) -> Path:
+    """Save ``model``'s trainable weights as <directory>/rank<rank>.npz."""
+    import numpy as np
+    path = Path(directory) / f"rank{rank}.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, *[np.asarray(v) for v in model.trainable_variables])
+    return path
+
+
+def run(args: argparse.Namespace) -> dict | None:
+    """Train ``args.model``; return the complete record (status ok) on the writing worker
+    and None on every other worker."""
     from archbench import metrics
+    from archbench.distributed import local_rank, make_backend, pin_cores
+    from archbench.models import build_model, check_data_format, spec, training_flops
     start = provenance.now()
+    if args.cores:
+        pin_cores(args.cores, local_rank())
     tf = configure_tensorflow(args)
-    from archbench.models import build_model, training_flops_per_image
-    model = build_model(args.model, args.image_size, args.num_classes)
-    step = make_train_step(tf, model, args.learning_rate)
-    if args.data == "synthetic":
-        fixed = synthetic_batch(tf, args)
-        batches = iter(lambda: fixed, None)
-    else:
-        from archbench.data import real_batches
-        batches = real_batches(args)
-    times, losses, wall = timed_steps(step, batches, args.warmup_steps, args.steps)
+    check_data_format(tf, args.data_format)
+    backend = make_backend(tf, args)
+    with backend.scope():
+        model = build_model(args.model, args.image_size, args.num_classes,
+                            data_format=args.data_format)
+        step = make_train_step(tf, model, args.learning_rate, backend)
+    batches = backend.batches(dataset_fn(tf, args))
+    backend.start(model)
+    times, losses, wall, images = backend.window(step, batches, args.warmup_steps, args.steps,
+                                                 args.batch_size)
+    spread = backend.weight_spread(model)
+    if args.weights_out:
+        save_weights(args.weights_out, backend.rank, model)
+    nodes, ppn = backend.layout()
+    hosts = backend.hosts()
+    extra = backend.metrics(model)
+    if args.data == "real" and spec(args.model).dataset == "digits" and backend.is_writer:
+        from archbench.data import accuracy, digits_arrays
+        _, _, x_test, y_test = digits_arrays(args.image_size, args.data_format)
+        extra["accuracy"] = {"value": accuracy(model, x_test, y_test), "unit": "fraction"}
+    if not backend.is_writer:
+        return None
+    record_metrics = {
+        "flops_per_image": {"value": training_flops(model), "unit": "FLOP"},
+        "window_s": {"value": wall, "unit": "s"},
+        "images": {"value": images, "unit": "img"},
+        **extra,
+    }
+    if spread is not None:
+        record_metrics["replica_weight_spread"] = {"value": spread, "unit": ""}
+    if args.cores:
+        record_metrics["cores"] = {"value": args.cores, "unit": "cores"}
+    if args.data_format != "NHWC":
+        record_metrics["data_format"] = {"value": args.data_format, "unit": ""}
+    fields = base_fields(args, tf.__version__, strategy=backend.name, nodes=nodes,
+                         processes_per_node=ppn, workers=backend.workers)
+    fields["hosts"] = hosts
+    reason = "" if all(math.isfinite(x) for x in losses) else "loss is not finite"
     return make_record(
-        **base_fields(args, tf.__version__), start_time=start, end_time=provenance.now(),
-        step_times_s=times, loss_first=losses[0], loss_last=losses[-1],
-        loss_decreased=bool(losses[-1] < losses[0]),
-        throughput=metrics.window_throughput(args.batch_size * args.steps, wall),
-        throughput_unit="img/s",
-        metrics={"flops_per_image": {"value": training_flops_per_image(args.model, args.image_size),
-                                     "unit": "FLOP"},
-                 "window_s": {"value": wall, "unit": "s"}})
+        **fields, start_time=start, end_time=provenance.now(), step_times_s=times,
+        loss_first=_finite(losses[0]), loss_last=_finite(losses[-1]),
+        loss_decreased=loss_decreased(losses), reason=reason,
+        throughput=metrics.window_throughput(images, wall), throughput_unit="img/s",
+        metrics=record_metrics)
 
 
-def base_fields(args: argparse.Namespace, tf_version: str = "") -> dict:
-    """Record fields that describe the configuration and where it ran."""
+def base_fields(args: argparse.Namespace, tf_version: str = "", strategy: str | None = None,
+                nodes: int | None = None, processes_per_node: int | None = None,
+                workers: int | None = None) -> dict:
+    """Record fields that describe the configuration and where it ran (the plan's layout
+    where the run did not report its own)."""
     from archbench.campaign import config_id
-    conf = dict(kind="train", model=args.model, data=args.data, strategy="single", nodes=1,
-                processes_per_node=1, workers=1, intra_threads=args.intra_threads,
+    nodes = nodes or args.nodes or 1
+    ppn = processes_per_node or args.processes_per_node or 1
+    workers = workers or nodes * ppn
+    conf = dict(kind="train", model=args.model, data=args.data,
+                strategy=strategy or args.strategy, nodes=nodes, processes_per_node=ppn,
+                workers=workers, intra_threads=args.intra_threads,
                 inter_threads=args.inter_threads, batch_per_process=args.batch_size,
-                global_batch=args.batch_size, image_size=args.image_size,
+                global_batch=args.batch_size * workers, image_size=args.image_size,
                 vendor_library="onednn", vendor_library_enabled=args.onednn == "on")
     return {**provenance.host_fields(), **conf, "experiment": "adhoc", "system": "local",
             "config_id": config_id(conf), "repetition": 0, "framework": "tensorflow",
@@ -151,40 +275,85 @@ def failure_record(args: argparse.Namespace, status: str, reason: str, start: st
                        status=status, reason=reason[:500])
 
 
-def command_for(measurement: dict, system: dict) -> list[str]:
-    """argv that runs ``measurement`` (a single-process training configuration); the
-    supervisor appends ``--output PATH``."""
+def worker_argv(measurement: dict, system: dict) -> list[str]:
+    """argv of one worker process of ``measurement`` (interpreter first, no launcher)."""
     m = measurement
+    tuning = m.get("tuning") or {}
     argv = [sys.executable, "-m", "archbench.train", "--model", m["model"],
             "--batch-size", str(m["batch_per_process"]), "--intra-threads", str(m["intra_threads"]),
             "--inter-threads", str(m["inter_threads"]),
-            "--onednn", "on" if m.get("vendor_library_enabled", True) else "off",
+            "--onednn", "on" if m.get("vendor_library_enabled", True) is not False else "off",
             "--data", m["data"], "--warmup-steps", str(m["warmup_steps"]),
             "--steps", str(m["measured_steps"]), "--image-size", str(m["image_size"]),
-            "--num-classes", str(m.get("num_classes", 1000))]
+            "--num-classes", str(m.get("num_classes", 1000)),
+            "--data-format", m.get("data_format", "NHWC"),
+            "--strategy", m.get("strategy", "single"),
+            "--nodes", str(m.get("nodes", 1)),
+            "--processes-per-node", str(m.get("processes_per_node", 1))]
+    if m.get("strategy") == "parameter_server":
+        argv += ["--parameter-servers", str(tuning.get("parameter_servers", 1))]
+    if tuning.get("horovod_cycle_time_ms") is not None:
+        argv += ["--horovod-cycle-time", f"{tuning['horovod_cycle_time_ms']:g}"]
+    if tuning.get("horovod_fusion_threshold_bytes") is not None:
+        argv += ["--horovod-fusion-threshold", str(int(tuning["horovod_fusion_threshold_bytes"]))]
+    if tuning.get("cores"):
+        argv += ["--cores", str(tuning["cores"])]
     if m["data"] == "real" and system.get("data_dir"):
         argv += ["--data-dir", system["data_dir"]]
     return argv
 
 
+def command_for(measurement: dict, system: dict) -> list[str]:
+    """Full argv that runs ``measurement`` on ``system``, launcher included (mpirun, srun,
+    horovodrun or the local TF-cluster spawner for multi-process strategies); the
+    supervisor appends ``--output PATH``."""
+    if measurement.get("best_of"):
+        raise ValueError(f"measurement {measurement.get('config_id')} is a placeholder for the "
+                         f"best configuration of '{measurement['best_of']}'; resolve it first "
+                         "(archbench.experiments.resolve_best)")
+    from archbench.distributed import launcher_argv
+    return launcher_argv(measurement, system, worker_argv(measurement, system))
+
+
+def error_summary(exc: BaseException) -> str:
+    """'<Type>: <message>' in one line; for TensorFlow's multi-line errors ("in user
+    code: ...traceback... ValueError: ...") the first line and the last meaningful one."""
+    lines = [x.strip() for x in str(exc).strip().splitlines() if x.strip()] or [""]
+    text = lines[0]
+    if len(lines) > 1 and len(lines[0]) < 40:
+        errors = [x for x in lines[1:] if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", x)]
+        text = f"{lines[0]} ... {(errors or lines)[-1]}"
+    return f"{type(exc).__name__}: {text}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point: run, write the record; on OOM or error write a failure record."""
+    """CLI entry point: run, write the record; on OOM or error the writing worker writes a
+    failure record (other workers only report the error and exit non-zero)."""
     args = parse_args(argv)
     start = provenance.now()
+    from archbench.distributed import launch_rank
+    writer = launch_rank(args.strategy) == 0
     try:
         record = run(args)
     except MemoryError as exc:
-        write_record(args.output, failure_record(args, "oom", f"MemoryError: {exc}", start))
+        if writer:
+            write_record(args.output, failure_record(args, "oom", f"MemoryError: {exc}", start))
+        print(f"archbench.train: oom: MemoryError: {exc}", file=sys.stderr)
         return EXIT_BENCHMARK_FAILED
     except Exception as exc:  # noqa: BLE001 - any framework error becomes a failure record
         status = "oom" if type(exc).__name__ == "ResourceExhaustedError" else "failed"
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        write_record(args.output, failure_record(args, status, f"{type(exc).__name__}: {first_line}", start))
-        print(f"archbench.train: {status}: {type(exc).__name__}: {first_line}", file=sys.stderr)
+        summary = error_summary(exc)
+        traceback.print_exc(file=sys.stderr)
+        if writer:
+            write_record(args.output, failure_record(args, status, summary, start))
+        print(f"archbench.train: {status}: {summary}", file=sys.stderr)
         return EXIT_BENCHMARK_FAILED
+    if record is None:
+        return 0
     write_record(args.output, record)
-    print(f"{record['model']}: {record['throughput']:.2f} img/s "
-          f"(loss {record['loss_first']:.3f} -> {record['loss_last']:.3f})")
+    trend = {True: "decreasing", False: "NOT decreasing", None: "n/a"}[record["loss_decreased"]]
+    print(f"{record['model']}: {record['throughput']:.2f} img/s, {record['strategy']} x "
+          f"{record['workers']} (loss {record['loss_first']} -> {record['loss_last']}, {trend})")
     return 0
 
 

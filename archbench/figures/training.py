@@ -1,0 +1,240 @@
+"""Figures of the training experiments. Each takes the tidy measurements table and
+returns a ``Figure``; the numbers come from :mod:`archbench.tables` (the same values the
+tables print). Lines show means; error bars span min-max of the runs; a configuration
+whose runs all failed is a red cross on the x axis, never a zero."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from archbench import tables
+from archbench.figures.style import (
+    label_column, log2_axis, mark_failures, no_data, ordered, palette, panels, shared_legend,
+    style,
+)
+from archbench.tables.common import HAS_MEAN
+
+
+def _series_plot(ax, data: pd.DataFrame, x: str, y: str, hue: str, hue_order: list,
+                 style_col: str | None = None, style_order: list | None = None,
+                 low: str | None = None, high: str | None = None) -> None:
+    """Mean lines with markers (and min-max error bars when ``low``/``high`` are given)."""
+    colours = dict(zip(hue_order, palette(len(hue_order))))
+    sns.lineplot(data=data, x=x, y=y, hue=hue, hue_order=hue_order, palette=colours,
+                 style=style_col, style_order=style_order, markers=True, dashes=True,
+                 errorbar=None, estimator=None, sort=True, ax=ax)
+    if low and high:
+        for level in hue_order:
+            part = data[data[hue] == level]
+            if part.empty:
+                continue
+            lower = (part[y] - part[low]).clip(lower=0)
+            upper = (part[high] - part[y]).clip(lower=0)
+            ax.errorbar(part[x].astype(float), part[y], yerr=[lower, upper], fmt="none",
+                        ecolor=colours[level], elinewidth=0.8, capsize=2)
+
+
+def _failed_x(frame: pd.DataFrame, x: str, status: str = "status") -> list:
+    return frame.loc[~frame[status].isin(HAS_MEAN) & frame[x].notna(), x].tolist()
+
+
+def _facets(frame: pd.DataFrame, columns: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """(panel title, rows) per distinct value of ``columns``, in sorted order."""
+    frame = frame.assign(_panel=label_column(frame, columns))
+    return [(title, frame[frame["_panel"] == title]) for title in ordered(frame["_panel"])]
+
+
+def thread_scaling(df: pd.DataFrame) -> Figure:
+    """img/s vs intra-op threads (one process), one line per batch size, dashed for the
+    vendor library off; one panel per system and model."""
+    title = "Thread scaling: img/s vs threads (one process)"
+    table = tables.thread_efficiency(df)
+    if table.empty:
+        return no_data(title)
+    table["batch"] = table["batch_per_process"].map(lambda b: f"batch {b}")
+    table["vendor"] = label_column(table, ["vendor_library_enabled"])
+    with style():
+        groups = _facets(table, ["system", "model"])
+        figure, axes = panels(len(groups))
+        hue_order = [f"batch {b}" for b in ordered(table["batch_per_process"])]
+        style_order = ordered(table["vendor"]) if table["vendor"].ne("").any() else None
+        for ax, (name, part) in zip(axes, groups):
+            ok = part[part["img_s"].notna()]
+            _series_plot(ax, ok, "threads", "img_s", "batch", hue_order,
+                         "vendor" if style_order else None, style_order, "img_s_min", "img_s_max")
+            mark_failures(ax, _failed_x(part, "threads"))
+            log2_axis(ax, "x", part["threads"])
+            ax.set(title=name, xlabel="intra-op threads", ylabel="img/s")
+        shared_legend(figure, axes)
+        figure.suptitle(title)
+    return figure
+
+
+def thread_efficiency(df: pd.DataFrame) -> Figure:
+    """Thread efficiency e_t = p_t / (t p_1) vs threads, one panel per system."""
+    title = "Thread efficiency e_t = p_t / (t p_1)"
+    table = tables.thread_efficiency(df)
+    if table.empty:
+        return no_data(title)
+    table["series"] = label_column(table, ["model", "batch_per_process", "vendor_library_enabled"],
+                                   ["", "batch ", ""])
+    with style():
+        groups = _facets(table, ["system"])
+        figure, axes = panels(len(groups), sharey=True)
+        hue_order = ordered(table["series"])
+        for ax, (name, part) in zip(axes, groups):
+            ok = part[part["efficiency"].notna()]
+            _series_plot(ax, ok, "threads", "efficiency", "series", hue_order)
+            mark_failures(ax, _failed_x(part, "threads"))
+            ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
+            log2_axis(ax, "x", part["threads"])
+            ax.set(title=name, xlabel="intra-op threads", ylabel="efficiency", ylim=(0, None))
+        shared_legend(figure, axes)
+        figure.suptitle(title)
+    return figure
+
+
+def vendor_speedup(df: pd.DataFrame) -> Figure:
+    """Vendor-library speedup (img/s with / without) vs threads, one panel per system."""
+    title = "Vendor-library speedup (img/s with / without)"
+    table = tables.vendor_speedup(df)
+    if table.empty:
+        return no_data(title)
+    table["series"] = label_column(table, ["model", "batch_per_process"], ["", "batch "])
+    with style():
+        groups = _facets(table, ["system", "vendor_library"])
+        figure, axes = panels(len(groups), sharey=True)
+        hue_order = ordered(table["series"])
+        for ax, (name, part) in zip(axes, groups):
+            ok = part[part["speedup"].notna()]
+            _series_plot(ax, ok, "intra_threads", "speedup", "series", hue_order)
+            mark_failures(ax, part.loc[part["speedup"].isna(), "intra_threads"].tolist())
+            ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
+            log2_axis(ax, "x", part["intra_threads"])
+            ax.set(title=name, xlabel="intra-op threads", ylabel="speedup")
+        shared_legend(figure, axes)
+        figure.suptitle(title)
+    return figure
+
+
+def hybrid_configurations(df: pd.DataFrame) -> Figure:
+    """Bars of img/s per processes x threads configuration (min-max error bars), one panel
+    per system and model; a configuration that only failed is labelled with its status."""
+    title = "Hybrid configurations: processes x threads per node"
+    table = tables.hybrid_configurations(df)
+    if table.empty:
+        return no_data(title)
+    table["batch"] = table["batch_per_process"].map(lambda b: f"batch {b}")
+    with style():
+        groups = _facets(table, ["system", "model"])
+        figure, axes = panels(len(groups))
+        hue_order = [f"batch {b}" for b in ordered(table["batch_per_process"])]
+        colours = dict(zip(hue_order, palette(len(hue_order))))
+        for ax, (name, part) in zip(axes, groups):
+            part = part.sort_values(["processes_per_node", "intra_threads"], kind="mergesort")
+            order = list(dict.fromkeys(part["configuration"]))
+            width = 0.8 / max(len(hue_order), 1)
+            for i, level in enumerate(hue_order):
+                rows = part[part["batch"] == level]
+                pos = np.array([order.index(c) for c in rows["configuration"]]) - 0.4 + width * (i + 0.5)
+                ok = rows["img_s"].notna().to_numpy()
+                if ok.any():
+                    ax.bar(pos[ok], rows["img_s"][ok], width=width, color=colours[level], label=level)
+                    ax.errorbar(pos[ok], rows["img_s"][ok],
+                                yerr=[(rows["img_s"] - rows["min"])[ok], (rows["max"] - rows["img_s"])[ok]],
+                                fmt="none", ecolor="0.2", elinewidth=0.8, capsize=2)
+                for p, status in zip(pos[~ok], rows["status"][~ok]):
+                    ax.text(p, 0, str(status), rotation=90, ha="center", va="bottom",
+                            fontsize=7, color="#c0392b")
+            ax.set_xticks(range(len(order)), order, rotation=45)
+            ax.set(title=name, xlabel="processes x threads", ylabel="img/s")
+        shared_legend(figure, axes)
+        figure.suptitle(title)
+    return figure
+
+
+def node_scaling(df: pd.DataFrame) -> Figure:
+    """img/s vs nodes (or workers) for synthetic and real data, with the ideal scaling
+    line P_b * n / b from the smallest count b; one panel per system."""
+    title = "Multi-node scaling: img/s vs nodes (dotted: ideal)"
+    table = tables.node_scaling(df)
+    if table.empty:
+        return no_data(title)
+    table["series"] = label_column(table, ["model", "data", "strategy"])
+    with style():
+        groups = _facets(table, ["system"])
+        figure, axes = panels(len(groups))
+        hue_order = ordered(table["series"])
+        colours = dict(zip(hue_order, palette(len(hue_order))))
+        for ax, (name, part) in zip(axes, groups):
+            ok = part[part["img_s"].notna()]
+            _series_plot(ax, ok, "count", "img_s", "series", hue_order)
+            for level, series in part.groupby("series", sort=True):
+                counts = np.array(sorted(series["count"].dropna().astype(float).unique()))
+                base = series["img_s_baseline"].dropna()
+                if len(counts) and not base.empty:
+                    first = float(series["baseline_count"].dropna().iloc[0])
+                    ax.plot(counts, float(base.iloc[0]) * counts / first, ls=":", lw=1,
+                            color=colours[level])
+            mark_failures(ax, _failed_x(part, "count"))
+            log2_axis(ax, "x", part["count"])
+            units = ordered(part["scaling_unit"])
+            ax.set(title=name, xlabel=" / ".join(units), ylabel="img/s")
+        shared_legend(figure, axes)
+        figure.suptitle(title)
+    return figure
+
+
+def efficiency_heatmap(df: pd.DataFrame) -> Figure:
+    """Parallel efficiency E_n = P_n / (n P_1) as a heat map: series (system / model / data)
+    x node count; failed cells show their status."""
+    title = "Parallel efficiency E_n = P_n / (n P_1)"
+    table = tables.efficiency_heatmap(df)
+    if table.empty:
+        return no_data(title)
+    counts = [c for c in table.columns if c.isdigit()]
+    labels = label_column(table, ["system", "model", "data", "strategy", "processes_per_node"],
+                          ["", "", "", "", "ppn "]).tolist()
+    cells = table[counts].astype(object)
+    values = cells.apply(lambda col: pd.to_numeric(col, errors="coerce")).astype(float).to_numpy()
+    with style():
+        height = 1.2 + 0.35 * len(labels)
+        figure = Figure(figsize=(2.5 + 0.7 * len(counts) + 0.06 * max(map(len, labels)), height),
+                        layout="constrained")
+        ax = figure.subplots()
+        sns.heatmap(values, ax=ax, vmin=0, vmax=max(1.0, float(np.nanmax(values)) if np.isfinite(values).any() else 1.0),
+                    cmap="viridis", annot=True, fmt=".2f", cbar_kws={"label": "efficiency"},
+                    xticklabels=counts, yticklabels=labels, linewidths=0.5, linecolor="white")
+        for (i, j), cell in np.ndenumerate(cells.to_numpy()):
+            if isinstance(cell, str):
+                ax.text(j + 0.5, i + 0.5, cell, ha="center", va="center", fontsize=7,
+                        color="#c0392b")
+        units = " / ".join(ordered(table["scaling_unit"]))
+        ax.set(xlabel=units, ylabel="")
+        figure.suptitle(title)
+    return figure
+
+
+def io_overhead(df: pd.DataFrame) -> Figure:
+    """I/O overhead (%) = (synthetic - real) / synthetic x 100 vs nodes."""
+    title = "I/O overhead: (synthetic - real) / synthetic"
+    table = tables.io_overhead(df)
+    if table.empty:
+        return no_data(title)
+    table["series"] = label_column(table, ["system", "model", "strategy"])
+    with style():
+        figure, axes = panels(1)
+        ax = axes[0]
+        hue_order = ordered(table["series"])
+        ok = table[table["io_overhead_percent"].notna()]
+        _series_plot(ax, ok, "nodes", "io_overhead_percent", "series", hue_order)
+        mark_failures(ax, table.loc[table["io_overhead_percent"].isna(), "nodes"].tolist())
+        ax.axhline(0.0, color="0.5", lw=0.8, ls=":")
+        log2_axis(ax, "x", table["nodes"])
+        ax.set(xlabel="nodes", ylabel="I/O overhead (%)")
+        shared_legend(figure, axes)
+        figure.suptitle(title)
+    return figure

@@ -1,0 +1,300 @@
+"""Import published or external measurements so they go through the same tables and figures.
+
+Import format: a CSV file with a header row, one row per measured configuration (or per
+repetition, with ``repetition``). Columns, in any order:
+
+=====================  ========  ==========================================================
+column                 required  meaning
+=====================  ========  ==========================================================
+system                 yes       system name (e.g. marenostrum4)
+model / kernel         one       trained model (resnet50, ...) or kernel (matmul, stream, ...)
+throughput             yes       the value: mean img/s, GFLOP/s, GB/s ... (positive)
+unit                   yes       its unit: img/s, GFLOP/s, GB/s, MB/s
+error                  no        published error of the value (e.g. max - min)
+source                 no        where the value comes from (paper, table); default: the file
+experiment             no        experiment name; default: the file stem
+experiment_type        no        thread_scaling, hybrid, node_scaling, kernel, ...
+arch                   no        CPU architecture
+data                   no        synthetic | real
+strategy               no        single | horovod | mirrored | parameter_server | workers
+nodes                  no        node count (default 1)
+workers                no        worker processes in total (default nodes x processes)
+gpus                   no        GPU count; scales like workers (stored as ``workers``)
+processes_per_node     no        processes per node (default 1)
+threads                no        intra-op threads per process
+inter_threads          no        inter-op threads
+batch                  no        batch size per process
+global_batch           no        images per step over all workers (default batch x workers)
+problem_size           no        kernel problem size (N, or bytes for STREAM)
+tile_size              no        kernel tile size
+vendor_library         no        onednn | mkl | armpl | acl
+vendor_library_enabled no        true | false (also on/off, yes/no, 1/0)
+repetition             no        repetition index when rows are single runs
+=====================  ========  ==========================================================
+
+Files whose columns are named differently import as-is through a *mapping*: a dict (or a
+YAML sidecar ``<file stem>.yaml`` beside the CSV or in a mapping directory) with
+``columns`` (file column -> import column; ``null`` drops the column) and ``constants``
+(import column -> value for every row), e.g. for the CESGA 2018 Table 3::
+
+    columns: {tasks_nodes: nodes, workers: workers, img_s_mean: throughput,
+              img_s_error: error, speedup_published: null}
+    constants: {system: cesga-haswell, model: resnet50, batch: 64, unit: img/s,
+                strategy: parameter_server, data: synthetic, experiment_type: node_scaling,
+                source: "CESGA 2018, Table 3"}
+
+Every row becomes a tidy-table row (as ``archbench.record.flatten`` gives) with status
+``ok``, ``kind`` train or kernel, plus ``reported_error`` and ``source``. A malformed file
+raises :class:`ImportFormatError` with one line naming the file, row and column.
+
+Command line: ``python -m archbench.importer FILE.csv [--map SRC=DST ...] [--set COL=VALUE ...]
+[--mapping FILE.yaml] [--output tidy.csv]`` checks a file and prints (or writes) its rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import pandas as pd
+import yaml
+
+REQUIRED = ("system", "throughput", "unit")
+TEXT_COLUMNS = ("system", "model", "kernel", "unit", "source", "experiment",
+                "experiment_type", "arch", "vendor_library")
+INT_COLUMNS = ("nodes", "workers", "gpus", "processes_per_node", "threads", "inter_threads",
+               "batch", "global_batch", "problem_size", "tile_size", "repetition")
+ZERO_ALLOWED = ("threads", "inter_threads", "repetition")
+FLOAT_COLUMNS = ("throughput", "error")
+CHOICES = {"data": ("synthetic", "real"),
+           "strategy": ("single", "horovod", "mirrored", "parameter_server", "workers")}
+BOOL_COLUMNS = ("vendor_library_enabled",)
+KNOWN = set(TEXT_COLUMNS) | set(INT_COLUMNS) | set(FLOAT_COLUMNS) | set(CHOICES) | set(BOOL_COLUMNS)
+_BOOL = {"true": True, "false": False, "on": True, "off": False, "yes": True, "no": False,
+         "1": True, "0": False}
+
+
+class ImportFormatError(ValueError):
+    """A malformed import file; the message is one line naming file, row and column."""
+
+
+def load_mapping(path: str | os.PathLike) -> dict:
+    """Read a mapping sidecar (YAML with ``columns`` and/or ``constants``)."""
+    try:
+        mapping = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ImportFormatError(f"{path}: unreadable mapping ({first})") from exc
+    check_mapping(mapping, str(path))
+    return mapping
+
+
+def check_mapping(mapping: Any, where: str = "mapping") -> None:
+    """Raise ImportFormatError unless ``mapping`` has only ``columns`` and ``constants`` dicts
+    whose targets are import columns."""
+    if not isinstance(mapping, dict) or set(mapping) - {"columns", "constants"}:
+        raise ImportFormatError(f"{where}: a mapping has only 'columns' and 'constants'")
+    for key in ("columns", "constants"):
+        if not isinstance(mapping.get(key, {}), dict):
+            raise ImportFormatError(f"{where}: {key}: expected a mapping")
+    for source, target in mapping.get("columns", {}).items():
+        if target is not None and target not in KNOWN:
+            raise ImportFormatError(f"{where}: columns.{source}: unknown import column '{target}'")
+    for name in mapping.get("constants", {}):
+        if name not in KNOWN:
+            raise ImportFormatError(f"{where}: constants.{name}: unknown import column")
+
+
+def find_mapping(path: str | os.PathLike, mapping_dirs: Sequence[str | os.PathLike] = ()) -> Path | None:
+    """The sidecar of import file ``path``: ``<stem>.yaml`` beside it, else in ``mapping_dirs``."""
+    path = Path(path)
+    for folder in [path.parent, *map(Path, mapping_dirs)]:
+        candidate = folder / f"{path.stem}.yaml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _parse(value: str, column: str) -> Any:
+    """One cell as its typed value; raises ValueError with the reason."""
+    text = value.strip()
+    if column in INT_COLUMNS:
+        number = float(text)
+        if not number.is_integer():
+            raise ValueError(f"'{text}' is not an integer")
+        minimum = 0 if column in ZERO_ALLOWED else 1
+        if number < minimum:
+            raise ValueError(f"'{text}' is below {minimum}")
+        return int(number)
+    if column in FLOAT_COLUMNS:
+        number = float(text)
+        if not math.isfinite(number) or number < 0 or (column == "throughput" and number == 0):
+            raise ValueError(f"'{text}' is not a positive finite number")
+        return number
+    if column in CHOICES:
+        if text not in CHOICES[column]:
+            raise ValueError(f"'{text}' is not one of {', '.join(CHOICES[column])}")
+        return text
+    if column in BOOL_COLUMNS:
+        if text.lower() not in _BOOL:
+            raise ValueError(f"'{text}' is not true/false")
+        return _BOOL[text.lower()]
+    return text
+
+
+def read_import(path: str | os.PathLike, mapping: dict | None = None) -> pd.DataFrame:
+    """Rows of one import file as tidy-table rows (status ok). See the module docstring."""
+    path = Path(path)
+    mapping = mapping or {}
+    check_mapping(mapping, f"{path}: mapping")
+    rename = mapping.get("columns", {})
+    constants = mapping.get("constants", {})
+    rows: list[tuple[int, list[str]]] = []  # (line number, cells) of non-blank lines
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            reader = csv.reader(handle, strict=True)
+            for cells in reader:
+                if any(cell.strip() for cell in cells):
+                    rows.append((reader.line_num, cells))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ImportFormatError(f"{path}: unreadable CSV ({exc})") from exc
+    if not rows:
+        raise ImportFormatError(f"{path}: row 0 (header): the file is empty")
+    header = [h.strip() for h in rows[0][1]]
+    targets: list[str | None] = []
+    for name in header:
+        target = rename[name] if name in rename else name
+        if target is not None and target not in KNOWN:
+            raise ImportFormatError(f"{path}: row 0 (header): column '{name}': unknown column "
+                                    "(map it, or drop it with a mapping to null)")
+        targets.append(target)
+    present = {t for t in targets if t} | set(constants)
+    for name in REQUIRED:
+        if name not in present:
+            raise ImportFormatError(f"{path}: row 0 (header): column '{name}': missing")
+    if "model" not in present and "kernel" not in present:
+        raise ImportFormatError(f"{path}: row 0 (header): column 'model': missing "
+                                "(a model or a kernel column is required)")
+    const_values = {}
+    for name, value in constants.items():
+        try:
+            const_values[name] = _parse(str(value).lower() if isinstance(value, bool) else str(value), name)
+        except ValueError as exc:
+            raise ImportFormatError(f"{path}: mapping constants: column '{name}': {exc}") from exc
+    out = []
+    for number, (line, cells) in enumerate(rows[1:], start=1):
+        where = f"{path}: row {number} (line {line})"
+        if len(cells) != len(header):
+            column = header[min(len(cells), len(header)) - 1]
+            raise ImportFormatError(f"{where}: column '{column}': {len(cells)} fields, "
+                                    f"the header has {len(header)}")
+        values = dict(const_values)
+        for name, target, cell in zip(header, targets, cells):
+            if target is None or cell.strip() == "":
+                continue
+            try:
+                values[target] = _parse(cell, target)
+            except ValueError as exc:
+                raise ImportFormatError(f"{where}: column '{name}': {exc}") from exc
+        for name in REQUIRED:
+            if name not in values:
+                raise ImportFormatError(f"{where}: column '{name}': empty")
+        if not values.get("model") and not values.get("kernel"):
+            raise ImportFormatError(f"{where}: column 'model': empty "
+                                    "(a model or a kernel is required)")
+        out.append(_tidy_row(path, number, values))
+    return pd.DataFrame(out)
+
+
+def _tidy_row(path: Path, number: int, v: dict) -> dict:
+    """One import row as a tidy-table row."""
+    kind = "train" if v.get("model") else "kernel"
+    nodes = v.get("nodes", 1)
+    ppn = v.get("processes_per_node", 1)
+    workers = v.get("workers", v.get("gpus", nodes * ppn))
+    batch = v.get("batch")
+    global_batch = v.get("global_batch", batch * workers if batch else None)
+    experiment = v.get("experiment", path.stem)
+    return {
+        "schema_version": 1, "run_id": f"{path.stem}/row{number}", "config_id": None,
+        "repetition": v.get("repetition", 0), "experiment": experiment,
+        "experiment_type": v.get("experiment_type"), "system": v["system"],
+        "arch": v.get("arch"), "kind": kind, "model": v.get("model"), "kernel": v.get("kernel"),
+        "data": v.get("data"), "strategy": v.get("strategy"), "nodes": nodes,
+        "processes_per_node": ppn, "workers": workers, "intra_threads": v.get("threads"),
+        "inter_threads": v.get("inter_threads"), "batch_per_process": batch,
+        "global_batch": global_batch, "problem_size": v.get("problem_size"),
+        "tile_size": v.get("tile_size"), "vendor_library": v.get("vendor_library"),
+        "vendor_library_enabled": v.get("vendor_library_enabled"),
+        "throughput": v["throughput"], "throughput_unit": v["unit"], "status": "ok",
+        "reason": "", "reported_error": v.get("error"),
+        "source": v.get("source", path.name),
+    }
+
+
+def import_files(paths: Iterable[str | os.PathLike], mappings: dict | None = None,
+                 mapping_dirs: Sequence[str | os.PathLike] = ()) -> pd.DataFrame:
+    """All import files as one table; each file's mapping comes from ``mappings[path]`` or
+    its sidecar (see :func:`find_mapping`)."""
+    frames = []
+    for path in paths:
+        mapping = (mappings or {}).get(str(path))
+        if mapping is None:
+            sidecar = find_mapping(path, mapping_dirs)
+            mapping = load_mapping(sidecar) if sidecar else {}
+        frames.append(read_import(path, mapping))
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def mapping_files(paths: Iterable[str | os.PathLike],
+                  mapping_dirs: Sequence[str | os.PathLike] = ()) -> list[str]:
+    """The sidecar files the import ``paths`` use (workflow inputs)."""
+    found = (find_mapping(p, mapping_dirs) for p in paths)
+    return sorted({str(p) for p in found if p is not None})
+
+
+def _pairs(items: Sequence[str], flag: str) -> dict:
+    result = {}
+    for item in items:
+        if "=" not in item:
+            raise SystemExit(f"{flag} {item}: expected NAME=VALUE")
+        key, value = item.split("=", 1)
+        result[key.strip()] = None if value.strip() in ("", "null") else value.strip()
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Check an import file and print its tidy rows (or write them with --output)."""
+    parser = argparse.ArgumentParser(prog="python -m archbench.importer",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("file")
+    parser.add_argument("--mapping", help="YAML sidecar with columns/constants")
+    parser.add_argument("--map", nargs="*", default=[], metavar="SRC=DST",
+                        help="rename a file column to an import column (empty DST drops it)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="COL=VALUE",
+                        help="a constant import column for every row")
+    parser.add_argument("--output", help="write the tidy rows as CSV here")
+    args = parser.parse_args(argv)
+    try:
+        mapping = load_mapping(args.mapping) if args.mapping else {}
+        mapping = {"columns": {**mapping.get("columns", {}), **_pairs(args.map, "--map")},
+                   "constants": {**mapping.get("constants", {}), **_pairs(args.set, "--set")}}
+        frame = read_import(args.file, mapping)
+    except ImportFormatError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.output:
+        frame.to_csv(args.output, index=False, lineterminator="\n")
+    else:
+        print(frame.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

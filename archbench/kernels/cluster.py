@@ -1,0 +1,365 @@
+"""The worker cluster the kernels run on: TensorFlow servers in local processes or Slurm tasks.
+
+The process that runs a kernel is worker 0 *and* the client: it builds the dataflow graph
+and places each worker's ops with ``tf.device(cluster.devices[i])``; those ops execute in
+worker i's own process (a ``tf.distribute.Server``), and tensors move between workers over
+TensorFlow's gRPC runtime.
+
+- One worker, not under a multi-task Slurm step: no server at all, ops run in this process.
+- Local (``--workers N``): this process spawns N-1 servers on 127.0.0.1 free ports.
+- Slurm (``srun --ntasks=N python -m archbench.kernels ...``): every task runs the same
+  command; the cluster comes from ``SlurmClusterResolver``; task 0 continues as the client,
+  the other tasks serve and exit when task 0 is done.
+
+Workers connect back to a plain TCP *control* socket on the client after their server is
+up (the readiness signal) and exit when it closes, so no server outlives its client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import NoReturn, Sequence
+
+LOCAL_CPU = "/device:CPU:0"
+STARTUP_TIMEOUT_S = 180.0
+
+
+@dataclass
+class Cluster:
+    """Workers of one kernel run; ``devices[i]`` is worker i's CPU device."""
+
+    workers: int
+    devices: list[str]
+    hosts: list[str]
+    mode: str  # inprocess | local | slurm
+    threads: int  # intra-op threads per worker
+    procs: list[subprocess.Popen] = field(default_factory=list)
+    control: list[socket.socket] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> int:
+        """Distinct hosts the workers run on."""
+        return len(set(self.hosts))
+
+    @property
+    def processes_per_node(self) -> int:
+        """Workers per node (the most on any node)."""
+        return max(self.hosts.count(h) for h in set(self.hosts))
+
+    def close(self) -> None:
+        """Release the workers: close the control connections and reap local servers."""
+        for conn in self.control:
+            conn.close()
+        self.control.clear()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.clear()
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# XLA:CPU's thunk runtime (the default in TF 2.18) runs large dots at about half the speed
+# of the classic runtime on a 2-core x86 node; the kernels compile their hot loops with XLA.
+XLA_CLASSIC_RUNTIME = "--xla_cpu_use_thunk_runtime=false"
+
+
+def prepare_environment() -> None:
+    """Before TensorFlow starts: quiet its C++ INFO chatter and pick XLA's classic CPU
+    runtime (unless XLA_FLAGS already chooses)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_use_thunk_runtime" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {XLA_CLASSIC_RUNTIME}".strip()
+
+
+# absl writes INFO lines (and a multi-line session-options dump) to stderr before TF can
+# apply TF_CPP_MIN_LOG_LEVEL; quiet_stderr() drops them and keeps everything else.
+_INFO_LINE = re.compile(rb"^I\d{4} |^WARNING: All log messages before absl::InitializeLog")
+_PROTO_TEXT = re.compile(rb"^\s*$|^\s*\}\s*$|^\s*[A-Za-z_]+(: .*| \{)\s*$")
+
+
+def quiet_stderr() -> threading.Thread:
+    """Route this process's fd 2 through a filter that drops absl INFO messages.
+
+    Returns the pump thread; close fd 2 and join it to flush before exiting.
+    """
+    read_fd, write_fd = os.pipe()
+    original = os.dup(2)
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+
+    def pump() -> None:
+        skipping = False
+        with os.fdopen(read_fd, "rb") as source, os.fdopen(original, "wb", buffering=0) as sink:
+            for line in source:
+                if _INFO_LINE.match(line) or (skipping and _PROTO_TEXT.match(line)):
+                    skipping = True
+                    continue
+                skipping = False
+                sink.write(line)
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    return thread
+
+
+def flush_and_exit(code: int, pump: threading.Thread | None = None) -> NoReturn:
+    """Flush Python's streams (and the stderr filter) and end the process at once."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if pump is not None:
+        os.close(2)
+        pump.join(timeout=2)
+    os._exit(code)
+
+
+def configure_threads(threads: int) -> None:
+    """Intra-op threads of this process's TensorFlow runtime (0 = TensorFlow decides)."""
+    import tensorflow as tf
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+    except RuntimeError:  # runtime already initialised (e.g. a second kernel in one process)
+        pass
+
+
+def session_config(threads: int):
+    """A ConfigProto with ``threads`` intra-op threads for a worker server's runtime."""
+    import tensorflow as tf
+    return tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads)
+
+
+def slurm_step_tasks() -> int:
+    """Tasks of the current Slurm step, or 0 outside a multi-task step.
+
+    A batch script also has SLURM_JOB_ID and SLURM_PROCID=0, so a single task counts as
+    "not a Slurm cluster": the kernel then spawns its workers locally inside the job.
+    """
+    if "SLURM_JOB_ID" not in os.environ or "SLURM_PROCID" not in os.environ:
+        return 0
+    tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or 1)
+    return tasks if tasks > 1 else 0
+
+
+def available_cpus() -> int:
+    """CPUs this process may use (its affinity mask, capped by SLURM_CPUS_PER_TASK)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    slurm = int(os.environ.get("SLURM_CPUS_PER_TASK") or 0)
+    return min(cpus, slurm) if slurm else cpus
+
+
+def default_threads(processes_here: int) -> int:
+    """Intra-op threads per worker when ``processes_here`` workers share this process's CPUs."""
+    return max(1, available_cpus() // max(1, processes_here))
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct currently unused TCP ports on ``host``."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def start(workers: int, threads: int = 0, mode: str = "auto",
+          timeout_s: float = STARTUP_TIMEOUT_S) -> Cluster:
+    """Start (or join) the cluster of ``workers`` workers and connect this process as worker 0.
+
+    ``mode``: auto (Slurm when in a multi-task step, else local), local, or slurm. On a
+    Slurm task other than 0 this serves until the client is done and exits the process.
+    ``threads`` = intra-op threads per worker; 0 shares this process's CPUs among the
+    workers on this node (Slurm: each task's own CPUs).
+    """
+    prepare_environment()
+    if mode == "auto":
+        mode = "slurm" if slurm_step_tasks() else "local"
+    if mode == "slurm":
+        return _slurm_cluster(workers, threads, timeout_s)
+    threads = threads or default_threads(workers)
+    configure_threads(threads)
+    if workers == 1:
+        return Cluster(1, [LOCAL_CPU], [socket.gethostname()], "inprocess", threads)
+    return _local_cluster(workers, threads, timeout_s)
+
+
+def _listen(host: str, port: int = 0) -> socket.socket:
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind((host, port))
+    server.listen(64)
+    return server
+
+
+def _await_workers(server: socket.socket, count: int, timeout_s: float,
+                   procs: Sequence[subprocess.Popen] = ()) -> list[socket.socket]:
+    """Accept one control connection per worker (each sent after its server started)."""
+    conns: list[socket.socket] = []
+    deadline = time.monotonic() + timeout_s
+    server.settimeout(1.0)
+    while len(conns) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {len(conns)} of {count} workers started in {timeout_s:.0f} s")
+        dead = [p.args for p in procs if p.poll() is not None]
+        if dead:
+            raise RuntimeError(f"worker server exited during start-up: {dead[0]}")
+        try:
+            conn, _ = server.accept()
+        except socket.timeout:
+            continue
+        conn.settimeout(timeout_s)
+        conn.recv(64)  # the worker's "<task>\n" hello; read it so closing sends FIN, not RST
+        conn.settimeout(None)
+        conns.append(conn)
+    server.close()
+    return conns
+
+
+def _connect(spec: dict, threads: int) -> list[str]:
+    """Make this process worker 0 of ``spec`` and return every worker's device name."""
+    import tensorflow as tf
+    configure_threads(threads)  # also sent to the workers' eager contexts
+    tf.config.experimental_connect_to_cluster(tf.train.ClusterSpec(spec), job_name="worker",
+                                              task_index=0)
+    return [f"/job:worker/replica:0/task:{i}/device:CPU:0" for i in range(len(spec["worker"]))]
+
+
+def _local_cluster(workers: int, threads: int, timeout_s: float) -> Cluster:
+    control = _listen("127.0.0.1")
+    ports = free_ports(workers)
+    spec = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    address = "127.0.0.1:%d" % control.getsockname()[1]
+    procs = [subprocess.Popen([sys.executable, "-m", "archbench.kernels.cluster",
+                               "--spec", json.dumps(spec), "--task", str(task),
+                               "--control", address, "--threads", str(threads)])
+             for task in range(1, workers)]
+    try:
+        conns = _await_workers(control, workers - 1, timeout_s, procs)
+        devices = _connect(spec, threads)
+    except BaseException:
+        for proc in procs:
+            proc.kill()
+        raise
+    host = socket.gethostname()
+    return Cluster(workers, devices, [host] * workers, "local", threads, procs, conns)
+
+
+def _address(host: str) -> str:
+    """An address for a Slurm node name: DNS, else the node's NodeAddr from scontrol."""
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        pass
+    try:
+        out = subprocess.run(["scontrol", "show", "node", host, "-o"], capture_output=True,
+                             text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return host
+    for item in out.split():
+        if item.startswith("NodeAddr="):
+            return item.split("=", 1)[1]
+    return host
+
+
+def slurm_spec(tasks: int) -> tuple[dict, list[str], int, int]:
+    """(cluster spec, node name per task, this task's rank, control port) of the Slurm step.
+
+    Hosts and task order come from ``SlurmClusterResolver``; each task gets its own port
+    (base + rank, base from ARCHBENCH_PORT_BASE or the job id), so several virtual nodes on
+    one host do not collide; the control port is base + tasks.
+    """
+    import tensorflow as tf
+    # CPU-only nodes: the resolver otherwise runs nvidia-smi and divides GPUs among tasks.
+    resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+        jobs={"worker": tasks}, gpus_per_node=tasks, gpus_per_task=1, auto_set_gpu=False)
+    addresses = resolver.cluster_spec().as_dict()["worker"]
+    names = [a.rsplit(":", 1)[0] for a in addresses]
+    default_base = 20000 + (int(os.environ.get("SLURM_JOB_ID", "0")) * 97) % 30000
+    base = int(os.environ.get("ARCHBENCH_PORT_BASE", default_base))
+    spec = {"worker": [f"{_address(n)}:{base + rank}" for rank, n in enumerate(names)]}
+    return spec, names, int(os.environ["SLURM_PROCID"]), base + tasks
+
+
+def _slurm_cluster(workers: int, threads: int, timeout_s: float) -> Cluster:
+    tasks = slurm_step_tasks() or 1
+    if tasks != workers:
+        raise ValueError(f"--workers {workers} but the Slurm step has {tasks} tasks")
+    spec, names, rank, control_port = slurm_spec(tasks)
+    if not threads:  # SLURM_CPUS_PER_TASK, else the node's CPUs shared by its tasks
+        here = 1 if os.environ.get("SLURM_CPUS_PER_TASK") else names.count(names[rank])
+        threads = default_threads(here)
+    control_host = spec["worker"][0].rsplit(":", 1)[0]
+    if rank != 0:
+        serve(spec, rank, f"{control_host}:{control_port}", threads)
+    configure_threads(threads)
+    control = _listen("0.0.0.0", control_port)
+    conns = _await_workers(control, workers - 1, timeout_s)
+    devices = _connect(spec, threads)
+    return Cluster(workers, devices, names, "slurm", threads, [], conns)
+
+
+def serve(spec: dict, task: int, control: str, threads: int = 0) -> NoReturn:
+    """Run worker ``task`` of ``spec`` until the client's control connection closes."""
+    prepare_environment()
+    pump = quiet_stderr()
+    import tensorflow as tf
+    server = tf.distribute.Server(tf.train.ClusterSpec(spec), job_name="worker",
+                                  task_index=task, config=session_config(threads), start=True)
+    host, port = control.rsplit(":", 1)
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while True:  # the client may not listen yet (Slurm tasks start in any order)
+        try:
+            conn = socket.create_connection((host, int(port)), timeout=10)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                print(f"worker {task}: no client at {control}", file=sys.stderr)
+                flush_and_exit(2, pump)
+            time.sleep(0.2)
+    conn.settimeout(None)
+    try:
+        conn.sendall(f"{task}\n".encode())
+        while conn.recv(1024):  # b"" (or a reset) when the client closes or dies
+            pass
+    except OSError:
+        pass
+    del server
+    flush_and_exit(0, pump)  # skip TensorFlow's teardown: the servers' threads never join
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m archbench.kernels.cluster --spec JSON --task I --control HOST:PORT``."""
+    import argparse
+    p = argparse.ArgumentParser(prog="python -m archbench.kernels.cluster",
+                                description="Run one kernel worker server (started by the client).")
+    p.add_argument("--spec", required=True, help='cluster spec JSON {"worker": [host:port, ...]}')
+    p.add_argument("--task", type=int, required=True, help="this worker's index (> 0)")
+    p.add_argument("--control", required=True, help="client control address host:port")
+    p.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = TF default)")
+    args = p.parse_args(argv)
+    serve(json.loads(args.spec), args.task, args.control, args.threads)
+
+
+if __name__ == "__main__":
+    main()

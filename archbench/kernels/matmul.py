@@ -1,0 +1,186 @@
+"""Tiled matrix multiply C = A B in TensorFlow (N x N fp32, N = 2^k, tiles T x T).
+
+Set-up (untimed): the workers generate the tiles of A and B and write them to disk (one
+file per tile, in a scratch directory every worker can read).
+
+One multiply (timed): the shared list of tile products A[i,k] B[k,j] (ordered by output
+tile, then k) is split into one contiguous share per worker. A worker loads its products'
+tiles from disk, multiplies them on its device and sums the products of each output tile
+(one add_n); these partial results go to the reducer owning that tile (reducer r owns
+the tiles with (i * tiles + j) % reducers == r; reducers are workers 0..reducers-1),
+which adds them into C[i, j]. Loads run at most one product ahead of the multiplies; a
+worker loads each tile once per multiply when all it needs fit in CACHE_BYTES (2 GiB),
+else once per product. Each tile product is XLA-compiled (on x86 the classic XLA:CPU
+runtime's dot matches numpy's sgemm; TensorFlow's own MatMul kernel reaches about half of
+it on two threads, see cluster.XLA_CLASSIC_RUNTIME).
+GFLOP/s counts 2N^3 - N^2 flops.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from archbench import metrics as formulas
+from archbench.kernels.cluster import Cluster
+from archbench.kernels.common import KernelResult, is_power_of_two, metric, rate, split, timed
+
+
+CACHE_BYTES = 2 << 30  # per worker: loaded tiles kept for reuse within one multiply
+
+
+def default_tile(n: int) -> int:
+    """Tile size when none is given: N up to 4096, else 4096."""
+    return min(n, 4096)
+
+
+class TiledMatmul:
+    """Tiles of A and B on disk, C as tiles on the reducers; ``multiply()`` computes C."""
+
+    def __init__(self, cluster: Cluster, n: int, tile: int | None = None, reducers: int = 1,
+                 scratch: str | None = None, seed: int = 0, cache_bytes: int = CACHE_BYTES):
+        import tensorflow as tf
+        tile = tile or default_tile(n)
+        if not (is_power_of_two(n) and is_power_of_two(tile)) or tile > n:
+            raise ValueError(f"matmul needs N and the tile size as powers of two, tile <= N "
+                             f"(got N={n}, tile={tile})")
+        if not 1 <= reducers <= cluster.workers:
+            raise ValueError(f"reducers must be 1..workers ({cluster.workers}), got {reducers}")
+        self.cluster, self.n, self.tile, self.reducers = cluster, n, tile, reducers
+        self.cache_bytes = cache_bytes
+        self.tiles = n // tile
+        self.dir = Path(tempfile.mkdtemp(prefix="archbench-matmul-", dir=scratch))
+        self._write_tiles(tf, seed)
+        nt, devices = self.tiles, cluster.devices
+        self.c_tiles = {}
+        for i in range(nt):
+            for j in range(nt):
+                with tf.device(devices[self.reducer_of(i, j)]):
+                    self.c_tiles[i, j] = tf.Variable(tf.zeros([tile, tile], tf.float32))
+        self._product = tf.function(tf.matmul, jit_compile=True)
+        self._multiply = tf.function(self._build)
+
+    def path(self, name: str, i: int, j: int) -> str:
+        """File holding tile (i, j) of matrix ``name`` (A or B)."""
+        return str(self.dir / f"{name}_{i}_{j}.tensor")
+
+    def reducer_of(self, i: int, j: int) -> int:
+        """Worker that accumulates output tile C[i, j]."""
+        return (i * self.tiles + j) % self.reducers
+
+    def _write_tiles(self, tf, seed: int) -> None:
+        """Each worker generates and writes its round-robin share of the A and B tiles."""
+        nt, t = self.tiles, self.tile
+        jobs = [(name, i, j) for name in "AB" for i in range(nt) for j in range(nt)]
+
+        @tf.function
+        def write():
+            for number, (name, i, j) in enumerate(jobs):
+                with tf.device(self.cluster.devices[number % self.cluster.workers]):
+                    values = tf.random.stateless_uniform([t, t], [seed, number], -1.0, 1.0)
+                    tf.io.write_file(self.path(name, i, j), tf.io.serialize_tensor(values))
+            return tf.constant(0)
+
+        write().numpy()
+
+    def _load(self, tf, name: str, i: int, j: int, directory=None):
+        """Read tile (i, j) of ``name``; ``directory`` is a string tensor inside the graph
+        (a constant file name would let TensorFlow constant-fold the load and the product)."""
+        path = self.path(name, i, j) if directory is None else tf.strings.join(
+            [directory, f"/{name}_{i}_{j}.tensor"])
+        data = tf.io.parse_tensor(tf.io.read_file(path), tf.float32)
+        return tf.ensure_shape(data, [self.tile, self.tile])
+
+    def products(self) -> list[tuple[int, int, int]]:
+        """The shared list of tile products (i, j, k), ordered by output tile then k."""
+        nt = self.tiles
+        return [(i, j, k) for i in range(nt) for j in range(nt) for k in range(nt)]
+
+    def _build(self, directory):
+        import tensorflow as tf
+        products = self.products()
+        partials = defaultdict(list)  # (i, j) -> partial sums from the workers
+        for worker, (start, stop) in enumerate(split(len(products), self.cluster.workers)):
+            with tf.device(self.cluster.devices[worker]):
+                share = products[start:stop]
+                cache = {} if self._fits(share) else None
+                done, group = [], defaultdict(list)  # products of each output tile
+                for i, j, k in share:
+                    with tf.control_dependencies(done[-2:-1]):
+                        a = self._tile(tf, cache, "A", i, k, directory)  # <= one product ahead
+                        b = self._tile(tf, cache, "B", k, j, directory)
+                    done.append(self._product(a, b))
+                    group[i, j].append(done[-1])
+                for (i, j), products_ij in group.items():
+                    partials[i, j].append(tf.add_n(products_ij))
+        for (i, j), parts in partials.items():
+            with tf.device(self.cluster.devices[self.reducer_of(i, j)]):
+                self.c_tiles[i, j].assign(tf.add_n(parts))
+        return tf.constant(0)
+
+    def _fits(self, share: list[tuple[int, int, int]]) -> bool:
+        """Whether every distinct tile of a worker's share fits its tile cache."""
+        distinct = {("A", i, k) for i, _, k in share} | {("B", k, j) for _, j, k in share}
+        return len(distinct) * 4 * self.tile**2 <= self.cache_bytes
+
+    def _tile(self, tf, cache: dict | None, name: str, i: int, j: int, directory):
+        """Tile (i, j) of ``name``, loaded once per multiply when the worker caches tiles."""
+        key = (name, i, j)
+        if cache is not None and key in cache:
+            return cache[key]
+        value = self._load(tf, name, i, j, directory)
+        if cache is not None:
+            cache[key] = value
+        return value
+
+    def multiply(self) -> None:
+        """One tiled multiply; returns when every C tile sits on its reducer."""
+        import tensorflow as tf
+        self._multiply(tf.constant(str(self.dir))).numpy()
+
+    def _read(self, name: str, i: int, j: int) -> np.ndarray:
+        import tensorflow as tf
+        return self._load(tf, name, i, j).numpy()
+
+    def _assemble(self, tile_of) -> np.ndarray:
+        nt = self.tiles
+        return np.block([[tile_of(i, j) for j in range(nt)] for i in range(nt)])
+
+    def inputs(self) -> tuple[np.ndarray, np.ndarray]:
+        """A and B as numpy arrays, read back from the tile files."""
+        return (self._assemble(lambda i, j: self._read("A", i, j)),
+                self._assemble(lambda i, j: self._read("B", i, j)))
+
+    def result(self) -> np.ndarray:
+        """C gathered from the reducers as a numpy array."""
+        return self._assemble(lambda i, j: self.c_tiles[i, j].numpy())
+
+    def cleanup(self) -> None:
+        """Delete the tile files."""
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def run(cluster: Cluster, n: int, tile: int | None = None, reducers: int = 1,
+        warmup: int = 1, steps: int = 3, scratch: str | None = None, seed: int = 0,
+        verify: bool = False) -> KernelResult:
+    """Tiled N x N fp32 multiply on the cluster; GFLOP/s with 2N^3 - N^2 flops."""
+    mm = TiledMatmul(cluster, n, tile, reducers, scratch, seed)
+    try:
+        times = timed(mm.multiply, warmup, steps)
+        flops = formulas.matmul_flops(n)
+        result = KernelResult(rate(flops, times) / 1e9, "GFLOP/s", times, warmup, {
+            "tile_products": metric(mm.tiles ** 3, "count"),
+            "reducers": metric(reducers, "count"),
+            "best": metric(formulas.gflops(flops, min(times)), "GFLOP/s")})
+        if verify:
+            a, b = mm.inputs()
+            expected = a @ b
+            error = np.abs(mm.result() - expected).max() / np.abs(expected).max()
+            result.metrics["max_relative_error"] = metric(error, "1")
+    finally:
+        mm.cleanup()
+    return result

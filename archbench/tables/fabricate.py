@@ -1,0 +1,153 @@
+"""Fabricated result records of every experiment kind, with known values.
+
+For tests, the reproducibility check and ``scripts/bench_aggregate.py``: every record is a
+valid record (``archbench.record.make_record``), and its throughput follows
+:func:`true_throughput` times a repetition factor from ``NOISE`` whose mean is exactly 1,
+so the mean of a configuration is known in closed form. A few configurations fail on
+purpose (all repetitions, or some), see :func:`planned_failure`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+from archbench.campaign import config_id
+from archbench.record import make_record
+
+# Repetition factors: the mean of NOISE[:reps] is 1 for reps 1..5, the spread 4% of the mean.
+NOISE = {1: (1.0,), 2: (0.98, 1.02), 3: (0.98, 1.0, 1.02), 4: (0.98, 0.99, 1.01, 1.02),
+         5: (0.98, 0.99, 1.0, 1.01, 1.02)}
+WIDE_NOISE = {n: tuple(1 + 5 * (f - 1) for f in fs) for n, fs in NOISE.items()}  # 20% spread
+
+BASE_IMG_S = {"alexnet": 20.0, "resnet50": 3.0}
+MODEL_FLOPS_PER_IMAGE = {"alexnet": 2.1e9, "resnet50": 12.3e9}
+SYSTEMS = {"sysa": ("x86_64", "onednn", 1.0), "sysb": ("aarch64", "armpl", 0.7)}
+
+
+def system_traits(name: str) -> tuple[str, str, float]:
+    """(arch, vendor library, relative speed) of a fabricated system; other names copy sysa."""
+    return SYSTEMS.get(name, SYSTEMS["sysa"])
+
+
+def true_throughput(conf: dict) -> float:
+    """The mean value the fabricated runs of ``conf`` are built around."""
+    speed = system_traits(conf["system"])[2]
+    if conf["kind"] == "kernel":
+        if conf["kernel"] == "stream":
+            return 10.0 * speed * (1 + math.log2(conf["problem_size"]) / 30)  # GB/s
+        return 8.0 * speed * conf["workers"] ** 0.9 * (conf["problem_size"] / 1024) ** 0.1
+    p = BASE_IMG_S[conf["model"]] * speed
+    p *= conf["intra_threads"] ** 0.85 * conf["processes_per_node"] ** 0.9
+    p *= 1.0 + conf["batch_per_process"] / 256
+    p *= 1.3 if conf["vendor_library_enabled"] else 1.0
+    p *= conf["inter_threads"] ** 0.05 if conf["inter_threads"] else 0.95
+    p *= conf["nodes"] ** 0.92
+    if conf["data"] == "real":
+        p *= 0.85 + 0.01 * math.log2(conf["nodes"])
+    return p
+
+
+def planned_failure(conf: dict, rep: int) -> str | None:
+    """The status a fabricated run fails with, or None for a successful run.
+
+    - sysb resnet50 batch 64, 4 threads, vendor library off: oom in every repetition;
+    - sysa alexnet batch 16, 2 threads, vendor library on: timeout in repetition 0 only;
+    - sysb real-data node scaling at 4 nodes: failed in every repetition.
+    """
+    if conf["kind"] != "train":
+        return None
+    if (conf["system"], conf["model"], conf["batch_per_process"], conf["intra_threads"],
+            conf["vendor_library_enabled"], conf["experiment"]) == (
+            "sysb", "resnet50", 64, 4, False, "threads"):
+        return "oom"
+    if (conf["system"], conf["model"], conf["batch_per_process"], conf["intra_threads"],
+            conf["vendor_library_enabled"], conf["experiment"]) == (
+            "sysa", "alexnet", 16, 2, True, "threads") and rep == 0:
+        return "timeout"
+    if conf["experiment"] == "scaling" and conf["system"] == "sysb" and \
+            conf["data"] == "real" and conf["nodes"] == 4:
+        return "failed"
+    return None
+
+
+def is_wide(conf: dict) -> bool:
+    """Configurations whose repetitions spread by 20% (over the 10% flag)."""
+    return conf["kind"] == "train" and conf["experiment"] == "hybrid" and \
+        conf["processes_per_node"] == 4
+
+
+def _train(experiment: str, etype: str, system: str, **values) -> dict:
+    arch, vendor, _ = system_traits(system)
+    conf = {"experiment": experiment, "experiment_type": etype, "system": system,
+            "arch": arch, "kind": "train", "model": "resnet50", "data": "synthetic",
+            "strategy": "single", "nodes": 1, "processes_per_node": 1, "intra_threads": 1,
+            "inter_threads": 1, "batch_per_process": 16, "vendor_library": vendor,
+            "vendor_library_enabled": True, "image_size": 224}
+    conf.update(values)
+    conf["workers"] = conf["nodes"] * conf["processes_per_node"]
+    conf["global_batch"] = conf["batch_per_process"] * conf["workers"]
+    return conf
+
+
+def _kernel(experiment: str, system: str, kernel: str, size: int, workers: int) -> dict:
+    return {"experiment": experiment, "experiment_type": "kernel", "system": system,
+            "arch": system_traits(system)[0], "kind": "kernel", "kernel": kernel,
+            "problem_size": size, "tile_size": None if kernel == "stream" else size // 4,
+            "workers": workers, "nodes": 1, "strategy": "workers"}
+
+
+def configurations(systems: tuple[str, ...] = ("sysa", "sysb"), threads: tuple[int, ...] = (1, 2, 4),
+                   batches: tuple[int, ...] = (16, 64)) -> list[dict]:
+    """Configurations of every experiment type on ``systems``."""
+    confs: list[dict] = []
+    for system in systems:
+        for model in ("alexnet", "resnet50"):
+            for batch in batches:
+                for n in threads:
+                    for vendor in (True, False):
+                        confs.append(_train("threads", "thread_scaling", system, model=model,
+                                            batch_per_process=batch, intra_threads=n,
+                                            vendor_library_enabled=vendor))
+            for ppn, n in ((1, 4), (2, 2), (4, 1)):
+                confs.append(_train("hybrid", "hybrid", system, model=model,
+                                    processes_per_node=ppn, intra_threads=n,
+                                    batch_per_process=32))
+            for inter in (1, 2):
+                for n in (1, 2, 4):
+                    confs.append(_train("interintra", "inter_intra", system, model=model,
+                                        inter_threads=inter, intra_threads=n))
+            for nodes in (1, 2, 4):
+                for data in ("synthetic", "real"):
+                    confs.append(_train("scaling", "node_scaling", system, model=model,
+                                        nodes=nodes, data=data, strategy="horovod",
+                                        intra_threads=4, batch_per_process=64))
+        for size in (1024, 2048):
+            for workers in (1, 2, 4):
+                confs.append(_kernel("kernels", system, "matmul", size, workers))
+        for size in (2**21, 2**23, 2**25):
+            confs.append(_kernel("stream", system, "stream", size, 1))
+    return confs
+
+
+def fabricate_records(repetitions: int = 3, **kwargs) -> Iterator[dict]:
+    """Valid records of every experiment type: ``repetitions`` runs per configuration."""
+    for conf in configurations(**kwargs):
+        conf["config_id"] = config_id(conf)
+        noise = (WIDE_NOISE if is_wide(conf) else NOISE)[repetitions]
+        value = true_throughput(conf)
+        for rep in range(repetitions):
+            failure = planned_failure(conf, rep)
+            record = dict(conf, repetition=rep, start_time="2024-01-01T00:00:00Z",
+                          end_time="2024-01-01T00:01:00Z", status=failure or "ok",
+                          reason=f"fabricated {failure}" if failure else "")
+            if conf["kind"] == "train":
+                record["throughput_unit"] = "img/s"
+                record["metrics"] = {"flops_per_image": {
+                    "value": MODEL_FLOPS_PER_IMAGE[conf["model"]], "unit": "flop"}}
+            else:
+                record["throughput_unit"] = "GB/s" if conf["kernel"] == "stream" else "GFLOP/s"
+            record["throughput"] = None if failure else value * noise[rep]
+            if failure:
+                record["throughput_unit"] = ""
+            yield make_record(**record)

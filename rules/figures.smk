@@ -1,0 +1,29 @@
+# Publication figures (PNG, PDF, SVG), one rule per figure type, named plot_<figure>.
+from archbench.figures import FIGURES
+
+FIGURE_NAMES = sorted(FIGURES)
+
+
+def figure_targets():
+    return [f"results/figures/{f}.{ext}" for f in FIGURE_NAMES for ext in ("png", "pdf", "svg")]
+
+
+for _figure in FIGURE_NAMES:
+
+    rule:
+        name:
+            f"plot_{_figure}"
+        localrule: True
+        input:
+            measurements="results/tables/measurements_all.csv",
+        output:
+            png=report(f"results/figures/{_figure}.png", category="Figures",
+                       caption=f"../report/captions/{_figure}.rst"),
+            pdf=f"results/figures/{_figure}.pdf",
+            svg=f"results/figures/{_figure}.svg",
+        log:
+            f"logs/plot_{_figure}/{_figure}.log",
+        params:
+            name=_figure,
+        script:
+            "../scripts/plot_figure.py"

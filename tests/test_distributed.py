@@ -1,0 +1,220 @@
+"""Multi-process training for real: 2-rank Horovod (MPI and Gloo) whose ranks must end
+with identical weights, MultiWorkerMirrored with 2 workers, ParameterServer with 1 PS +
+2 workers; plus the local spawner and process identity helpers.
+
+Horovod tests are marked ``horovod``; without Horovod (or mpirun) they skip, except under
+CI (CI=true) where they fail.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from archbench import distributed, train
+from archbench.record import read_record
+
+SYSTEM = {"launcher": "local", "sockets": 1, "cores_per_socket": 2, "nodes": 1}
+TINY = {
+    "kind": "train", "model": "small_cnn", "batch_per_process": 4, "intra_threads": 1,
+    "inter_threads": 1, "vendor_library_enabled": True, "data": "synthetic", "warmup_steps": 1,
+    "measured_steps": 3, "image_size": 32, "num_classes": 10, "data_format": "NHWC",
+    "nodes": 1, "processes_per_node": 2, "env": {}, "tuning": {},
+}
+RUN_TIMEOUT_S = 240
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require(available: bool, what: str) -> None:
+    """Skip without ``what``, but fail under CI: CI must run these tests."""
+    if not available:
+        (pytest.fail if in_ci() else pytest.skip)(f"{what} is not available")
+
+
+@functools.lru_cache(maxsize=1)
+def _horovod_importable() -> bool:
+    proc = subprocess.run([sys.executable, "-c", "import horovod.tensorflow as h; "
+                           "assert h.mpi_built() and h.gloo_built()"],
+                          capture_output=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    return proc.returncode == 0
+
+
+def horovod_ready() -> None:
+    """Skip (fail under CI) unless Horovod with MPI and Gloo, and mpirun, are here."""
+    require(_horovod_importable(), "Horovod with MPI and Gloo")
+    require(shutil.which("mpirun") is not None, "mpirun")
+
+
+def launch(measurement: dict, tmp_path: Path, weights: bool = True, system: dict = SYSTEM) -> dict:
+    """Run ``command_for(measurement, system)`` like the supervisor; return the record."""
+    out = tmp_path / "rec.json"
+    argv = train.command_for(measurement, system) + ["--output", str(out)]
+    if weights:
+        argv += ["--weights-out", str(tmp_path / "weights")]
+    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           "OMPI_MCA_rmaps_base_oversubscribe": "1",
+           **{k: str(v) for k, v in measurement["env"].items()}}
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                          start_new_session=True)
+    assert proc.returncode == 0, f"{' '.join(argv)}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    return read_record(out)
+
+
+def assert_identical_weights(directory: Path, ranks: int) -> None:
+    files = sorted(directory.glob("rank*.npz"))
+    assert [f.name for f in files] == [f"rank{r}.npz" for r in range(ranks)]
+    loaded = [np.load(f) for f in files]
+    assert len(loaded[0].files) > 0
+    for other in loaded[1:]:
+        for key in loaded[0].files:
+            np.testing.assert_array_equal(loaded[0][key], other[key])
+
+
+def assert_two_worker_record(r: dict, strategy: str) -> None:
+    assert r["status"] == "ok", r["reason"]
+    assert r["strategy"] == strategy and r["workers"] == 2
+    assert r["nodes"] == 1 and r["processes_per_node"] == 2 and r["global_batch"] == 8
+    # throughput = images of ALL workers in the window / window wall time
+    assert r["metrics"]["images"]["value"] == 2 * 4 * 3
+    assert r["throughput"] == pytest.approx(24 / r["metrics"]["window_s"]["value"])
+    assert r["hosts"] == [os.uname().nodename] or len(r["hosts"]) == 1
+
+
+@pytest.mark.horovod
+def test_horovod_mpi_two_ranks_agree(tmp_path):
+    horovod_ready()
+    m = {**TINY, "strategy": "horovod", "env": {"KMP_BLOCKTIME": "0"},
+         "tuning": {"horovod_cycle_time_ms": 2, "horovod_fusion_threshold_bytes": 1 << 20}}
+    r = launch(m, tmp_path)
+    assert_two_worker_record(r, "horovod")
+    assert r["metrics"]["horovod_controller"]["value"] == "mpi"
+    assert r["metrics"]["replica_weight_spread"]["value"] == 0.0
+    assert r["metrics"]["allreduce_tensors"]["value"] == 6  # 3 kernels + 3 biases
+    assert r["env"]["HOROVOD_CYCLE_TIME"] == "2" and r["env"]["KMP_BLOCKTIME"] == "0"
+    assert r["env"]["HOROVOD_FUSION_THRESHOLD"] == str(1 << 20)
+    assert_identical_weights(tmp_path / "weights", 2)
+
+
+@pytest.mark.horovod
+def test_horovod_gloo_two_ranks_agree(tmp_path):
+    horovod_ready()
+    m = {**TINY, "strategy": "horovod", "tuning": {"horovod_controller": "gloo"}}
+    r = launch(m, tmp_path)
+    assert_two_worker_record(r, "horovod")
+    assert r["metrics"]["horovod_controller"]["value"] == "gloo"
+    assert_identical_weights(tmp_path / "weights", 2)
+
+
+@pytest.mark.horovod
+def test_horovod_real_data_shards_per_rank(tmp_path):
+    horovod_ready()
+    from archbench.data import make_tfrecords
+    make_tfrecords(tmp_path / "tfr", images=16, image_size=32, shards=2)
+    r = launch({**TINY, "strategy": "horovod", "data": "real"}, tmp_path, weights=False,
+               system={**SYSTEM, "data_dir": str(tmp_path / "tfr")})
+    assert_two_worker_record(r, "horovod")
+    assert r["data"] == "real"
+
+
+def test_multi_worker_mirrored_two_workers_agree(tmp_path):
+    r = launch({**TINY, "strategy": "mirrored"}, tmp_path)
+    assert_two_worker_record(r, "mirrored")
+    assert r["metrics"]["replica_weight_spread"]["value"] == 0.0
+    assert_identical_weights(tmp_path / "weights", 2)
+
+
+def test_parameter_server_one_ps_two_workers(tmp_path):
+    m = {**TINY, "strategy": "parameter_server", "tuning": {"parameter_servers": 1}}
+    r = launch(m, tmp_path, weights=False)
+    assert_two_worker_record(r, "parameter_server")
+    assert r["metrics"]["parameter_servers"]["value"] == 1
+    assert r["step_times_s"] == []  # asynchronous steps overlap: no per-step times
+    assert len(r["hosts"]) == 1 and r["loss_first"] is not None
+
+
+# ---------------------------------------------------------------- spawner and identity
+
+SHOW_CONFIG = ("-c", "import json, os, sys; c = json.loads(os.environ['TF_CONFIG']); "
+               "print(json.dumps(c), flush=True)")
+
+
+def test_spawner_gives_every_task_a_tf_config(capfd):
+    assert distributed.spawn(2, 1, True, list(SHOW_CONFIG)) == 0
+    configs = [json.loads(line) for line in capfd.readouterr().out.splitlines() if line.startswith("{")]
+    tasks = sorted((c["task"]["type"], c["task"]["index"]) for c in configs)
+    assert tasks == [("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1)]
+    cluster = configs[0]["cluster"]
+    addresses = cluster["chief"] + cluster["worker"] + cluster["ps"]
+    assert len(set(addresses)) == 4 and all(a.startswith("127.0.0.1:") for a in addresses)
+
+
+def test_spawner_stops_servers_once_the_chief_is_done():
+    script = ("import json, os, sys, time; t = json.loads(os.environ['TF_CONFIG'])['task']; "
+              "time.sleep(0 if t['type'] == 'chief' else 600)")
+    assert distributed.spawn(1, 1, True, ["-c", script], grace_s=2) == 0
+
+
+def test_spawner_reports_a_failing_worker():
+    script = ("import json, os, sys, time; t = json.loads(os.environ['TF_CONFIG'])['task']; "
+              "sys.exit(5) if t['index'] == 1 else time.sleep(600)")
+    assert distributed.spawn(2, 0, False, ["-c", script], grace_s=2) == 5
+
+
+def test_spawner_cli_needs_a_command():
+    with pytest.raises(SystemExit):
+        distributed.main(["spawn", "--workers", "1"])
+
+
+def test_launch_rank_from_the_environment(monkeypatch):
+    for name in distributed.RANK_VARIABLES + ("TF_CONFIG",):
+        monkeypatch.delenv(name, raising=False)
+    assert distributed.launch_rank("horovod") == 0
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "3")
+    assert distributed.launch_rank("horovod") == 3
+    assert distributed.launch_rank("single") == 0
+    cluster = {"worker": ["a:1", "b:1"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
+    assert distributed.launch_rank("mirrored") == 0
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {**cluster, "chief": ["c:1"]},
+                                                "task": {"type": "worker", "index": 0}}))
+    assert distributed.launch_rank("parameter_server") == 1
+
+
+def test_pin_cores_restricts_affinity():
+    before = os.sched_getaffinity(0)
+    try:
+        chosen = distributed.pin_cores(1, 0)
+        assert os.sched_getaffinity(0) == set(chosen) and len(chosen) == 1
+        with pytest.raises(ValueError, match="needs more"):
+            distributed.pin_cores(len(before) + 1)
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def test_slurm_resolver_works_without_gpus(monkeypatch):
+    """TensorFlow's own SlurmClusterResolver fails on GPU-less nodes; ours does not."""
+    monkeypatch.setenv("SLURM_PROCID", "2")
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")
+    monkeypatch.setenv("SLURM_STEP_NODELIST", "n[1-2]")
+    monkeypatch.setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2)")
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    resolver = distributed.cluster_resolver("parameter_server", parameter_servers=1)
+    spec = resolver.cluster_spec().as_dict()
+    assert [len(spec[j]) for j in ("chief", "ps", "worker")] == [1, 1, 2]
+    assert (resolver.task_type, resolver.task_id) == ("worker", 0)
+    assert resolver.num_accelerators() == {}
+    with pytest.raises(distributed.LaunchError, match="cannot hold"):
+        distributed.cluster_resolver("parameter_server", parameter_servers=3)

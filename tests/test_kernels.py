@@ -1,0 +1,276 @@
+"""HPC kernels in TensorFlow: single-worker correctness against numpy/scipy, the kernel
+experiment type, the schema, command_for, and the CLI writing valid records."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from archbench.campaign import ConfigError, load_campaign
+from archbench.kernels import command_for
+from archbench.kernels.common import split
+from archbench.record import read_record
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def one():
+    """A one-worker cluster: the kernels run in this process."""
+    from archbench.kernels import cluster
+    return cluster.start(1)
+
+
+def stream_reference(arrays, iterations, s=3.0):
+    """The STREAM sequence in numpy."""
+    a, b, c = (x.copy() for x in arrays)
+    for _ in range(iterations):
+        c[:] = a
+        b[:] = s * c
+        c[:] = a + b
+        a[:] = b + s * c
+    return a, b, c
+
+
+def test_stream_memory_matches_numpy(one):
+    from archbench.kernels.stream import OPS, StreamMemory
+    stream = StreamMemory(one, 10_000, seed=3)
+    start = stream.values()[0]
+    for _ in range(3):
+        for name in OPS:
+            stream.run_op(name)
+    for got, want in zip(stream.values()[0], stream_reference(start, 3)):
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def test_stream_memory_result_and_units(one):
+    from archbench.kernels.stream import run_memory
+    result = run_memory(one, 1 << 16, warmup=1, steps=2)
+    assert result.throughput_unit == "GB/s" and result.throughput > 0
+    assert set(result.metrics) >= {"copy", "scale", "add", "triad"}
+    assert result.metrics["triad"]["value"] == result.throughput
+    assert len(result.step_times_s) == 2
+
+
+def test_stream_comm_needs_two_workers(one):
+    from archbench.kernels.stream import StreamComm
+    with pytest.raises(ValueError, match="two workers"):
+        StreamComm(one, 2)
+
+
+@pytest.mark.parametrize("n, tile", [(256, 64), (128, 128)])
+def test_matmul_matches_numpy(one, n, tile, tmp_path):
+    from archbench.kernels.matmul import TiledMatmul
+    mm = TiledMatmul(one, n, tile, scratch=str(tmp_path))
+    mm.multiply()
+    mm.multiply()  # repeated multiplies overwrite C, never accumulate into it
+    a, b = mm.inputs()
+    assert a.dtype == np.float32 and a.shape == (n, n) and not np.allclose(a, b)
+    np.testing.assert_allclose(mm.result(), a @ b, rtol=1e-4, atol=1e-4)
+    mm.cleanup()
+    assert not mm.dir.exists()
+
+
+def test_matmul_run_reports_gflops_and_cleans_up(one, tmp_path):
+    from archbench.kernels import matmul
+    result = matmul.run(one, 128, 64, warmup=1, steps=1, scratch=str(tmp_path), verify=True)
+    assert result.throughput_unit == "GFLOP/s" and result.throughput > 0
+    assert result.metrics["max_relative_error"]["value"] < 1e-5
+    assert result.metrics["tile_products"]["value"] == 8
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("n, tile", [(100, 64), (256, 512), (255, 64)])
+def test_matmul_rejects_bad_sizes(one, n, tile):
+    from archbench.kernels.matmul import TiledMatmul
+    with pytest.raises(ValueError, match="powers of two"):
+        TiledMatmul(one, n, tile)
+
+
+def test_cg_matrix_is_spd_and_matches_numpy_definition(one):
+    from archbench.kernels.cg import ConjugateGradient, matrix_numpy
+    solver = ConjugateGradient(one, 96)
+    a = solver.matrix()
+    np.testing.assert_allclose(a, matrix_numpy(96), rtol=1e-14)
+    np.testing.assert_array_equal(a, a.T)
+    assert np.linalg.eigvalsh(a).min() > 0
+
+
+def test_cg_converges_to_numpy_solution(one):
+    from archbench.kernels.cg import ConjugateGradient, rhs_numpy
+    solver = ConjugateGradient(one, 200)
+    iterations = solver.solve(500, tolerance=1e-12)
+    assert iterations < 500  # stopped by the tolerance
+    x = np.linalg.solve(solver.matrix(), rhs_numpy(200))
+    np.testing.assert_allclose(solver.solution(), x, rtol=1e-8, atol=1e-8)
+    assert solver.residual() <= 1e-11
+
+
+def test_cg_fixed_iterations_match_scipy(one):
+    from scipy.sparse.linalg import cg as scipy_cg
+    from archbench.kernels.cg import ConjugateGradient, rhs_numpy
+    solver = ConjugateGradient(one, 300)
+    assert solver.solve(6) == 6  # CG trajectories on this matrix amplify rounding: few steps
+    x, _ = scipy_cg(solver.matrix(), rhs_numpy(300), rtol=0.0, atol=0.0, maxiter=6)
+    np.testing.assert_allclose(solver.solution(), x, rtol=1e-9, atol=1e-9)
+
+
+def test_cg_run_reports_flops_of_iterations_done(one):
+    from archbench.kernels import cg
+    result = cg.run(one, 128, iterations=40, warmup=1, steps=2)
+    assert result.metrics["iterations"]["value"] == 40
+    assert 0 < result.metrics["residual"]["value"] < 1
+    assert result.throughput == pytest.approx(40 * 2 * 128**2 * 2 / sum(result.step_times_s) / 1e9)
+
+
+@pytest.mark.parametrize("n, tile", [(1 << 12, 1 << 12), (1 << 12, 1 << 8), (1 << 10, 1)])
+def test_fft_matches_numpy(one, n, tile):
+    from archbench.kernels.fft import TiledFFT
+    fft = TiledFFT(one, n, tile, seed=5)
+    fft.transform()
+    x = fft.input()
+    assert x.dtype == np.complex128 and np.abs(x.imag).max() > 0
+    np.testing.assert_allclose(fft.result(), np.fft.fft(x), rtol=1e-10, atol=1e-9)
+
+
+def test_fft_rejects_non_power_of_two(one):
+    from archbench.kernels.fft import TiledFFT
+    with pytest.raises(ValueError, match="powers of two"):
+        TiledFFT(one, 1000)
+
+
+def test_split_is_contiguous_and_balanced():
+    assert split(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert split(2, 2) == [(0, 1), (1, 2)]
+
+
+# ---- experiment type, schema and command ----
+
+def campaign(experiment: dict, nodes: int = 2, launcher: str = "local") -> dict:
+    system = {"arch": "auto", "nodes": nodes, "cores_per_socket": 4, "launcher": launcher}
+    return {"campaign": "k", "systems": ["box"], "system_definitions": {"box": system},
+            "experiments": {"kern": {"type": "kernel", "repetitions": 1, **experiment}}}
+
+
+def test_kernel_experiment_expands_axes():
+    loaded = load_campaign(campaign({
+        "kernels": ["matmul", "stream_comm", "cg"],
+        "sizes": {"matmul": [1024, 4096], "stream_comm": [2, 128], "cg": [1000]},
+        "tile_sizes": [2048], "workers": [1, 2, 4], "nodes": [1, 2, 4], "iterations": 50}))
+    ms = loaded.measurements
+    matmul = [m for m in ms if m["kernel"] == "matmul"]
+    assert {m["problem_size"] for m in matmul} == {4096}  # tile 2048 > N=1024 skipped
+    assert {(m["workers"], m["nodes"]) for m in matmul} == {(1, 1), (2, 1), (4, 1), (2, 2), (4, 2)}
+    assert all(m["processes_per_node"] * m["nodes"] == m["workers"] for m in ms)
+    comm = [m for m in ms if m["kernel"] == "stream_comm"]
+    assert {m["workers"] for m in comm} == {2} and len(comm) == 4  # 2 sizes x 1|2 nodes
+    cg = [m for m in ms if m["kernel"] == "cg"]
+    assert all(m["iterations"] == 50 and m["tile_size"] is None for m in cg)
+    assert all((m["warmup_steps"], m["measured_steps"]) == (1, 1) for m in cg)
+    for m in ms:
+        assert m["kind"] == "kernel" and m["strategy"] == "workers"
+        unit = {"matmul": "GFLOP/s", "stream_comm": "MB/s", "cg": "GFLOP/s"}[m["kernel"]]
+        assert m["throughput_unit"] == unit
+        assert m["intra_threads"] == 4 // m["processes_per_node"]
+    assert len({m["config_id"] for m in ms}) == len(ms)
+
+
+@pytest.mark.parametrize("experiment, message", [
+    ({"kernels": ["fft"], "sizes": [1000]}, "powers of two"),
+    ({"kernels": ["matmul"], "sizes": [1024], "tile_sizes": [1000]}, "powers of two"),
+    ({"kernels": ["lu"], "sizes": [1024]}, "kernels.0"),
+    ({"kernels": ["cg"], "sizes": [1024], "threads": [1]}, "not allowed"),
+    ({"kernels": ["cg"]}, "sizes"),
+    ({"kernels": ["cg", "fft"], "sizes": {"cg": [64]}}, "no sizes given for kernel 'fft'"),
+    ({"kernels": ["cg"], "sizes": [0]}, "sizes"),
+])
+def test_kernel_experiment_rejects_bad_input(experiment, message):
+    with pytest.raises(ConfigError, match=message):
+        load_campaign(campaign(experiment))
+
+
+def test_schema_describes_every_kernel_key():
+    from archbench.campaign import load_schema
+    definition = load_schema("experiment")["$defs"]["kernel"]
+    assert definition["unevaluatedProperties"] is False
+    assert {"$ref": "#/$defs/common"} in definition["allOf"]
+    assert all("description" in spec for spec in definition["properties"].values())
+
+
+def test_command_for_local_and_srun():
+    loaded = load_campaign(campaign({"kernels": ["matmul", "cg"], "sizes": [4096],
+                                     "tile_sizes": [1024], "workers": [2], "nodes": [1, 2],
+                                     "reducers": 2, "tolerance": 1e-9}, launcher="srun"))
+    system = loaded.systems["box"]
+    by = {(m["kernel"], m["nodes"]): m for m in loaded.measurements}
+    local = command_for(by["matmul", 1], system)
+    assert local[:4] == [sys.executable, "-m", "archbench.kernels", "matmul"]
+    assert local[local.index("--size") + 1] == "4096"
+    assert local[local.index("--tile-size") + 1] == "1024"
+    assert local[local.index("--workers") + 1] == "2"
+    assert local[local.index("--reducers") + 1] == "2"
+    assert "--output" not in local
+    remote = command_for(by["matmul", 2], system)
+    assert remote[0] == "srun" and "--ntasks=2" in remote and "--cpus-per-task=4" in remote
+    cg = command_for(by["cg", 1], system)
+    assert cg[cg.index("--iterations") + 1] == "500" and "--tolerance" in cg
+    assert "--tile-size" not in cg
+    assert command_for(by["matmul", 2], {**system, "launcher": "mpirun"})[0] == sys.executable
+
+
+# ---- the CLI ----
+
+def run_cli(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "archbench.kernels", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_cli_two_workers_writes_valid_record(tmp_path):
+    out = tmp_path / "rec.json"
+    proc = run_cli("matmul", "--size", "256", "--tile-size", "64", "--workers", "2", "--verify",
+                   "--steps", "2", "--scratch", str(tmp_path), "--output", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = read_record(out)
+    assert record["kind"] == "kernel" and record["kernel"] == "matmul"
+    assert record["status"] == "ok" and record["throughput_unit"] == "GFLOP/s"
+    assert (record["workers"], record["nodes"], record["processes_per_node"]) == (2, 1, 2)
+    assert (record["problem_size"], record["tile_size"]) == (256, 64)
+    assert record["strategy"] == "workers" and record["framework_version"]
+    assert record["metrics"]["max_relative_error"]["value"] < 1e-5
+    assert len(record["step_times_s"]) == record["measured_steps"] == 2
+    assert record["start_time"] <= record["end_time"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.json"]  # tiles deleted
+    assert "Traceback" not in proc.stderr and "I0000" not in proc.stderr
+
+
+def test_cli_failure_writes_failure_record(tmp_path):
+    out = tmp_path / "rec.json"
+    proc = run_cli("fft", "--size", "1000", "--output", str(out))
+    assert proc.returncode == 3
+    record = read_record(out)
+    assert record["status"] == "failed" and "powers of two" in record["reason"]
+    assert record["throughput"] is None and record["kernel"] == "fft"
+
+
+def test_cli_prints_record_without_output():
+    proc = run_cli("stream", "--size", "4096", "--steps", "1", "--warmup-steps", "0")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads(proc.stdout)
+    assert record["throughput_unit"] == "GB/s" and record["metrics"]["copy"]["unit"] == "GB/s"
+
+
+def test_supervisor_runs_a_kernel_measurement(tmp_path):
+    """The workflow path: campaign -> measurement -> supervisor -> command_for -> record."""
+    from archbench.run import supervise
+    loaded = load_campaign(campaign({"kernels": ["cg"], "sizes": [64], "iterations": 10,
+                                     "tolerance": 1e-30, "workers": [1]}))
+    (measurement,) = loaded.measurements
+    record = supervise(measurement, loaded.systems["box"], tmp_path / "rep0.json", tmp_path / "log")
+    assert record["status"] == "ok", record["reason"]
+    assert record["config_id"] == measurement["config_id"] and record["experiment"] == "kern"
+    assert record["metrics"]["iterations"]["value"] == 10
+    assert read_record(tmp_path / "rep0.json")["throughput_unit"] == "GFLOP/s"

@@ -1,0 +1,161 @@
+"""HPC kernels on two TensorFlow workers (this process = worker 0, a spawned server =
+worker 1): results equal numpy/scipy, ops really run in the worker process, and the Slurm
+code path works with two emulated Slurm tasks."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from archbench.record import read_record
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def two():
+    """A two-worker local cluster (worker 1 is a separate server process)."""
+    from archbench.kernels import cluster
+    with cluster.start(2) as workers:
+        yield workers
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stream_reference(arrays, iterations, s=3.0):
+    """The STREAM sequence in numpy."""
+    a, b, c = (x.copy() for x in arrays)
+    for _ in range(iterations):
+        c[:] = a
+        b[:] = s * c
+        c[:] = a + b
+        a[:] = b + s * c
+    return a, b, c
+
+
+def test_cluster_has_two_workers_in_two_processes(two):
+    assert two.workers == 2 and two.mode == "local" and two.nodes == 1
+    assert two.devices[1].startswith("/job:worker/replica:0/task:1")
+    assert len(two.procs) == 1 and two.procs[0].poll() is None
+
+
+def test_ops_placed_on_worker_1_run_in_its_process(two, tmp_path):
+    from archbench.kernels.matmul import TiledMatmul
+    mm = TiledMatmul(two, 1024, 256, scratch=str(tmp_path))  # 64 tile products, 32 per worker
+    mm.multiply()
+    worker, client = cpu_seconds(two.procs[0].pid), cpu_seconds(os.getpid())
+    for _ in range(3):
+        mm.multiply()
+    worker, client = cpu_seconds(two.procs[0].pid) - worker, cpu_seconds(os.getpid()) - client
+    assert worker > 0.3 * client, (worker, client)  # worker 1 computed its half itself
+    mm.cleanup()
+
+
+def test_stream_memory_on_both_workers(two):
+    from archbench.kernels.stream import OPS, StreamMemory
+    stream = StreamMemory(two, 5_000, seed=7)
+    assert "task:1" in stream.arrays[1][0].device
+    start = stream.values()
+    for _ in range(2):
+        for name in OPS:
+            stream.run_op(name)
+    for worker in range(2):
+        for got, want in zip(stream.values()[worker], stream_reference(start[worker], 2)):
+            np.testing.assert_allclose(got, want, rtol=1e-13)
+    assert stream.bytes_moved("triad") == 2 * 3 * 8 * 5_000
+
+
+def test_stream_comm_adds_the_pushed_vector(two):
+    from archbench.kernels.stream import StreamComm, run_comm
+    comm = StreamComm(two, 1)
+    assert "task:0" in comm.message.device and "task:1" in comm.received.device
+    for _ in range(3):
+        comm.push()
+    np.testing.assert_allclose(comm.received.numpy(), 3 * comm.message.numpy(), rtol=1e-15)
+    result = run_comm(two, 2, warmup=1, steps=2)
+    assert result.throughput_unit == "MB/s" and result.throughput > 0
+
+
+@pytest.mark.parametrize("reducers", [1, 2])
+def test_matmul_two_workers_matches_numpy(two, reducers, tmp_path):
+    from archbench.kernels.matmul import TiledMatmul
+    mm = TiledMatmul(two, 256, 64, reducers=reducers, scratch=str(tmp_path))
+    mm.multiply()
+    a, b = mm.inputs()
+    np.testing.assert_allclose(mm.result(), a @ b, rtol=1e-4, atol=1e-4)
+    if reducers == 2:
+        assert "task:1" in mm.c_tiles[0, 1].device
+    mm.cleanup()
+
+
+def test_cg_two_workers_matches_numpy_and_scipy(two):
+    from scipy.sparse.linalg import cg as scipy_cg
+    from archbench.kernels.cg import ConjugateGradient, rhs_numpy
+    solver = ConjugateGradient(two, 201)  # uneven row blocks: 101 + 100
+    assert "task:1" in solver.a[1].device and solver.rows == [(0, 101), (101, 201)]
+    a, b = solver.matrix(), rhs_numpy(201)
+    assert solver.solve(6) == 6  # few steps: CG amplifies rounding differences on this matrix
+    x, _ = scipy_cg(a, b, rtol=0.0, atol=0.0, maxiter=6)
+    np.testing.assert_allclose(solver.solution(), x, rtol=1e-9, atol=1e-9)
+    solver.solve(500, tolerance=1e-12)
+    np.testing.assert_allclose(solver.solution(), np.linalg.solve(a, b), rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("n, tile", [(1 << 12, 1 << 8), (1 << 12, 1 << 11), (1 << 6, 1 << 6)])
+def test_fft_two_workers_matches_numpy(two, n, tile):
+    from archbench.kernels.fft import TiledFFT
+    fft = TiledFFT(two, n, tile, seed=11)
+    if n // tile >= 2:
+        assert "task:1" in fft.stacks[1].device
+    fft.transform()
+    np.testing.assert_allclose(fft.result(), np.fft.fft(fft.input()), rtol=1e-10, atol=1e-9)
+
+
+def free_base(count: int) -> int:
+    """A port p such that p .. p + count - 1 are free on 127.0.0.1."""
+    for _ in range(100):
+        base = random.randint(30000, 60000)
+        try:
+            socks = []
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range")
+
+
+def test_slurm_tasks_form_the_cluster(tmp_path):
+    """Two processes with the environment srun gives its tasks (one node, two tasks)."""
+    out = tmp_path / "rec.json"
+    base = free_base(3)
+    env = {**os.environ, "SLURM_JOB_ID": "4242", "SLURM_STEP_NUM_TASKS": "2",
+           "SLURM_NTASKS": "2", "SLURM_STEP_NODELIST": "localhost",
+           "SLURM_STEP_TASKS_PER_NODE": "2", "ARCHBENCH_PORT_BASE": str(base)}
+    argv = [sys.executable, "-m", "archbench.kernels", "fft", "--size", "4096",
+            "--tile-size", "512", "--workers", "2", "--verify", "--output", str(out)]
+    tasks = [subprocess.Popen(argv, env={**env, "SLURM_PROCID": str(rank)}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for rank in (1, 0)]
+    results = [task.communicate(timeout=240) for task in tasks]
+    assert [task.returncode for task in tasks] == [0, 0], results[1][1][-2000:]
+    record = read_record(out)
+    assert record["status"] == "ok" and record["workers"] == 2
+    assert record["hosts"] == ["localhost"] and record["processes_per_node"] == 2
+    assert record["metrics"]["max_relative_error"]["value"] < 1e-12
+    assert record["slurm_job_id"] == "4242"
