@@ -549,7 +549,10 @@ def launcher_argv(m: dict, system: dict, worker: list[str]) -> list[str]:
             return [horovodrun(), "--gloo", "-np", str(ranks), "-H", f"localhost:{ranks}",
                     *worker]
         if launcher == "srun":
-            return _srun(nodes, ranks, cpus, ppn) + worker
+            # MPI ranks started by srun find each other through PMIx unless the system
+            # names another plugin (SLURM_MPI_TYPE in its env, which srun reads)
+            mpi = [] if "SLURM_MPI_TYPE" in {**os.environ, **(m.get("env") or {})} else ["--mpi=pmix"]
+            return _srun(nodes, ranks, cpus, ppn) + mpi + worker
         argv = ["mpirun"]
         if os.geteuid() == 0:
             argv.append("--allow-run-as-root")
@@ -580,7 +583,7 @@ def launcher_argv(m: dict, system: dict, worker: list[str]) -> list[str]:
 
 def _srun(nodes: int, tasks: int, cpus: int, ppn: int | None) -> list[str]:
     argv = ["srun", f"--nodes={nodes}", f"--ntasks={tasks}", f"--cpus-per-task={cpus}",
-            "--cpu-bind=cores", "--export=ALL", "--kill-on-bad-exit=1"]
+            "--export=ALL", "--kill-on-bad-exit=1"]  # binding: the site's TaskPlugin defaults or SLURM_CPU_BIND
     if ppn is not None:
         argv.insert(3, f"--ntasks-per-node={ppn}")
     return argv

@@ -21,14 +21,11 @@ from pathlib import Path
 from typing import Sequence
 
 from archbench import provenance
-from archbench.record import RecordError, make_record, read_record, write_record
+from archbench.record import RecordError, make_record, read_record, schema, write_record
 
 WORKERS = {"train": "archbench.train", "kernel": "archbench.kernels"}
 OOM_MARKERS = ("ResourceExhaustedError", "MemoryError", "Out of memory", "out of memory",
                "std::bad_alloc", "OOM")
-# Measurement keys that are not record fields.
-PLAN_ONLY = ("repetitions", "timeout_minutes", "retries", "memory_limit_mb", "tuning", "num_classes",
-             "data_format", "best_of", "iterations", "env")
 
 
 def worker_command(measurement: dict, system: dict) -> list[str]:
@@ -99,7 +96,8 @@ def run_worker(argv: list[str], env: dict, timeout_s: float, log_path: Path,
 
 def identity_fields(measurement: dict, log_path: Path) -> dict:
     """Fields the workflow owns: which configuration and repetition this run is."""
-    fields = {k: v for k, v in measurement.items() if k not in PLAN_ONLY}
+    known = schema()["properties"]
+    fields = {k: v for k, v in measurement.items() if k in known and k != "env"}
     fields["run_id"] = f"{measurement['config_id']}/rep{measurement['repetition']}"
     fields["config_hash"] = provenance.config_hash(
         {k: v for k, v in measurement.items() if k != "repetition"})
@@ -149,6 +147,19 @@ def failure(identity: dict, start: str, status: str, reason: str) -> dict:
                        end_time=provenance.now(), status=status, reason=reason)
 
 
+def resolve_best_layout(measurement: dict, best_records: list[str]) -> dict:
+    """Fill a `best` placeholder from the hybrid sweep's records (identity kept).
+
+    Raises ValueError when the sweep has no successful run for this system and model.
+    """
+    from archbench.collect import collect
+    from archbench.experiments import resolve_best
+    frame, _errors = collect(best_records)
+    resolved = resolve_best([measurement], frame)[0]
+    resolved["config_id"] = measurement["config_id"]  # the planned path stays the identity
+    return resolved
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point."""
     p = argparse.ArgumentParser(prog="python -m archbench.run", description=__doc__,
@@ -158,7 +169,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--log", required=True, type=Path, help="worker output is appended here")
     args = p.parse_args(argv)
     spec = json.loads(args.spec)
-    record = supervise(spec["measurement"], spec["system"], args.output, args.log)
+    measurement = spec["measurement"]
+    if measurement.get("best_of"):
+        try:
+            measurement = resolve_best_layout(measurement, spec.get("best_records", []))
+        except ValueError as exc:
+            record = failure(identity_fields(measurement, args.log), provenance.now(), "failed", str(exc))
+            write_record(args.output, record)
+            print(f"{args.output}: failed {exc}")
+            return 0
+    record = supervise(measurement, spec["system"], args.output, args.log)
     print(f"{args.output}: {record['status']} {record['throughput']} {record['throughput_unit']}"
           f" {record['reason']}".rstrip())
     return 0

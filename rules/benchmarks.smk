@@ -4,6 +4,7 @@
 rule run_measurement:
     input:
         image=get_image_for_measurement,
+        best=get_best_inputs,
     output:
         record="results/raw/{system}/{experiment}/{config_id}/rep{rep}.json",
     log:

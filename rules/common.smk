@@ -47,10 +47,20 @@ def get_record_paths(wildcards=None):
     return paths
 
 
-def get_spec(wildcards):
-    """The supervisor's input: the measurement and its system, as JSON."""
+def get_best_inputs(wildcards):
+    """Records of the hybrid sweep a `best` node-scaling measurement takes its layout from."""
     m = get_measurement(wildcards)
-    return json.dumps({"measurement": m, "system": SYSTEMS[m["system"]]}, sort_keys=True)
+    if not m.get("best_of"):
+        return []
+    return sorted(p for p, other in MEASUREMENTS.items()
+                  if other["experiment"] == m["best_of"] and other["system"] == m["system"])
+
+
+def get_spec(wildcards):
+    """The supervisor's input: the measurement, its system, and records it depends on."""
+    m = get_measurement(wildcards)
+    return json.dumps({"measurement": m, "system": SYSTEMS[m["system"]],
+                       "best_records": get_best_inputs(wildcards)}, sort_keys=True)
 
 
 def get_threads(wildcards):

@@ -92,3 +92,64 @@ def test_plan_lists_every_job(tiny_run):
 def test_second_invocation_reruns_nothing(tiny_run):
     proc = snakemake(tiny_run, "-n", "--profile", "profiles/local", "--configfile", "tiny.yaml")
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_derived_tables_follow_the_raw_records(tiny_run):
+    """Thread efficiency and vendor speedup recomputed here from the raw records."""
+    records = raw_records(tiny_run)
+    p = {(r["intra_threads"], r["vendor_library_enabled"]): r["throughput"] for r in records}
+    eff = pd.read_csv(tiny_run / "results/tables/thread_efficiency.csv")
+    for row in eff.itertuples():
+        vendor = str(row.vendor_library_enabled) in ("True", "true", "on")
+        expected = p[(row.intra_threads, vendor)] / (row.intra_threads * p[(1, vendor)])
+        assert row.efficiency == pytest.approx(expected, rel=1e-6)
+    assert len(eff) == 4
+    speedup = pd.read_csv(tiny_run / "results/tables/vendor_speedup.csv")
+    for row in speedup.itertuples():
+        assert row.speedup == pytest.approx(p[(row.intra_threads, True)] / p[(row.intra_threads, False)], rel=1e-6)
+    assert len(speedup) == 2
+
+
+def test_every_table_and_figure_file_is_produced(tiny_run):
+    from archbench.figures import FIGURES
+    from archbench.tables import TABLES
+    for name in TABLES:
+        for ext in ("csv", "md", "tex"):
+            assert (tiny_run / f"results/tables/{name}.{ext}").stat().st_size > 0, name
+    for name in FIGURES:
+        for ext, magic in (("png", b"\x89PNG"), ("pdf", b"%PDF"), ("svg", b"<?xml")):
+            assert (tiny_run / f"results/figures/{name}.{ext}").read_bytes().startswith(magic)
+
+
+def test_paper_regenerates_byte_identical_artifacts_without_benchmarks(tiny_run):
+    def artifacts():
+        return {p.relative_to(tiny_run): p.read_bytes() for d in ("results/tables", "results/figures")
+                for p in sorted((tiny_run / d).iterdir()) if p.suffix != ".parquet"}
+    before = artifacts()
+    raw_before = {p: p.stat().st_mtime_ns for p in (tiny_run / "results/raw").rglob("*.json")}
+    for _ in range(2):
+        proc = snakemake(tiny_run, "paper", "--profile", "profiles/local", "--configfile", "tiny.yaml",
+                         "--forceall", timeout=900)
+        assert "run_measurement" not in proc.stdout + proc.stderr
+        assert artifacts() == before
+    assert {p: p.stat().st_mtime_ns for p in raw_before} == raw_before
+
+
+def test_report_is_built(tiny_run):
+    snakemake(tiny_run, "--profile", "profiles/local", "--configfile", "tiny.yaml",
+              "--report", "results/report.html", timeout=600)
+    html = (tiny_run / "results/report.html").read_text(errors="replace")
+    assert "thread_scaling.png" in html and len(html) > 10_000
+
+
+def test_best_takes_the_layout_of_the_finished_hybrid_sweep(workflow_copy):
+    (workflow_copy / "best.yaml").write_text((REPO / "tests/campaigns/best.yaml").read_text())
+    snakemake(workflow_copy, "results/tables/measurements.csv", "--profile", "profiles/local",
+              "--configfile", "best.yaml", timeout=900)
+    records = raw_records(workflow_copy)
+    hybrid = [r for r in records if r["experiment"] == "layout"]
+    scaling = [r for r in records if r["experiment"] == "scaling"]
+    assert len(hybrid) == 2 and len(scaling) == 1 and all(r["status"] == "ok" for r in records)
+    winner = max(hybrid, key=lambda r: r["throughput"])
+    assert (scaling[0]["processes_per_node"], scaling[0]["intra_threads"]) == (
+        winner["processes_per_node"], winner["intra_threads"])

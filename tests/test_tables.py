@@ -1,0 +1,314 @@
+"""Derived tables on small hand-checked inputs (DESIGN.md "Metrics").
+
+Every expected value below is worked out by hand from the metric definitions, not taken
+from the code's output. Inputs are tidy-table rows (one per run, as ``record.flatten``
+gives); ``run`` fills the identity columns a test does not care about.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from archbench import tables
+from archbench.artifacts import to_csv, to_latex, to_markdown, write_table
+from archbench.tables import TABLES, build_table, build_tables
+
+T_975_DOF2 = 4.302652729749464  # Student t, 97.5% quantile, 2 degrees of freedom (table value)
+
+
+def run(throughput, status="ok", **fields) -> dict:
+    row = {"experiment": "e", "experiment_type": "thread_scaling", "system": "sysa",
+           "arch": "x86_64", "kind": "train", "model": "resnet50", "data": "synthetic",
+           "strategy": "single", "nodes": 1, "processes_per_node": 1, "workers": 1,
+           "intra_threads": 1, "inter_threads": 1, "batch_per_process": 32,
+           "vendor_library": "onednn", "vendor_library_enabled": True,
+           "throughput": throughput, "throughput_unit": "img/s" if throughput is not None else "",
+           "status": status, "reason": "" if status == "ok" else f"test {status}",
+           "config_id": None}
+    row.update(fields)
+    return row
+
+
+def runs(values, **fields) -> list[dict]:
+    return [run(v, repetition=i, **fields) for i, v in enumerate(values)]
+
+
+def frame(*groups) -> pd.DataFrame:
+    return pd.DataFrame([r for g in groups for r in g])
+
+
+def only(table: pd.DataFrame, **match) -> pd.Series:
+    sel = pd.Series(True, index=table.index)
+    for name, value in match.items():
+        sel &= table[name].astype(object).eq(value).fillna(False).astype(bool)
+    assert sel.sum() == 1, f"expected one row for {match}, got {int(sel.sum())}"
+    return table[sel].iloc[0]
+
+
+# ------------------------------------------------------------------------- summary
+@pytest.fixture
+def summary_input() -> pd.DataFrame:
+    return frame(
+        runs([10.0, 12.0, 14.0], intra_threads=1),            # spread 4 > 10% of 12
+        runs([100.0, 101.0, 102.0], intra_threads=2),         # spread 2 < 10% of 101
+        [run(None, "oom", intra_threads=4, repetition=0),      # every run failed
+         run(None, "oom", intra_threads=4, repetition=1),
+         run(None, "timeout", intra_threads=4, repetition=2)],
+        [run(20.0, intra_threads=8, repetition=0), run(22.0, intra_threads=8, repetition=1),
+         run(None, "timeout", intra_threads=8, repetition=2)],  # partial
+    )
+
+
+def test_summary_statistics_per_configuration(summary_input):
+    s = tables.summarise(summary_input)
+    assert len(s) == 4
+    a = only(s, intra_threads=1)
+    assert a["n"] == 3
+    assert a["mean"] == pytest.approx(12.0)
+    assert a["std"] == pytest.approx(2.0)  # sample std: sqrt((4 + 0 + 4) / 2)
+    assert (a["min"], a["max"]) == (10.0, 14.0)
+    assert a["error"] == pytest.approx(4.0)
+    half = T_975_DOF2 * 2.0 / math.sqrt(3)
+    assert a["ci95_low"] == pytest.approx(12.0 - half, rel=1e-6)
+    assert a["ci95_high"] == pytest.approx(12.0 + half, rel=1e-6)
+    assert bool(a["spread_flag"]) is True
+    assert a["status"] == "ok" and a["n_failed"] == 0 and a["unit"] == "img/s"
+
+    b = only(s, intra_threads=2)
+    assert b["mean"] == pytest.approx(101.0) and b["std"] == pytest.approx(1.0)
+    assert b["error"] == pytest.approx(2.0)
+    assert bool(b["spread_flag"]) is False
+
+
+def test_summary_counts_failures_and_keeps_values_empty(summary_input):
+    s = tables.summarise(summary_input)
+    failed = only(s, intra_threads=4)
+    assert failed["n"] == 0 and failed["n_failed"] == 3
+    assert failed["status"] == "oom"
+    assert failed["failures"] == "oom:2, timeout:1"
+    for name in ("mean", "std", "min", "max", "error", "ci95_low"):
+        assert pd.isna(failed[name]), name  # empty, never zero
+
+    partial = only(s, intra_threads=8)
+    assert partial["n"] == 2 and partial["n_failed"] == 1
+    assert partial["mean"] == pytest.approx(21.0)
+    assert partial["status"] == "partial" and partial["failures"] == "timeout:1"
+
+
+def test_failed_configuration_is_written_as_failure_not_zero(summary_input, tmp_path):
+    s = tables.summarise(summary_input)
+    write_table(s, csv=tmp_path / "s.csv", md=tmp_path / "s.md", tex=tmp_path / "s.tex")
+    back = pd.read_csv(tmp_path / "s.csv")
+    row = back[back["intra_threads"] == 4].iloc[0]
+    assert pd.isna(row["mean"]) and row["status"] == "oom"
+    md_row = [line for line in (tmp_path / "s.md").read_text().splitlines()
+              if "oom:2" in line]
+    assert len(md_row) == 1
+    cells = [c.strip() for c in md_row[0].strip("|").split("|")]
+    header = [c.strip() for c in (tmp_path / "s.md").read_text().splitlines()[0].strip("|").split("|")]
+    mean_cell = cells[header.index("mean")]
+    assert mean_cell == "oom"
+    assert "0.000" not in cells
+
+
+# ------------------------------------------------------------------ thread efficiency
+def test_thread_efficiency_from_one_thread():
+    df = frame(runs([10.0], intra_threads=1), runs([18.0], intra_threads=2),
+               runs([30.0], intra_threads=4),
+               # vendor library off, no 1-thread run: no baseline
+               runs([9.0], intra_threads=2, vendor_library_enabled=False))
+    t = tables.thread_efficiency(df)
+    on = t[t["vendor_library_enabled"].eq(True).fillna(False).astype(bool)]
+    # e_t = p_t / (t * p_1): 10/(1*10), 18/(2*10), 30/(4*10)
+    assert on.sort_values("threads")["efficiency"].tolist() == pytest.approx([1.0, 0.9, 0.75])
+    assert set(on["img_s_1thread"]) == {10.0}
+    off = only(t, vendor_library_enabled=False)
+    assert pd.isna(off["efficiency"]) and off["status"] == "no baseline"
+
+
+def test_thread_efficiency_baseline_failure_is_named():
+    df = frame([run(None, "oom", intra_threads=1)], runs([18.0], intra_threads=2))
+    row = only(tables.thread_efficiency(df), threads=2)
+    assert pd.isna(row["efficiency"]) and row["status"] == "baseline oom"
+
+
+# --------------------------------------------------------------------- vendor speedup
+def test_vendor_speedup_on_over_off():
+    df = frame(runs([26.0, 26.0], vendor_library_enabled=True, intra_threads=2),
+               runs([20.0, 20.0], vendor_library_enabled=False, intra_threads=2),
+               runs([40.0], vendor_library_enabled=True, intra_threads=4),
+               [run(None, "oom", vendor_library_enabled=False, intra_threads=4)])
+    t = tables.vendor_speedup(df)
+    assert len(t) == 2
+    two = only(t, intra_threads=2)
+    assert (two["img_s_on"], two["img_s_off"]) == (26.0, 20.0)
+    assert two["speedup"] == pytest.approx(1.3)
+    four = only(t, intra_threads=4)
+    assert pd.isna(four["speedup"]) and four["status"] == "off oom"
+
+
+# ---------------------------------------------------------------------- hybrid best
+def test_best_hybrid_per_system_and_model():
+    hybrid = dict(experiment="hyb", experiment_type="hybrid")
+    df = frame(
+        runs([50.0], processes_per_node=1, intra_threads=4, **hybrid),
+        runs([58.0, 62.0], processes_per_node=2, intra_threads=2, **hybrid),
+        runs([55.0], processes_per_node=4, intra_threads=1, **hybrid),
+        runs([7.0], processes_per_node=4, intra_threads=1, model="alexnet", **hybrid),
+        runs([9.0], processes_per_node=2, intra_threads=2, model="alexnet", **hybrid),
+        [run(None, "oom", system="sysb", processes_per_node=2, intra_threads=2, **hybrid),
+         run(None, "timeout", system="sysb", processes_per_node=4, intra_threads=1, **hybrid)],
+    )
+    configs = tables.hybrid_configurations(df)
+    assert set(configs["configuration"]) == {"1x4", "2x2", "4x1"}
+    best = tables.best_hybrid(df)
+    assert len(best) == 3
+    a = only(best, system="sysa", model="resnet50")
+    assert a["configuration"] == "2x2" and a["img_s"] == pytest.approx(60.0)
+    assert a["n_configurations"] == 3 and a["status"] == "ok"
+    assert only(best, system="sysa", model="alexnet")["configuration"] == "2x2"
+    b = only(best, system="sysb")
+    assert b["status"] == "all failed" and pd.isna(b["img_s"])
+    assert b["n_failed_configurations"] == 2
+
+
+# ------------------------------------------------------------ node scaling, heat map
+@pytest.fixture
+def scaling_input() -> pd.DataFrame:
+    parts = []
+    values = {("sysa", "synthetic"): (100.0, 190.0, 360.0), ("sysa", "real"): (80.0, 150.0, 280.0),
+              ("sysb", "synthetic"): (50.0, 90.0, 160.0), ("sysb", "real"): (40.0, 76.0, None)}
+    for (system, data), series in values.items():
+        for nodes, value in zip((1, 2, 4), series):
+            status = "ok" if value is not None else "failed"
+            parts.append([run(value, status, experiment="scale", experiment_type="node_scaling",
+                              system=system, data=data, nodes=nodes, workers=nodes,
+                              strategy="horovod", intra_threads=4)])
+    return frame(*parts)
+
+
+def test_node_speedup_and_efficiency(scaling_input):
+    t = tables.node_scaling(scaling_input)
+    assert set(t["scaling_unit"]) == {"nodes"}
+    a = t[(t["system"] == "sysa") & (t["data"] == "synthetic")].sort_values("count")
+    # S_n = P_n / P_1, E_n = P_n / (n P_1)
+    assert a["speedup"].tolist() == pytest.approx([1.0, 1.9, 3.6])
+    assert a["efficiency"].tolist() == pytest.approx([1.0, 0.95, 0.9])
+    failed = only(t, system="sysb", data="real", count=4)
+    assert pd.isna(failed["speedup"]) and failed["status"] == "failed"
+
+
+def test_node_scaling_baseline_is_smallest_count():
+    df = frame(*[runs([v], experiment_type="node_scaling", strategy="horovod", nodes=n, workers=n)
+                 for n, v in ((2, 100.0), (4, 180.0), (8, 320.0))])
+    t = tables.node_scaling(df).sort_values("count")
+    assert t["baseline_count"].tolist() == [2, 2, 2]
+    assert t["speedup"].tolist() == pytest.approx([1.0, 1.8, 3.2])
+    # E = P_n / ((n / b) P_b): 180 / (2 * 100), 320 / (4 * 100)
+    assert t["efficiency"].tolist() == pytest.approx([1.0, 0.9, 0.8])
+
+
+def test_efficiency_heatmap_is_system_by_data_by_nodes(scaling_input):
+    h = tables.efficiency_heatmap(scaling_input)
+    assert len(h) == 4  # 2 systems x 2 data
+    assert {(r.system, r.data) for r in h.itertuples()} == {
+        ("sysa", "synthetic"), ("sysa", "real"), ("sysb", "synthetic"), ("sysb", "real")}
+    assert [c for c in h.columns if c.isdigit()] == ["1", "2", "4"]
+    cell = only(h, system="sysa", data="real")["4"]
+    assert float(cell) == pytest.approx(280.0 / (4 * 80.0))
+    assert only(h, system="sysb", data="real")["4"] == "failed"
+
+
+# ------------------------------------------------------------------------ I/O overhead
+def test_io_overhead_percent(scaling_input):
+    t = tables.io_overhead(scaling_input)
+    a = t[t["system"] == "sysa"].sort_values("nodes")
+    # (syn - real) / syn * 100
+    assert a["io_overhead_percent"].tolist() == pytest.approx(
+        [20.0, 40.0 / 190.0 * 100, 80.0 / 360.0 * 100])
+    b4 = only(t, system="sysb", nodes=4)
+    assert pd.isna(b4["io_overhead_percent"]) and b4["status"] == "real failed"
+
+
+# ----------------------------------------------------------------------------- kernels
+def kernel_run(value, unit, kernel="matmul", size=1024, workers=1, status="ok", rep=0):
+    return run(value, status, experiment="kern", experiment_type="kernel", kind="kernel",
+               model=None, kernel=kernel, data=None, strategy="workers", problem_size=size,
+               tile_size=None if kernel == "stream" else 256, workers=workers,
+               intra_threads=0, inter_threads=0, batch_per_process=None, vendor_library=None,
+               vendor_library_enabled=None, throughput_unit=unit, repetition=rep)
+
+
+def test_kernel_gflops_and_speedup_from_smallest_workers():
+    n = 1024
+    flops = 2 * n**3 - n**2  # matmul flops 2N^3 - N^2
+    seconds = {1: 0.2, 2: 0.11, 4: 0.0625}
+    df = pd.DataFrame(
+        [kernel_run(flops / t / 1e9, "GFLOP/s", workers=w) for w, t in seconds.items()]
+        # a second size measured from 2 workers on, reported in MFLOP/s
+        + [kernel_run(3000.0, "MFLOP/s", size=2048, workers=2),
+           kernel_run(5400.0, "MFLOP/s", size=2048, workers=4)])
+    t = tables.kernel_gflops(df)
+    small = t[t["problem_size"] == 1024].sort_values("workers")
+    assert small["gflops"].tolist() == pytest.approx([flops / t / 1e9 for t in seconds.values()])
+    assert small["speedup"].tolist() == pytest.approx([1.0, 0.2 / 0.11, 0.2 / 0.0625])
+    big = t[t["problem_size"] == 2048].sort_values("workers")
+    assert big["gflops"].tolist() == pytest.approx([3.0, 5.4])
+    assert big["baseline_workers"].tolist() == [2, 2]
+    assert big["speedup"].tolist() == pytest.approx([1.0, 1.8])
+
+
+def test_stream_bandwidth_per_size_in_gb_s():
+    df = pd.DataFrame([kernel_run(5000.0, "MB/s", kernel="stream", size=2**20, rep=0),
+                       kernel_run(7000.0, "MB/s", kernel="stream", size=2**20, rep=1),
+                       kernel_run(8.0, "GB/s", kernel="stream", size=2**22),
+                       kernel_run(1.0, "GiB/s", kernel="stream", size=2**24)])
+    t = tables.stream_bandwidth(df).sort_values("problem_size")
+    assert t["problem_size"].tolist() == [2**20, 2**22, 2**24]
+    assert t["bandwidth_gb_s"].tolist() == pytest.approx([6.0, 8.0, 2**30 / 1e9])
+    first = t.iloc[0]
+    assert (first["bandwidth_min"], first["bandwidth_max"]) == pytest.approx((5.0, 7.0))
+    assert first["error"] == pytest.approx(2.0)
+    assert set(t["unit"]) == {"GB/s"}
+    assert tables.kernel_gflops(df).empty  # bandwidth is not a flop rate
+
+
+def test_fraction_of_peak():
+    df = pd.DataFrame([
+        kernel_run(50.0, "GFLOP/s"),
+        run(10.0, experiment_type="thread_scaling", metric_flops_per_image=4e9),  # 40 GFLOP/s
+        run(10.0, experiment_type="node_scaling", nodes=2, workers=2, intra_threads=2,
+            metric_flops_per_image=4e9),                                        # 40 of 2 x 200
+        kernel_run(30.0, "GFLOP/s") | {"system": "nopeak"},
+    ])
+    t = build_table("fraction_of_peak", df, peak={"sysa": {"gflops": 0.2, "unit": "TFLOP/s"}})
+    assert len(t) == 4
+    assert only(t, kind="kernel", system="sysa")["fraction_of_peak"] == pytest.approx(0.25)
+    one = only(t, kind="train", nodes=1)
+    assert one["achieved_gflops"] == pytest.approx(40.0)
+    assert one["fraction_of_peak"] == pytest.approx(0.2)
+    assert only(t, kind="train", nodes=2)["fraction_of_peak"] == pytest.approx(0.1)
+    missing = only(t, system="nopeak")
+    assert pd.isna(missing["fraction_of_peak"]) and missing["status"] == "no peak"
+
+
+# ------------------------------------------------------------------------ empty input
+@pytest.mark.parametrize("name", list(TABLES))
+def test_empty_input_gives_empty_table_with_headers(name, tmp_path):
+    for df in (pd.DataFrame(), pd.DataFrame(columns=["system", "throughput", "status"])):
+        t = build_table(name, df)
+        assert t.empty and len(t.columns) > 0
+        assert to_csv(t).splitlines() == [",".join(t.columns)]
+        assert to_markdown(t).count("\n") == 2
+        assert "\\toprule" in to_latex(t)
+
+
+def test_build_tables_builds_every_table():
+    built = build_tables(frame(runs([10.0, 11.0])))
+    assert list(built) == list(TABLES)
+    assert len(built["summary"]) == 1 and built["summary"]["mean"].iloc[0] == pytest.approx(10.5)
+    with pytest.raises(KeyError):
+        build_table("no_such_table", pd.DataFrame())
