@@ -271,29 +271,35 @@ class HorovodBackend(Backend):
         return out
 
 
-class CpuSlurmClusterResolver:
-    """``tf.distribute.cluster_resolver.SlurmClusterResolver`` for CPU-only nodes.
+def slurm_tf_config(jobs: dict[str, int]) -> dict:
+    """TF_CONFIG of this task of a Slurm job step whose tasks form a cluster of ``jobs``.
 
-    TensorFlow's resolver divides GPUs among tasks and fails with "range() arg 3 must not
-    be zero" on nodes without GPUs; this one gives every task one pseudo-slot, never
-    touches CUDA_VISIBLE_DEVICES and reports no accelerators. Ports start at a base
-    derived from the job id so two jobs sharing a node do not collide.
+    Tasks are numbered by SLURM_PROCID over the step's nodes in order (block
+    distribution) and assigned to the jobs in sorted name order (chief, ps, worker), as
+    TensorFlow's SlurmClusterResolver does. Unlike that resolver (which divides GPUs among
+    tasks and fails with "range() arg 3 must not be zero" on nodes without GPUs, and gives
+    tasks on different nodes the same port), every task gets its own port: a base derived
+    from the job id plus the task number, so tasks never collide, not even when several
+    Slurm nodes share one host.
     """
-
-    def __new__(cls, jobs: dict[str, int]):
-        import tensorflow as tf
-
-        class _Resolver(tf.distribute.cluster_resolver.SlurmClusterResolver):
-            def num_accelerators(self, task_type=None, task_id=None, config_proto=None):
-                return {}
-
-        ntasks = int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS", "1"))
-        job = int(os.environ.get("SLURM_JOB_ID", "0") or 0)
-        port_base = 20000 + (job * 13) % 20000
-        resolver = _Resolver(jobs=jobs, port_base=port_base, gpus_per_node=ntasks,
-                             gpus_per_task=1, auto_set_gpu=False)
-        resolver.cluster_spec()  # sets task_type/task_id
-        return resolver
+    from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
+        expand_hostlist, expand_tasks_per_node)
+    hosts = expand_hostlist(os.environ["SLURM_STEP_NODELIST"])
+    counts = expand_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"])
+    base = 20000 + (int(os.environ.get("SLURM_JOB_ID") or 0) * 13) % 20000
+    places = [host for host, n in zip(hosts, counts) for _ in range(n)]
+    if sum(jobs.values()) != len(places):
+        raise LaunchError(f"the job step has {len(places)} tasks, the cluster needs "
+                          f"{sum(jobs.values())}")
+    rank = int(os.environ["SLURM_PROCID"])
+    cluster, task, start = {}, {}, 0
+    for job in sorted(jobs):
+        cluster[job] = [f"{host}:{base + start + i}"
+                        for i, host in enumerate(places[start:start + jobs[job]])]
+        if start <= rank < start + jobs[job]:
+            task = {"type": job, "index": rank - start}
+        start += jobs[job]
+    return {"cluster": cluster, "task": task}
 
 
 def cluster_resolver(strategy: str, parameter_servers: int = 0):
@@ -312,7 +318,8 @@ def cluster_resolver(strategy: str, parameter_servers: int = 0):
             jobs = {"chief": 1, "ps": parameter_servers, "worker": workers}
         else:
             jobs = {"worker": ntasks}
-        return CpuSlurmClusterResolver(jobs)
+        os.environ["TF_CONFIG"] = json.dumps(slurm_tf_config(jobs))
+        return tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if strategy == "parameter_server":
         raise LaunchError("parameter_server needs a cluster: TF_CONFIG (python -m "
                           "archbench.distributed spawn) or a Slurm job step (srun)")

@@ -5,6 +5,7 @@ rule run_measurement:
     input:
         image=get_image_for_measurement,
         best=get_best_inputs,
+        data=get_data_inputs,
     output:
         record="results/raw/{system}/{experiment}/{config_id}/rep{rep}.json",
     log:
@@ -26,3 +27,17 @@ rule run_measurement:
     shell:
         "python -m archbench.run --spec {params.spec:q} --output {output.record}"
         " --log {log.worker} > {log.supervisor} 2>&1"
+
+
+rule make_tfrecords:
+    output:
+        directory("results/data/tfrecords"),
+    log:
+        "logs/make_tfrecords/tfrecords.log",
+    params:
+        images=256,
+        image_size=64,
+        shards=4,
+    shell:
+        "python -m archbench.data make-tfrecords --out {output} --images {params.images}"
+        " --image-size {params.image_size} --shards {params.shards} > {log} 2>&1"

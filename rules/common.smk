@@ -56,6 +56,15 @@ def get_best_inputs(wildcards):
                   if other["experiment"] == m["best_of"] and other["system"] == m["system"])
 
 
+def get_data_inputs(wildcards):
+    """The generated TFRecord set, for real-data runs on a system whose data_dir is it."""
+    m = get_measurement(wildcards)
+    data_dir = SYSTEMS[m["system"]].get("data_dir", "")
+    if m.get("data") == "real" and m.get("model") != "digits_cnn" and data_dir == "results/data/tfrecords":
+        return [data_dir]
+    return []
+
+
 def get_spec(wildcards):
     """The supervisor's input: the measurement, its system, and records it depends on."""
     m = get_measurement(wildcards)

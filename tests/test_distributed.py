@@ -203,8 +203,9 @@ def test_pin_cores_restricts_affinity():
         os.sched_setaffinity(0, before)
 
 
-def test_slurm_resolver_works_without_gpus(monkeypatch):
-    """TensorFlow's own SlurmClusterResolver fails on GPU-less nodes; ours does not."""
+def test_slurm_job_step_becomes_a_tf_cluster(monkeypatch):
+    """Every task gets its own port (TensorFlow's resolver fails on GPU-less nodes and
+    reuses ports across nodes); jobs are filled in sorted order: chief, ps, worker."""
     monkeypatch.setenv("SLURM_PROCID", "2")
     monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")
     monkeypatch.setenv("SLURM_STEP_NODELIST", "n[1-2]")
@@ -213,8 +214,13 @@ def test_slurm_resolver_works_without_gpus(monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     resolver = distributed.cluster_resolver("parameter_server", parameter_servers=1)
     spec = resolver.cluster_spec().as_dict()
-    assert [len(spec[j]) for j in ("chief", "ps", "worker")] == [1, 1, 2]
+    assert spec == {"chief": ["n1:21001"], "ps": ["n1:21002"], "worker": ["n2:21003", "n2:21004"]}
     assert (resolver.task_type, resolver.task_id) == ("worker", 0)
-    assert resolver.num_accelerators() == {}
+    assert distributed.launch_rank("parameter_server") == 1
+    monkeypatch.delenv("TF_CONFIG")
     with pytest.raises(distributed.LaunchError, match="cannot hold"):
         distributed.cluster_resolver("parameter_server", parameter_servers=3)
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    mirrored = distributed.slurm_tf_config({"worker": 4})
+    assert mirrored["task"] == {"type": "worker", "index": 0}
+    assert len(set(mirrored["cluster"]["worker"])) == 4

@@ -312,3 +312,23 @@ def test_build_tables_builds_every_table():
     assert len(built["summary"]) == 1 and built["summary"]["mean"].iloc[0] == pytest.approx(10.5)
     with pytest.raises(KeyError):
         build_table("no_such_table", pd.DataFrame())
+
+
+def test_kernel_speedup_with_units_mixed_in_a_series():
+    # an imported series may give 1 worker in MFLOP/s and 2 workers in GFLOP/s
+    df = pd.DataFrame([kernel_run(2000.0, "MFLOP/s", workers=1),
+                       kernel_run(3.6, "GFLOP/s", workers=2)])
+    t = tables.kernel_gflops(df).sort_values("workers")
+    assert t["gflops_baseline"].tolist() == pytest.approx([2.0, 2.0])
+    assert t["speedup"].tolist() == pytest.approx([1.0, 1.8])
+
+
+def test_efficiency_heatmap_keeps_series_apart(scaling_input):
+    # the same scaling with the vendor library off is its own row, not merged away
+    off = scaling_input[scaling_input["system"] == "sysa"].assign(
+        vendor_library_enabled=False,
+        throughput=lambda d: d["throughput"] * [1.0, 0.5, 0.25, 1.0, 0.5, 0.25][:len(d)])
+    h = tables.efficiency_heatmap(pd.concat([scaling_input, off], ignore_index=True))
+    assert len(h) == 6
+    row = only(h, system="sysa", data="synthetic", vendor_library_enabled=False)
+    assert float(row["2"]) == pytest.approx(95.0 / (2 * 100.0))

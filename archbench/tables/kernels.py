@@ -72,8 +72,9 @@ def kernel_gflops(df: pd.DataFrame) -> pd.DataFrame:
         return empty(GFLOPS_COLUMNS)
     s = _scaled(s, "gflops")
     keys = [k for k in KEYS if k not in ("workers", "nodes")]
-    s = with_baseline(s, "workers", keys)
-    s["gflops_baseline"] = s["baseline_mean"] * s["_factor"].fillna(1.0)
+    # the baseline in GFLOP/s: rows of one series may report different units
+    s = with_baseline(s.assign(mean=s["gflops"]), "workers", keys)
+    s["gflops_baseline"] = s["baseline_mean"]
     s["speedup"] = metrics.speedup(s["gflops"], s["gflops_baseline"])
     s["status"] = derived_status(s["status"], s["baseline_status"], "baseline")
     order = ("experiment", "system", "kernel", "problem_size", "tile_size", "workers", "nodes")

@@ -52,8 +52,8 @@ SCALING_COLUMNS = (
     "baseline_count", "img_s_baseline", "speedup", "efficiency", "status",
 )
 HEATMAP_INDEX = (
-    "experiment", "system", "model", "data", "strategy", "processes_per_node",
-    "batch_per_process", "scaling_unit",
+    "experiment", "system", "model", "data", "strategy", "vendor_library_enabled",
+    "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "scaling_unit",
 )
 IO_COLUMNS = (
     "experiment", "system", "model", "strategy", "vendor_library_enabled", "processes_per_node",
