@@ -146,8 +146,10 @@ def test_parameter_server_one_ps_two_workers(tmp_path):
 
 # ---------------------------------------------------------------- spawner and identity
 
-SHOW_CONFIG = ("-c", "import json, os, sys; c = json.loads(os.environ['TF_CONFIG']); "
-               "print(json.dumps(c), flush=True)")
+# The chief lingers so the servers (stopped once it exits) have printed their config.
+SHOW_CONFIG = ("-c", "import json, os, sys, time; c = json.loads(os.environ['TF_CONFIG']); "
+               "print(json.dumps(c), flush=True); "
+               "time.sleep(3 if c['task']['type'] == 'chief' else 0)")
 
 
 def test_spawner_gives_every_task_a_tf_config(capfd):

@@ -101,7 +101,7 @@ def test_derived_tables_follow_the_raw_records(tiny_run):
     eff = pd.read_csv(tiny_run / "results/tables/thread_efficiency.csv")
     for row in eff.itertuples():
         vendor = str(row.vendor_library_enabled) in ("True", "true", "on")
-        expected = p[(row.intra_threads, vendor)] / (row.intra_threads * p[(1, vendor)])
+        expected = p[(row.threads, vendor)] / (row.threads * p[(1, vendor)])
         assert row.efficiency == pytest.approx(expected, rel=1e-6)
     assert len(eff) == 4
     speedup = pd.read_csv(tiny_run / "results/tables/vendor_speedup.csv")
