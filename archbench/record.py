@@ -63,10 +63,17 @@ def make_record(**fields: Any) -> dict:
     return record
 
 
+@lru_cache(maxsize=1)
+def validator() -> jsonschema.Draft202012Validator:
+    """One compiled validator of the record schema (building it per record is slow)."""
+    return jsonschema.Draft202012Validator(schema())
+
+
 def validate(record: dict, source: str = "record") -> None:
     """Raise RecordError naming the first offending field if ``record`` breaks the schema."""
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(schema()).iter_errors(record))
+    if validator().is_valid(record):
+        return
+    error = jsonschema.exceptions.best_match(validator().iter_errors(record))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
         raise RecordError(f"{source}: {where}: {error.message}")
