@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
 
+import fastjsonschema
 import jsonschema
 
 SCHEMA_VERSION = 1
@@ -64,16 +65,26 @@ def make_record(**fields: Any) -> dict:
 
 
 @lru_cache(maxsize=1)
-def validator() -> jsonschema.Draft202012Validator:
-    """One compiled validator of the record schema (building it per record is slow)."""
-    return jsonschema.Draft202012Validator(schema())
+def fast_check():
+    """The record schema compiled to Python code: the check every read and write runs.
+
+    (The schema uses only keywords that mean the same in draft 7, which fastjsonschema
+    compiles; jsonschema is ~40x slower per record and only explains failures.)
+    """
+    return fastjsonschema.compile({k: v for k, v in schema().items() if k != "$schema"})
 
 
 def validate(record: dict, source: str = "record") -> None:
     """Raise RecordError naming the first offending field if ``record`` breaks the schema."""
-    if validator().is_valid(record):
+    try:
+        fast_check()(record)
         return
-    error = jsonschema.exceptions.best_match(validator().iter_errors(record))
+    except fastjsonschema.JsonSchemaException:
+        pass
+    validator = jsonschema.Draft202012Validator(schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(record))
+    if error is None:  # the two validators disagree: trust the reference one
+        return
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
         raise RecordError(f"{source}: {where}: {error.message}")
