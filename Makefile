@@ -25,7 +25,7 @@ dryrun: setup  ## plan the default campaign without running it
 	$(SNAKEMAKE) -n
 
 paper: setup  ## rebuild every table, figure and the report from results/raw (runs no benchmark)
-	$(SNAKEMAKE) paper
+	$(SNAKEMAKE) paper --forcerun collect_measurements
 	$(SNAKEMAKE) paper --report results/report.html
 
 report: setup

@@ -40,7 +40,7 @@ LABELS = {
 # ----------------------------------------------------------------------------- tables
 def format_number(value: object) -> str:
     """A value for people: integers as is, floats with 3 decimals (1 above 100, scientific
-    below 0.001), booleans yes/no, missing as empty."""
+    below 0.001 and from 1e7 on), booleans yes/no, missing as empty."""
     if value is None or value is pd.NA:
         return ""
     if isinstance(value, (bool, np.bool_)):
@@ -53,8 +53,8 @@ def format_number(value: object) -> str:
             return ""
         if math.isinf(x):
             return "inf" if x > 0 else "-inf"
-        if x != 0 and abs(x) < 1e-3:
-            return f"{x:.2e}"
+        if x != 0 and (abs(x) < 1e-3 or abs(x) >= 1e7):
+            return f"{x:.3e}"
         return f"{x:.1f}" if abs(x) >= 100 else f"{x:.3f}"
     return str(value)
 

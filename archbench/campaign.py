@@ -73,13 +73,14 @@ def cores_of(system: dict) -> int:
     return system["sockets"] * system["cores_per_socket"]
 
 
-def resolve_system(name: str, definition: dict | None = None) -> dict:
+def resolve_system(name: str, definition: dict | None = None,
+                   system_dir: Path | None = None) -> dict:
     """Load config/systems/<name>.yaml (or the inline ``definition``), validate, fill defaults.
 
     ``auto`` values (arch, cores_per_socket) describe the machine running the workflow.
     """
     if definition is None:
-        path = SYSTEM_DIR / f"{name}.yaml"
+        path = Path(system_dir or SYSTEM_DIR) / f"{name}.yaml"
         if not path.exists():
             raise ConfigError(f"systems: no system file config/systems/{name}.yaml for '{name}'")
         try:
@@ -171,13 +172,16 @@ def raw_path(measurement: dict) -> str:
     return f"raw/{m['system']}/{m['experiment']}/{m['config_id']}/rep{m['repetition']}.json"
 
 
-def load_campaign(config: dict) -> Campaign:
-    """Validate a campaign config (already parsed YAML) and expand every experiment."""
+def load_campaign(config: dict, system_dir: str | os.PathLike | None = None) -> Campaign:
+    """Validate a campaign config (already parsed YAML) and expand every experiment.
+
+    Systems are read from ``system_dir`` (the workflow's config/systems; default the
+    package checkout's)."""
     if not isinstance(config, dict):
         raise ConfigError("config: a campaign must be a mapping")
     check(config, load_schema("config"), "config")
     inline = config.get("system_definitions", {})
-    systems = {name: resolve_system(name, inline.get(name)) for name in config["systems"]}
+    systems = {name: resolve_system(name, inline.get(name), system_dir) for name in config["systems"]}
     exp_schema = load_schema("experiment")
     measurements: list[dict] = []
     for name, raw in config["experiments"].items():

@@ -271,6 +271,25 @@ class HorovodBackend(Backend):
         return out
 
 
+def node_address(node: str) -> str:
+    """A Slurm node name as a reachable address: the name when it resolves, else the
+    node's NodeAddr from scontrol (nodes named apart from their hosts)."""
+    try:
+        socket.getaddrinfo(node, None)
+        return node
+    except OSError:
+        pass
+    try:
+        out = subprocess.run(["scontrol", "show", "node", "-o", node], capture_output=True,
+                             text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return node
+    for field in out.split():
+        if field.startswith("NodeAddr="):
+            return field.split("=", 1)[1] or node
+    return node
+
+
 def slurm_tf_config(jobs: dict[str, int]) -> dict:
     """TF_CONFIG of this task of a Slurm job step whose tasks form a cluster of ``jobs``.
 
@@ -284,7 +303,7 @@ def slurm_tf_config(jobs: dict[str, int]) -> dict:
     """
     from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
         expand_hostlist, expand_tasks_per_node)
-    hosts = expand_hostlist(os.environ["SLURM_STEP_NODELIST"])
+    hosts = [node_address(h) for h in expand_hostlist(os.environ["SLURM_STEP_NODELIST"])]
     counts = expand_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"])
     base = 20000 + (int(os.environ.get("SLURM_JOB_ID") or 0) * 13) % 20000
     places = [host for host, n in zip(hosts, counts) for _ in range(n)]

@@ -16,6 +16,8 @@ rule collect_measurements:
         invalid="results/tables/invalid_records.txt",
     log:
         "logs/collect_measurements/collect.log",
+    params:
+        existing=get_existing_records,
     script:
         "../scripts/collect_measurements.py"
 

@@ -8,7 +8,7 @@ from archbench import plan as archbench_plan
 from archbench.integrity import quarantine_invalid
 
 try:
-    CAMPAIGN = load_campaign(config)
+    CAMPAIGN = load_campaign(config, system_dir=Path(workflow.basedir) / "config" / "systems")
 except ConfigError as exc:
     sys.exit(f"archbench: invalid configuration: {exc}")
 
@@ -40,11 +40,14 @@ def get_measurement(wildcards):
 
 
 def get_record_paths(wildcards=None):
-    """Every record the campaign produces (only those on disk when regenerating)."""
-    paths = sorted(MEASUREMENTS)
-    if REGENERATE_ONLY:
-        return [p for p in paths if Path(p).exists()]
-    return paths
+    """Every record the campaign produces; none as inputs when regenerating (then the
+    collect step reads the records on disk, so no benchmark rule is ever scheduled)."""
+    return [] if REGENERATE_ONLY else sorted(MEASUREMENTS)
+
+
+def get_existing_records(wildcards=None):
+    """The campaign's records already on disk (what `paper` collects)."""
+    return [p for p in sorted(MEASUREMENTS) if Path(p).exists()] if REGENERATE_ONLY else []
 
 
 def get_best_inputs(wildcards):

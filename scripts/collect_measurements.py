@@ -5,7 +5,7 @@ from archbench.collect import collect, write_table
 
 snakemake = globals()["snakemake"]
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(message)s")
-frame, errors = collect(snakemake.input.records)
+frame, errors = collect(list(snakemake.input.records) or snakemake.params.existing)
 write_table(frame, snakemake.output.csv, snakemake.output.parquet)
 for line in errors:
     logging.warning("excluded invalid record: %s", line)

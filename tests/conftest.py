@@ -31,6 +31,7 @@ def tool_env(**extra: str) -> dict:
 
 def copy_workflow(dest: Path) -> Path:
     """Copy the workflow (not results) into ``dest`` so runs do not touch the repository."""
+    dest.mkdir(parents=True, exist_ok=True)
     for part in WORKFLOW_PARTS:
         src = REPO / part
         if src.is_dir():

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from archbench import tables
 from archbench.figures.style import (
@@ -23,9 +24,10 @@ def _series_plot(ax, data: pd.DataFrame, x: str, y: str, hue: str, hue_order: li
                  low: str | None = None, high: str | None = None) -> None:
     """Mean lines with markers (and min-max error bars when ``low``/``high`` are given)."""
     colours = dict(zip(hue_order, palette(len(hue_order))))
+    marks = {"markers": True, "dashes": True} if style_col else {"marker": "o"}
     sns.lineplot(data=data, x=x, y=y, hue=hue, hue_order=hue_order, palette=colours,
-                 style=style_col, style_order=style_order, markers=True, dashes=True,
-                 errorbar=None, estimator=None, sort=True, ax=ax)
+                 style=style_col, style_order=style_order, errorbar=None, estimator=None,
+                 sort=True, ax=ax, **marks)
     if low and high:
         for level in hue_order:
             part = data[data[hue] == level]
@@ -48,8 +50,8 @@ def _facets(frame: pd.DataFrame, columns: list[str]) -> list[tuple[str, pd.DataF
 
 
 def thread_scaling(df: pd.DataFrame) -> Figure:
-    """img/s vs intra-op threads (one process), one line per batch size, dashed for the
-    vendor library off; one panel per system and model."""
+    """img/s vs intra-op threads (one process), one colour per batch size, one line style
+    per vendor library setting (on/off); one panel per system and model."""
     title = "Thread scaling: img/s vs threads (one process)"
     table = tables.thread_efficiency(df)
     if table.empty:
@@ -181,6 +183,10 @@ def node_scaling(df: pd.DataFrame) -> Figure:
                             color=colours[level])
             mark_failures(ax, _failed_x(part, "count"))
             log2_axis(ax, "x", part["count"])
+            if (ok["img_s"] > 0).any():
+                ax.set_yscale("log")
+                ax.yaxis.set_major_formatter(ScalarFormatter())
+                ax.yaxis.set_minor_formatter(NullFormatter())
             units = ordered(part["scaling_unit"])
             ax.set(title=name, xlabel=" / ".join(units), ylabel="img/s")
         shared_legend(figure, axes)

@@ -38,6 +38,12 @@ def default_tile(n: int) -> int:
     return min(n, 4096)
 
 
+def _sum_of_products(a_tiles, b_tiles):
+    """sum_k a_k b_k, one XLA computation (the sums fuse into the dots' output)."""
+    import tensorflow as tf
+    return tf.add_n([tf.matmul(a, b) for a, b in zip(a_tiles, b_tiles)])
+
+
 class TiledMatmul:
     """Tiles of A and B on disk, C as tiles on the reducers; ``multiply()`` computes C."""
 
@@ -61,7 +67,7 @@ class TiledMatmul:
             for j in range(nt):
                 with tf.device(devices[self.reducer_of(i, j)]):
                     self.c_tiles[i, j] = tf.Variable(tf.zeros([tile, tile], tf.float32))
-        self._product = tf.function(tf.matmul, jit_compile=True)
+        self._sum_of_products = tf.function(_sum_of_products, jit_compile=True)
         self._multiply = tf.function(self._build)
 
     def path(self, name: str, i: int, j: int) -> str:
@@ -108,15 +114,15 @@ class TiledMatmul:
             with tf.device(self.cluster.devices[worker]):
                 share = products[start:stop]
                 cache = {} if self._fits(share) else None
-                done, group = [], defaultdict(list)  # products of each output tile
+                groups = defaultdict(list)  # output tile -> its (A, B) tile pairs, in order
+                done = []
                 for i, j, k in share:
-                    with tf.control_dependencies(done[-2:-1]):
-                        a = self._tile(tf, cache, "A", i, k, directory)  # <= one product ahead
-                        b = self._tile(tf, cache, "B", k, j, directory)
-                    done.append(self._product(a, b))
-                    group[i, j].append(done[-1])
-                for (i, j), products_ij in group.items():
-                    partials[i, j].append(tf.add_n(products_ij))
+                    with tf.control_dependencies(done[-1:]):  # <= one output tile ahead
+                        groups[i, j].append((self._tile(tf, cache, "A", i, k, directory),
+                                             self._tile(tf, cache, "B", k, j, directory)))
+                    if (i, j, k) == share[-1] or share[share.index((i, j, k)) + 1][:2] != (i, j):
+                        done.append(self._sum_of_products(*zip(*groups[i, j])))
+                        partials[i, j].append(done[-1])
         for (i, j), parts in partials.items():
             with tf.device(self.cluster.devices[self.reducer_of(i, j)]):
                 self.c_tiles[i, j].assign(tf.add_n(parts))

@@ -139,7 +139,7 @@ def _best(frame: pd.DataFrame, keys: Sequence[str], value: str, blank: Sequence[
     none = best[value].isna()
     best["status"] = np.where(none, "all failed", "ok")
     for name in blank:
-        best[name] = best[name].astype(object).where(~none, None)
+        best[name] = best[name].mask(none)  # keeps the column's dtype (Int64 stays numeric)
     return best.reset_index(drop=True)
 
 
