@@ -26,6 +26,9 @@ from archbench.record import RecordError, make_record, read_record, schema, writ
 WORKERS = {"train": "archbench.train", "kernel": "archbench.kernels"}
 OOM_MARKERS = ("ResourceExhaustedError", "MemoryError", "Out of memory", "out of memory",
                "std::bad_alloc", "OOM")
+# A step Slurm could not launch ends in SIGKILL too, without any memory pressure.
+LAUNCH_MARKERS = ("launch failed", "aborted before step completely launched")
+WALLTIME_MARKER = "DUE TO TIME LIMIT"
 
 
 def worker_command(measurement: dict, system: dict) -> list[str]:
@@ -60,8 +63,14 @@ def classify_failure(returncode: int, log_text: str) -> tuple[str, str]:
     """(status, reason) of a worker that left no record."""
     tail = [line for line in log_text.strip().splitlines() if line.strip()][-3:]
     last = " | ".join(tail)[-400:]
-    if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL) or any(m in log_text for m in OOM_MARKERS):
-        return "oom", f"exit {returncode}, likely out of memory: {last}"
+    if WALLTIME_MARKER in log_text:
+        return "timeout", f"exit {returncode}, Slurm time limit: {last}"
+    if any(m in log_text for m in OOM_MARKERS):
+        return "oom", f"exit {returncode}, out of memory: {last}"
+    if any(m in log_text for m in LAUNCH_MARKERS):
+        return "failed", f"exit {returncode}, launch failed: {last}"
+    if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
+        return "oom", f"exit {returncode}, killed, likely out of memory: {last}"
     return "failed", f"exit {returncode}: {last}"
 
 

@@ -7,7 +7,7 @@ over a measured window after warm-up, written as one JSON record.
 
 Multi-process runs start one such process per worker (``--strategy horovod`` under
 mpirun/srun/horovodrun; ``mirrored`` and ``parameter_server`` under srun or
-``python -m archbench.distributed spawn``); the first worker writes ONE record for the
+``python -m archbench.launch spawn``); the first worker writes ONE record for the
 whole job. ``command_for`` gives the full launcher argv of a measurement.
 
 Throughput follows DESIGN.md: images processed by ALL workers in the measured window
@@ -311,7 +311,7 @@ def command_for(measurement: dict, system: dict) -> list[str]:
         raise ValueError(f"measurement {measurement.get('config_id')} is a placeholder for the "
                          f"best configuration of '{measurement['best_of']}'; resolve it first "
                          "(archbench.experiments.resolve_best)")
-    from archbench.distributed import launcher_argv
+    from archbench.launch import launcher_argv
     return launcher_argv(measurement, system, worker_argv(measurement, system))
 
 

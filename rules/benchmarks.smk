@@ -23,6 +23,9 @@ rule run_measurement:
         slurm_partition=lambda w: get_resources(w).get("slurm_partition", ""),
         slurm_account=lambda w: get_resources(w).get("slurm_account", ""),
         slurm_extra=lambda w: get_resources(w).get("slurm_extra", ""),
+        # "srun" for multi-rank jobs: the Slurm executor then runs the job's command in
+        # the batch step, where the launcher's own srun spans every allocated node.
+        mpi=lambda w: get_resources(w).get("mpi"),
         measurement_slots=1,
     shell:
         "python -m archbench.run --spec {params.spec:q} --output {output.record}"

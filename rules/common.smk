@@ -89,5 +89,8 @@ def get_resources(wildcards):
 
 
 def get_final_outputs():
-    """Everything `snakemake` (rule all) builds."""
-    return ["results/tables/measurements.csv", f"results/plan/{CAMPAIGN.name}.md"] + analysis_targets()
+    """Everything `snakemake` (rule all) builds. The records are listed too: a record
+    deleted or quarantined after its table was built is then rerun (Snakemake leaves a
+    missing intermediate file alone while the files made from it are up to date)."""
+    return (get_record_paths() + ["results/tables/measurements.csv",
+                                  f"results/plan/{CAMPAIGN.name}.md"] + analysis_targets())

@@ -129,6 +129,7 @@ write_configs() {
     cpus=$(nproc)
     install -d -m 755 "$STATE" "$STATE/etc" "$STATE/log" "$STATE/run" "$STATE/spool"
     install -d -m 755 -o slurm -g slurm "$STATE/spool/ctld" "$STATE/log/slurm" "$STATE/run/slurm"
+    install -d -m 1777 "$STATE/tmp" "${NODES[@]/#/$STATE/tmp/}"
     install -d -m 755 -o munge -g munge "$STATE/munge"
     install -d -m 755 -o mysql -g mysql "$STATE/mysql" "$STATE/mysql/run"
     [ -s "$STATE/etc/db.pass" ] || (umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$STATE/etc/db.pass")
@@ -148,6 +149,9 @@ SlurmctldLogFile=$STATE/log/slurm/slurmctld.log
 SlurmdSpoolDir=$STATE/spool/slurmd-%n
 SlurmdPidFile=$STATE/run/slurmd-%n.pid
 SlurmdLogFile=$STATE/log/slurmd-%n.log
+# Per-node temporary space: PMIx creates its per-step directories there, which would
+# collide between two slurmd of one host in a shared /tmp.
+TmpFS=$STATE/tmp/%n
 # Node lines describe virtual nodes, not this machine's hardware.
 SlurmdParameters=config_overrides
 ProctrackType=proctrack/linuxproc
@@ -298,8 +302,12 @@ cmd_up() {
         echo "slurm_cluster: 'up' must run as root (installs packages and starts daemons)" >&2
         exit 3
     fi
-    # Fast path; the pid check avoids sinfo's retry delay when slurmctld is not running.
-    if alive "$STATE/run/slurm/slurmctld.pid" slurmctld && status; then
+    # Fast path, when the running cluster was started by this version of the script;
+    # the pid check avoids sinfo's retry delay when slurmctld is not running.
+    local version
+    version=$(sha256sum "$0" | cut -c1-16)
+    if [ "$(cat "$STATE/.script-version" 2>/dev/null)" = "$version" ] \
+        && alive "$STATE/run/slurm/slurmctld.pid" slurmctld && status; then
         link_system_conf
         log "already up (SLURM_CONF=$SLURM_CONF)"
         return 0
@@ -318,6 +326,7 @@ cmd_up() {
     register_accounting
     start_slurm "$CONF_CHANGED"
     wait_ready
+    echo "$version" >"$STATE/.script-version"
     log "up in $((SECONDS - t0))s: $(sinfo -h -o '%P %D %t' | tr '\n' ' ')(SLURM_CONF=$SLURM_CONF)"
 }
 

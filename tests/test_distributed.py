@@ -1,6 +1,6 @@
 """Multi-process training for real: 2-rank Horovod (MPI and Gloo) whose ranks must end
 with identical weights, MultiWorkerMirrored with 2 workers, ParameterServer with 1 PS +
-2 workers; plus the local spawner and process identity helpers.
+2 workers; plus the process identity helpers (the launchers are in test_launch.py).
 
 Horovod tests are marked ``horovod``; without Horovod (or mpirun) they skip, except under
 CI (CI=true) where they fail.
@@ -108,24 +108,16 @@ def test_horovod_mpi_two_ranks_agree(tmp_path):
 
 
 @pytest.mark.horovod
-def test_horovod_gloo_two_ranks_agree(tmp_path):
-    horovod_ready()
-    m = {**TINY, "strategy": "horovod", "tuning": {"horovod_controller": "gloo"}}
-    r = launch(m, tmp_path)
-    assert_two_worker_record(r, "horovod")
-    assert r["metrics"]["horovod_controller"]["value"] == "gloo"
-    assert_identical_weights(tmp_path / "weights", 2)
-
-
-@pytest.mark.horovod
-def test_horovod_real_data_shards_per_rank(tmp_path):
+def test_horovod_gloo_two_ranks_on_real_data_agree(tmp_path):
+    """Gloo controller (horovodrun), each rank reading its shard of generated TFRecords."""
     horovod_ready()
     from archbench.data import make_tfrecords
     make_tfrecords(tmp_path / "tfr", images=16, image_size=32, shards=2)
-    r = launch({**TINY, "strategy": "horovod", "data": "real"}, tmp_path, weights=False,
-               system={**SYSTEM, "data_dir": str(tmp_path / "tfr")})
+    m = {**TINY, "strategy": "horovod", "data": "real", "tuning": {"horovod_controller": "gloo"}}
+    r = launch(m, tmp_path, system={**SYSTEM, "data_dir": str(tmp_path / "tfr")})
     assert_two_worker_record(r, "horovod")
-    assert r["data"] == "real"
+    assert r["data"] == "real" and r["metrics"]["horovod_controller"]["value"] == "gloo"
+    assert_identical_weights(tmp_path / "weights", 2)
 
 
 def test_multi_worker_mirrored_two_workers_agree(tmp_path):
@@ -144,40 +136,7 @@ def test_parameter_server_one_ps_two_workers(tmp_path):
     assert len(r["hosts"]) == 1 and r["loss_first"] is not None
 
 
-# ---------------------------------------------------------------- spawner and identity
-
-# The chief lingers so the servers (stopped once it exits) have printed their config.
-SHOW_CONFIG = ("-c", "import json, os, sys, time; c = json.loads(os.environ['TF_CONFIG']); "
-               "print(json.dumps(c), flush=True); "
-               "time.sleep(3 if c['task']['type'] == 'chief' else 0)")
-
-
-def test_spawner_gives_every_task_a_tf_config(capfd):
-    assert distributed.spawn(2, 1, True, list(SHOW_CONFIG)) == 0
-    configs = [json.loads(line) for line in capfd.readouterr().out.splitlines() if line.startswith("{")]
-    tasks = sorted((c["task"]["type"], c["task"]["index"]) for c in configs)
-    assert tasks == [("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1)]
-    cluster = configs[0]["cluster"]
-    addresses = cluster["chief"] + cluster["worker"] + cluster["ps"]
-    assert len(set(addresses)) == 4 and all(a.startswith("127.0.0.1:") for a in addresses)
-
-
-def test_spawner_stops_servers_once_the_chief_is_done():
-    script = ("import json, os, sys, time; t = json.loads(os.environ['TF_CONFIG'])['task']; "
-              "time.sleep(0 if t['type'] == 'chief' else 600)")
-    assert distributed.spawn(1, 1, True, ["-c", script], grace_s=2) == 0
-
-
-def test_spawner_reports_a_failing_worker():
-    script = ("import json, os, sys, time; t = json.loads(os.environ['TF_CONFIG'])['task']; "
-              "sys.exit(5) if t['index'] == 1 else time.sleep(600)")
-    assert distributed.spawn(2, 0, False, ["-c", script], grace_s=2) == 5
-
-
-def test_spawner_cli_needs_a_command():
-    with pytest.raises(SystemExit):
-        distributed.main(["spawn", "--workers", "1"])
-
+# ---------------------------------------------------------------- process identity
 
 def test_launch_rank_from_the_environment(monkeypatch):
     for name in distributed.RANK_VARIABLES + ("TF_CONFIG",):
@@ -203,26 +162,3 @@ def test_pin_cores_restricts_affinity():
             distributed.pin_cores(len(before) + 1)
     finally:
         os.sched_setaffinity(0, before)
-
-
-def test_slurm_job_step_becomes_a_tf_cluster(monkeypatch):
-    """Every task gets its own port (TensorFlow's resolver fails on GPU-less nodes and
-    reuses ports across nodes); jobs are filled in sorted order: chief, ps, worker."""
-    monkeypatch.setenv("SLURM_PROCID", "2")
-    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")
-    monkeypatch.setenv("SLURM_STEP_NODELIST", "n[1-2]")
-    monkeypatch.setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2)")
-    monkeypatch.setenv("SLURM_JOB_ID", "77")
-    monkeypatch.delenv("TF_CONFIG", raising=False)
-    resolver = distributed.cluster_resolver("parameter_server", parameter_servers=1)
-    spec = resolver.cluster_spec().as_dict()
-    assert spec == {"chief": ["n1:21001"], "ps": ["n1:21002"], "worker": ["n2:21003", "n2:21004"]}
-    assert (resolver.task_type, resolver.task_id) == ("worker", 0)
-    assert distributed.launch_rank("parameter_server") == 1
-    monkeypatch.delenv("TF_CONFIG")
-    with pytest.raises(distributed.LaunchError, match="cannot hold"):
-        distributed.cluster_resolver("parameter_server", parameter_servers=3)
-    monkeypatch.setenv("SLURM_PROCID", "0")
-    mirrored = distributed.slurm_tf_config({"worker": 4})
-    assert mirrored["task"] == {"type": "worker", "index": 0}
-    assert len(set(mirrored["cluster"]["worker"])) == 4

@@ -94,3 +94,16 @@ def test_cli_writes_record_and_exits_zero_on_failure(tmp_path):
     out = tmp_path / "r.json"
     assert run.main(["--spec", spec, "--output", str(out), "--log", str(tmp_path / "w.log")]) == 0
     assert read_record(out)["status"] == "failed"
+
+
+@pytest.mark.parametrize("log, status", [
+    ("srun: error: task 1 launch failed: Unspecified error\nsrun: error: n1: task 0: Killed",
+     "failed"),
+    ("slurmstepd: error: *** STEP 4.0 CANCELLED AT 2026-01-01T00:00:00 DUE TO TIME LIMIT ***",
+     "timeout"),
+    ("slurmstepd: error: Detected 1 oom_kill event in StepId=5.0. Some of the step tasks "
+     "have been OOM Killed.", "oom"),
+    ("", "oom"),
+])
+def test_killed_step_is_classified_by_what_slurm_said(log, status):
+    assert run.classify_failure(137, log)[0] == status

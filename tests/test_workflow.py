@@ -94,6 +94,31 @@ def test_second_invocation_reruns_nothing(tiny_run):
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
+def test_deleted_and_corrupt_records_are_rerun_and_recollected(tiny_run, tmp_path):
+    """A record removed by hand and one truncated on disk: the next run quarantines the
+    corrupt one, reruns both measurements and nothing else, and recollects the table."""
+    import shutil
+    workdir = shutil.copytree(tiny_run, tmp_path / "copy", symlinks=True)
+    records = sorted((workdir / "results/raw").rglob("rep*.json"))
+    deleted, corrupt = records[0], records[1]
+    untouched = {p: p.read_bytes() for p in records[2:]}
+    deleted.unlink()
+    truncated = corrupt.read_text()[:50]
+    corrupt.write_text(truncated)
+    proc = snakemake(workdir, "--profile", "profiles/local", "--configfile", "tiny.yaml", timeout=900)
+    log = proc.stdout + proc.stderr
+    assert log.count("rule run_measurement") == 2, log[-3000:]
+    assert "invalid record moved to" in log
+    quarantined = [p for p in (workdir / "results/quarantine").rglob("rep*.json.*")
+                   if p.suffix != ".reason"]
+    assert [p.read_text() for p in quarantined] == [truncated]
+    assert json.loads(deleted.read_text())["status"] == "ok"
+    assert json.loads(corrupt.read_text())["status"] == "ok"
+    assert {p: p.read_bytes() for p in untouched} == untouched
+    table = pd.read_csv(workdir / "results/tables/measurements.csv")
+    assert sorted(table["run_id"]) == sorted(r["run_id"] for r in raw_records(workdir))
+
+
 def test_derived_tables_follow_the_raw_records(tiny_run):
     """Thread efficiency and vendor speedup recomputed here from the raw records."""
     records = raw_records(tiny_run)

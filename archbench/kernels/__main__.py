@@ -114,7 +114,7 @@ def base_fields(args: argparse.Namespace, cluster=None, tile: int | None = None)
               "repetition": args.repetition, "framework": "tensorflow",
               "throughput_unit": UNITS[args.kernel], "warmup_steps": args.warmup_steps,
               "measured_steps": args.steps}
-    if platform.machine() == "x86_64":  # matmul's inner kernel is oneDNN's sgemm on x86
+    if platform.machine() == "x86_64":  # on x86, matmul's dots run in oneDNN (through XLA)
         fields.update(vendor_library="onednn",
                       vendor_library_enabled=os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0")
     if cluster:

@@ -4,15 +4,15 @@ Set-up (untimed): the workers generate the tiles of A and B and write them to di
 file per tile, in a scratch directory every worker can read).
 
 One multiply (timed): the shared list of tile products A[i,k] B[k,j] (ordered by output
-tile, then k) is split into one contiguous share per worker. A worker loads its products'
-tiles from disk, multiplies them on its device and sums the products of each output tile
-(one add_n); these partial results go to the reducer owning that tile (reducer r owns
-the tiles with (i * tiles + j) % reducers == r; reducers are workers 0..reducers-1),
-which adds them into C[i, j]. Loads run at most one product ahead of the multiplies; a
-worker loads each tile once per multiply when all it needs fit in CACHE_BYTES (2 GiB),
-else once per product. Each tile product is XLA-compiled (on x86 the classic XLA:CPU
-runtime's dot matches numpy's sgemm; TensorFlow's own MatMul kernel reaches about half of
-it on two threads, see cluster.XLA_CLASSIC_RUNTIME).
+tile, then k) is split into one contiguous share per worker. A worker loads the tiles of
+its products from disk and computes, per output tile, the sum of its products as one
+XLA computation on its device (the additions fuse into the dots; on x86 XLA's classic
+CPU runtime matches numpy's sgemm where TensorFlow's MatMul kernel reaches about half,
+see cluster.XLA_CLASSIC_RUNTIME). These partial results go to the reducer owning the
+tile (reducer r owns the tiles with (i * tiles + j) % reducers == r; reducers are
+workers 0..reducers-1), which adds them into C[i, j]. Loads run at most one output tile
+ahead of the multiplies; a worker loads each tile once per multiply when all it needs
+fit in CACHE_BYTES (2 GiB), else once per output tile (then it holds about 4 N T values).
 GFLOP/s counts 2N^3 - N^2 flops.
 """
 
@@ -114,14 +114,14 @@ class TiledMatmul:
             with tf.device(self.cluster.devices[worker]):
                 share = products[start:stop]
                 cache = {} if self._fits(share) else None
-                groups = defaultdict(list)  # output tile -> its (A, B) tile pairs, in order
-                done = []
-                for i, j, k in share:
-                    with tf.control_dependencies(done[-1:]):  # <= one output tile ahead
-                        groups[i, j].append((self._tile(tf, cache, "A", i, k, directory),
-                                             self._tile(tf, cache, "B", k, j, directory)))
-                    if (i, j, k) == share[-1] or share[share.index((i, j, k)) + 1][:2] != (i, j):
-                        done.append(self._sum_of_products(*zip(*groups[i, j])))
+                pairs = defaultdict(list)  # output tile -> its (A, B) tiles, k ascending
+                done = []  # partial sums in order
+                for position, (i, j, k) in enumerate(share):
+                    with tf.control_dependencies(done[-2:-1]):  # loads <= one tile ahead
+                        pairs[i, j].append((self._tile(tf, cache, "A", i, k, directory),
+                                            self._tile(tf, cache, "B", k, j, directory)))
+                    if position + 1 == len(share) or share[position + 1][:2] != (i, j):
+                        done.append(self._sum_of_products(*zip(*pairs.pop((i, j)))))
                         partials[i, j].append(done[-1])
         for (i, j), parts in partials.items():
             with tf.device(self.cluster.devices[self.reducer_of(i, j)]):

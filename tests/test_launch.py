@@ -1,0 +1,72 @@
+"""Launching multi-process training: the local TF-cluster spawner and its CLI, and the
+TF cluster of a Slurm job step. (The launcher argv of each strategy is checked through
+``train.command_for`` in test_train.py; real multi-process runs are in test_distributed.py.)
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from archbench import distributed, launch
+
+# The chief lingers so the servers (stopped once it exits) have printed their config.
+SHOW_CONFIG = ("-c", "import json, os, sys, time; c = json.loads(os.environ['TF_CONFIG']); "
+               "print(json.dumps(c), flush=True); "
+               "time.sleep(3 if c['task']['type'] == 'chief' else 0)")
+
+
+def test_spawner_gives_every_task_a_tf_config(capfd):
+    assert launch.spawn(2, 1, True, list(SHOW_CONFIG)) == 0
+    configs = [json.loads(line) for line in capfd.readouterr().out.splitlines() if line.startswith("{")]
+    tasks = sorted((c["task"]["type"], c["task"]["index"]) for c in configs)
+    assert tasks == [("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1)]
+    cluster = configs[0]["cluster"]
+    addresses = cluster["chief"] + cluster["worker"] + cluster["ps"]
+    assert len(set(addresses)) == 4 and all(a.startswith("127.0.0.1:") for a in addresses)
+
+
+def test_spawner_stops_servers_once_the_chief_is_done():
+    script = ("import json, os, sys, time; t = json.loads(os.environ['TF_CONFIG'])['task']; "
+              "time.sleep(0 if t['type'] == 'chief' else 600)")
+    assert launch.spawn(1, 1, True, ["-c", script], grace_s=2) == 0
+
+
+def test_spawner_reports_a_failing_worker():
+    script = ("import json, os, sys, time; t = json.loads(os.environ['TF_CONFIG'])['task']; "
+              "sys.exit(5) if t['index'] == 1 else time.sleep(600)")
+    assert launch.spawn(2, 0, False, ["-c", script], grace_s=2) == 5
+
+
+def test_spawner_cli_needs_a_command():
+    with pytest.raises(SystemExit):
+        launch.main(["spawn", "--workers", "1"])
+
+
+def test_slurm_job_step_becomes_a_tf_cluster(monkeypatch):
+    """Every task gets its own port (TensorFlow's resolver fails on GPU-less nodes and
+    reuses ports across nodes); jobs are filled in sorted order: chief, ps, worker."""
+    monkeypatch.setenv("SLURM_PROCID", "2")
+    monkeypatch.setenv("SLURM_STEP_NUM_TASKS", "4")
+    monkeypatch.setenv("SLURM_STEP_NODELIST", "n[1-2]")
+    monkeypatch.setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2)")
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    monkeypatch.setattr(launch, "node_address", lambda node: node)
+    resolver = launch.cluster_resolver("parameter_server", parameter_servers=1)
+    spec = resolver.cluster_spec().as_dict()
+    assert spec == {"chief": ["n1:21001"], "ps": ["n1:21002"], "worker": ["n2:21003", "n2:21004"]}
+    assert (resolver.task_type, resolver.task_id) == ("worker", 0)
+    assert distributed.launch_rank("parameter_server") == 1
+    monkeypatch.delenv("TF_CONFIG")
+    with pytest.raises(distributed.LaunchError, match="cannot hold"):
+        launch.cluster_resolver("parameter_server", parameter_servers=3)
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    mirrored = launch.slurm_tf_config({"worker": 4})
+    assert mirrored["task"] == {"type": "worker", "index": 0}
+    assert len(set(mirrored["cluster"]["worker"])) == 4
+
+
+def test_node_names_that_resolve_are_kept():
+    assert launch.node_address("localhost") == "localhost"
