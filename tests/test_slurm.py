@@ -73,22 +73,28 @@ def two_node_run(slurm_env, tmp_path_factory):
 
 
 def test_two_node_training_runs_as_one_srun_step_over_both_nodes(two_node_run, slurm_env):
-    """MultiWorkerMirroredStrategy over n1 and n2: one Slurm job of two nodes whose srun
-    step's two tasks form the TensorFlow cluster; throughput counts both workers' images."""
-    [path] = (two_node_run / "results/raw").rglob("rep*.json")
-    r = json.loads(path.read_text())
-    assert r["status"] == "ok", r["reason"]
-    assert (r["strategy"], r["nodes"], r["workers"], r["global_batch"]) == ("mirrored", 2, 2, 8)
-    assert r["throughput"] > 0 and r["loss_first"] is not None
-    out = subprocess.run(["sacct", "-n", "-P", "-j", r["slurm_job_id"], "-o", "JobID,NNodes,NTasks,State"],
-                         capture_output=True, text=True, env=slurm_env, check=True, timeout=60).stdout
-    steps = [line.split("|") for line in out.splitlines() if line]
-    assert steps[0][1] == "2", out  # the allocation spans both nodes
-    # a job step (not the batch script) ran 2 tasks on 2 nodes: the launcher's srun
-    assert any(s[0].split(".")[-1].isdigit() and s[1:3] == ["2", "2"] and s[3] == "COMPLETED"
-               for s in steps), out
+    """Horovod (MPI via PMIx) and MultiWorkerMirroredStrategy over n1 and n2: each one
+    Slurm job of two nodes whose srun step's two tasks train together; throughput counts
+    both workers' images."""
+    records = [json.loads(p.read_text()) for p in (two_node_run / "results/raw").rglob("rep*.json")]
+    assert sorted(r["strategy"] for r in records) == ["horovod", "mirrored"]
+    for r in records:
+        assert r["status"] == "ok", r["reason"]
+        assert (r["nodes"], r["workers"], r["global_batch"]) == (2, 2, 8)
+        assert r["throughput"] > 0 and r["loss_first"] is not None
+        out = subprocess.run(["sacct", "-n", "-P", "-j", r["slurm_job_id"], "-o",
+                              "JobID,NNodes,NTasks,State"], capture_output=True, text=True,
+                             env=slurm_env, check=True, timeout=60).stdout
+        steps = [line.split("|") for line in out.splitlines() if line]
+        assert steps[0][1] == "2", out  # the allocation spans both nodes
+        # a numbered job step (the launcher's srun, not the batch script): 2 tasks, 2 nodes
+        assert any(s[0].split(".")[-1].isdigit() and s[1:] == ["2", "2", "COMPLETED"]
+                   for s in steps), out
     table = pd.read_csv(two_node_run / "results/tables/node_scaling.csv")
-    assert list(table["nodes"]) == [2] and table["img_s"].iloc[0] == pytest.approx(r["throughput"])
+    assert sorted(table["strategy"]) == ["horovod", "mirrored"] and set(table["nodes"]) == {2}
+    by_strategy = {r["strategy"]: r["throughput"] for r in records}
+    for row in table.itertuples():
+        assert row.img_s == pytest.approx(by_strategy[row.strategy])
 
 
 def test_tables_have_the_shape_of_a_local_run(slurm_run, tmp_path):
