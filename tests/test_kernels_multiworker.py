@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from archbench.record import read_record
+from test_kernels import stream_reference
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -31,17 +32,6 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def stream_reference(arrays, iterations, s=3.0):
-    """The STREAM sequence in numpy."""
-    a, b, c = (x.copy() for x in arrays)
-    for _ in range(iterations):
-        c[:] = a
-        b[:] = s * c
-        c[:] = a + b
-        a[:] = b + s * c
-    return a, b, c
 
 
 def test_cluster_has_two_workers_in_two_processes(two):
