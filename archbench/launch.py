@@ -54,6 +54,15 @@ def node_address(node: str) -> str:
     return node
 
 
+def slurm_port_base() -> int:
+    """First TCP port of this Slurm job's tasks (task i listens on base + i):
+    ARCHBENCH_PORT_BASE, else derived from the job id within 20000-31999, below Linux's
+    ephemeral range (32768-60999) so no outgoing connection holds it."""
+    if os.environ.get("ARCHBENCH_PORT_BASE"):
+        return int(os.environ["ARCHBENCH_PORT_BASE"])
+    return 20000 + (int(os.environ.get("SLURM_JOB_ID") or 0) * 13) % 12000
+
+
 def slurm_tf_config(jobs: dict[str, int]) -> dict:
     """TF_CONFIG of this task of a Slurm job step whose tasks form a cluster of ``jobs``.
 
@@ -69,7 +78,7 @@ def slurm_tf_config(jobs: dict[str, int]) -> dict:
         expand_hostlist, expand_tasks_per_node)
     hosts = [node_address(h) for h in expand_hostlist(os.environ["SLURM_STEP_NODELIST"])]
     counts = expand_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"])
-    base = 20000 + (int(os.environ.get("SLURM_JOB_ID") or 0) * 13) % 20000
+    base = slurm_port_base()
     places = [host for host, n in zip(hosts, counts) for _ in range(n)]
     if sum(jobs.values()) != len(places):
         raise LaunchError(f"the job step has {len(places)} tasks, the cluster needs "

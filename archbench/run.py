@@ -120,7 +120,10 @@ def supervise(measurement: dict, system: dict, output: Path, log_path: Path) -> 
     output.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     scratch = output.with_name(f".{output.name}.worker")
-    env = {**os.environ, **{k: str(v) for k, v in measurement.get("env", {}).items()},
+    # A TF_CONFIG in the caller's environment would override the cluster the launcher
+    # builds (spawn sets one per task; under srun it comes from the job step).
+    inherited = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env = {**inherited, **{k: str(v) for k, v in measurement.get("env", {}).items()},
            "TF_USE_LEGACY_KERAS": "1"}
     timeout_s = float(measurement.get("timeout_minutes", 30)) * 60
     argv = worker_command(measurement, system) + ["--output", str(scratch)]

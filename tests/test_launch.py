@@ -6,6 +6,7 @@ TF cluster of a Slurm job step. (The launcher argv of each strategy is checked t
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -52,14 +53,16 @@ def test_slurm_job_step_becomes_a_tf_cluster(monkeypatch):
     monkeypatch.setenv("SLURM_STEP_NODELIST", "n[1-2]")
     monkeypatch.setenv("SLURM_STEP_TASKS_PER_NODE", "2(x2)")
     monkeypatch.setenv("SLURM_JOB_ID", "77")
-    monkeypatch.delenv("TF_CONFIG", raising=False)
+    # cluster_resolver sets TF_CONFIG itself: setenv records that it must go afterwards
+    # (a leaked TF_CONFIG would become the cluster of every later run from this process).
+    monkeypatch.setenv("TF_CONFIG", "")
     monkeypatch.setattr(launch, "node_address", lambda node: node)
     resolver = launch.cluster_resolver("parameter_server", parameter_servers=1)
     spec = resolver.cluster_spec().as_dict()
     assert spec == {"chief": ["n1:21001"], "ps": ["n1:21002"], "worker": ["n2:21003", "n2:21004"]}
     assert (resolver.task_type, resolver.task_id) == ("worker", 0)
     assert distributed.launch_rank("parameter_server") == 1
-    monkeypatch.delenv("TF_CONFIG")
+    monkeypatch.setenv("TF_CONFIG", "")
     with pytest.raises(distributed.LaunchError, match="cannot hold"):
         launch.cluster_resolver("parameter_server", parameter_servers=3)
     monkeypatch.setenv("SLURM_PROCID", "0")
@@ -70,3 +73,8 @@ def test_slurm_job_step_becomes_a_tf_cluster(monkeypatch):
 
 def test_node_names_that_resolve_are_kept():
     assert launch.node_address("localhost") == "localhost"
+
+
+def test_no_tf_config_is_left_behind():
+    """Runs after the Slurm-step test in this module: the process environment is clean."""
+    assert "TF_CONFIG" not in os.environ

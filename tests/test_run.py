@@ -107,3 +107,11 @@ def test_cli_writes_record_and_exits_zero_on_failure(tmp_path):
 ])
 def test_killed_step_is_classified_by_what_slurm_said(log, status):
     assert run.classify_failure(137, log)[0] == status
+
+
+def test_an_inherited_tf_config_does_not_reach_the_worker(tmp_path, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["elsewhere:1"]}}')
+    monkeypatch.setattr(run, "worker_command", lambda m, s: [
+        sys.executable, "-c", "import os, sys; sys.exit(3 if 'TF_CONFIG' in os.environ else 4)"])
+    r = supervise(tmp_path, measurement())
+    assert r["status"] == "failed" and "exit 4" in r["reason"]

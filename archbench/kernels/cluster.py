@@ -287,7 +287,7 @@ def slurm_spec(tasks: int) -> tuple[dict, list[str], int, int]:
     """(cluster spec, node name per task, this task's rank, control port) of the Slurm step.
 
     Hosts and task order come from ``SlurmClusterResolver``; each task gets its own port
-    (base + rank, base from ARCHBENCH_PORT_BASE or the job id), so several virtual nodes on
+    (base + rank, see launch.slurm_port_base), so several virtual nodes on
     one host do not collide; the control port is base + tasks.
     """
     import tensorflow as tf
@@ -296,8 +296,8 @@ def slurm_spec(tasks: int) -> tuple[dict, list[str], int, int]:
         jobs={"worker": tasks}, gpus_per_node=tasks, gpus_per_task=1, auto_set_gpu=False)
     addresses = resolver.cluster_spec().as_dict()["worker"]
     names = [a.rsplit(":", 1)[0] for a in addresses]
-    default_base = 20000 + (int(os.environ.get("SLURM_JOB_ID", "0")) * 97) % 30000
-    base = int(os.environ.get("ARCHBENCH_PORT_BASE", default_base))
+    from archbench.launch import slurm_port_base
+    base = slurm_port_base()
     spec = {"worker": [f"{_address(n)}:{base + rank}" for rank, n in enumerate(names)]}
     return spec, names, int(os.environ["SLURM_PROCID"]), base + tasks
 
