@@ -235,10 +235,12 @@ def test_io_overhead_percent(scaling_input):
 
 # ----------------------------------------------------------------------------- kernels
 def kernel_run(value, unit, kernel="matmul", size=1024, workers=1, status="ok", rep=0):
+    """A kernel record as the workers write it on one 4-core node: one process per worker,
+    the node's cores shared among them."""
     return run(value, status, experiment="kern", experiment_type="kernel", kind="kernel",
                model=None, kernel=kernel, data=None, strategy="workers", problem_size=size,
                tile_size=None if kernel == "stream" else 256, workers=workers,
-               intra_threads=0, inter_threads=0, batch_per_process=None, vendor_library=None,
+               processes_per_node=workers, intra_threads=max(1, 4 // workers), inter_threads=0, batch_per_process=None, vendor_library=None,
                vendor_library_enabled=None, throughput_unit=unit, repetition=rep)
 
 

@@ -71,7 +71,8 @@ def kernel_gflops(df: pd.DataFrame) -> pd.DataFrame:
     if s.empty:
         return empty(GFLOPS_COLUMNS)
     s = _scaled(s, "gflops")
-    keys = [k for k in KEYS if k not in ("workers", "nodes")]
+    # a series varies the workers (and with them nodes, processes per node and threads)
+    keys = [k for k in KEYS if k not in ("workers", "nodes", "processes_per_node", "intra_threads")]
     # the baseline in GFLOP/s: rows of one series may report different units
     s = with_baseline(s.assign(mean=s["gflops"]), "workers", keys)
     s["gflops_baseline"] = s["baseline_mean"]
