@@ -63,6 +63,15 @@ def slurm_port_base() -> int:
     return 20000 + (int(os.environ.get("SLURM_JOB_ID") or 0) * 13) % 12000
 
 
+def slurm_task_nodes() -> list[str]:
+    """The node of each task of this Slurm job step, by task number (block distribution)."""
+    from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
+        expand_hostlist, expand_tasks_per_node)
+    nodes = expand_hostlist(os.environ["SLURM_STEP_NODELIST"])
+    counts = expand_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"])
+    return [node for node, n in zip(nodes, counts) for _ in range(n)]
+
+
 def slurm_tf_config(jobs: dict[str, int]) -> dict:
     """TF_CONFIG of this task of a Slurm job step whose tasks form a cluster of ``jobs``.
 
@@ -74,12 +83,10 @@ def slurm_tf_config(jobs: dict[str, int]) -> dict:
     from the job id plus the task number, so tasks never collide, not even when several
     Slurm nodes share one host.
     """
-    from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
-        expand_hostlist, expand_tasks_per_node)
-    hosts = [node_address(h) for h in expand_hostlist(os.environ["SLURM_STEP_NODELIST"])]
-    counts = expand_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"])
+    nodes = slurm_task_nodes()
+    addresses = {node: node_address(node) for node in set(nodes)}
+    places = [addresses[node] for node in nodes]
     base = slurm_port_base()
-    places = [host for host, n in zip(hosts, counts) for _ in range(n)]
     if sum(jobs.values()) != len(places):
         raise LaunchError(f"the job step has {len(places)} tasks, the cluster needs "
                           f"{sum(jobs.values())}")

@@ -44,13 +44,18 @@ def sacct_job_ids(env: dict) -> set[str]:
     return {line.split("|")[0] for line in out.splitlines() if line}
 
 
+def run_through_slurm(campaign: str, workdir, env: dict, timeout: int):
+    """tests/campaigns/<campaign> through `snakemake --profile profiles/slurm-test`."""
+    copy_workflow(workdir)
+    (workdir / campaign).write_text((REPO / "tests/campaigns" / campaign).read_text())
+    snakemake(workdir, "--profile", "profiles/slurm-test", "--configfile", campaign,
+              timeout=timeout, env=env)
+    return workdir
+
+
 @pytest.fixture(scope="module")
 def slurm_run(slurm_env, tmp_path_factory):
-    workdir = copy_workflow(tmp_path_factory.mktemp("slurm"))
-    (workdir / "tiny_slurm.yaml").write_text((REPO / "tests/campaigns/tiny_slurm.yaml").read_text())
-    snakemake(workdir, "--profile", "profiles/slurm-test", "--configfile", "tiny_slurm.yaml",
-              timeout=1500, env=slurm_env)
-    return workdir
+    return run_through_slurm("tiny_slurm.yaml", tmp_path_factory.mktemp("slurm"), slurm_env, 1500)
 
 
 def test_every_measurement_ran_as_a_slurm_job_seen_by_sacct(slurm_run, slurm_env):
@@ -64,12 +69,7 @@ def test_every_measurement_ran_as_a_slurm_job_seen_by_sacct(slurm_run, slurm_env
 
 @pytest.fixture(scope="module")
 def two_node_run(slurm_env, tmp_path_factory):
-    workdir = copy_workflow(tmp_path_factory.mktemp("slurm2"))
-    campaign = "two_nodes_slurm.yaml"
-    (workdir / campaign).write_text((REPO / "tests/campaigns" / campaign).read_text())
-    snakemake(workdir, "--profile", "profiles/slurm-test", "--configfile", campaign,
-              timeout=900, env=slurm_env)
-    return workdir
+    return run_through_slurm("two_nodes_slurm.yaml", tmp_path_factory.mktemp("slurm2"), slurm_env, 900)
 
 
 def test_two_node_training_runs_as_one_srun_step_over_both_nodes(two_node_run, slurm_env):

@@ -266,40 +266,14 @@ def _local_cluster(workers: int, threads: int, timeout_s: float) -> Cluster:
     return Cluster(workers, devices, [host] * workers, "local", threads, procs, conns)
 
 
-def _address(host: str) -> str:
-    """An address for a Slurm node name: DNS, else the node's NodeAddr from scontrol."""
-    try:
-        return socket.gethostbyname(host)
-    except OSError:
-        pass
-    try:
-        out = subprocess.run(["scontrol", "show", "node", host, "-o"], capture_output=True,
-                             text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return host
-    for item in out.split():
-        if item.startswith("NodeAddr="):
-            return item.split("=", 1)[1]
-    return host
-
-
 def slurm_spec(tasks: int) -> tuple[dict, list[str], int, int]:
-    """(cluster spec, node name per task, this task's rank, control port) of the Slurm step.
-
-    Hosts and task order come from ``SlurmClusterResolver``; each task gets its own port
-    (base + rank, see launch.slurm_port_base), so several virtual nodes on
-    one host do not collide; the control port is base + tasks.
-    """
-    import tensorflow as tf
-    # CPU-only nodes: the resolver otherwise runs nvidia-smi and divides GPUs among tasks.
-    resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
-        jobs={"worker": tasks}, gpus_per_node=tasks, gpus_per_task=1, auto_set_gpu=False)
-    addresses = resolver.cluster_spec().as_dict()["worker"]
-    names = [a.rsplit(":", 1)[0] for a in addresses]
-    from archbench.launch import slurm_port_base
-    base = slurm_port_base()
-    spec = {"worker": [f"{_address(n)}:{base + rank}" for rank, n in enumerate(names)]}
-    return spec, names, int(os.environ["SLURM_PROCID"]), base + tasks
+    """(cluster spec, node name per task, this task's rank, control port) of the Slurm step:
+    the step's tasks as workers, each on its own port (``launch.slurm_tf_config``); the
+    control port is the one after the workers'."""
+    from archbench.launch import slurm_port_base, slurm_task_nodes, slurm_tf_config
+    config = slurm_tf_config({"worker": tasks})
+    return (config["cluster"], slurm_task_nodes(), config["task"]["index"],
+            slurm_port_base() + tasks)
 
 
 def _slurm_cluster(workers: int, threads: int, timeout_s: float) -> Cluster:
