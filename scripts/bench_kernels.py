@@ -4,8 +4,9 @@
 
 Each kernel runs in its own process (TensorFlow's thread pools are fixed per process and
 the kernels use different layouts); inside it, TensorFlow and the reference alternate for
-``--rounds`` rounds, and the ratio printed is the median of the per-round ratios, so a
-noisy shared machine affects both sides alike. Targets: matmul >= 0.9 of numpy sgemm
+``--rounds`` rounds (each side's time in a round is its best of a few calls, the same
+count for both), and the ratio printed is the median of the per-round ratios, so a noisy
+shared machine affects both sides alike. Targets: matmul >= 0.9 of numpy sgemm
 (N=4096), STREAM triad >= 0.8 of a numpy triad on the same arrays.
 """
 
@@ -55,7 +56,8 @@ def bench_matmul(n: int, tile: int, rounds: int) -> dict:
     mm = matmul.TiledMatmul(cluster.start(1), n, tile)
     a, b = mm.inputs()
     c = np.empty_like(a)
-    row = compare(mm.multiply, lambda: np.matmul(a, b, out=c), metrics.matmul_flops(n) / 1e9, rounds)
+    row = compare(mm.multiply, lambda: np.matmul(a, b, out=c), metrics.matmul_flops(n) / 1e9, rounds,
+                  repeat=3)
     mm.cleanup()
     return {**row, "what": f"matmul N={n} tile={tile} fp32 vs numpy sgemm", "unit": "GFLOP/s"}
 

@@ -75,6 +75,23 @@ def test_matmul_matches_numpy(one, n, tile, tmp_path):
     assert not mm.dir.exists()
 
 
+def test_matmul_loads_tiles_from_disk_in_every_multiply(one, tmp_path):
+    """The timed multiply reads its tiles from their files each time (nothing cached or
+    folded into the graph): a tile rewritten between multiplies changes C."""
+    import tensorflow as tf
+    from archbench.kernels.matmul import TILE, TiledMatmul
+    mm = TiledMatmul(one, 128, 64, scratch=str(tmp_path))
+    mm.multiply()
+    a, b = mm.inputs()
+    tf.raw_ops.SaveV2(prefix=mm.path("A", 1, 0), tensor_names=[TILE], shape_and_slices=[""],
+                      tensors=[tf.constant(-3 * a[64:, :64])])
+    mm.multiply()
+    a[64:, :64] *= -3
+    np.testing.assert_allclose(mm.inputs()[0], a)
+    np.testing.assert_allclose(mm.result(), a @ b, rtol=1e-4, atol=1e-4)
+    mm.cleanup()
+
+
 def test_matmul_run_reports_gflops_and_cleans_up(one, tmp_path):
     from archbench.kernels import matmul
     result = matmul.run(one, 128, 64, warmup=1, steps=1, scratch=str(tmp_path), verify=True)
