@@ -18,10 +18,15 @@ import contextlib
 import json
 import os
 import socket
+import tempfile
 import time
 from typing import Any, Callable, Iterator, Sequence
 
+from archbench.horovod_timeline import AllreduceCount, count_allreduces, settled_events
+
 STRATEGIES = ("single", "horovod", "mirrored", "parameter_server")
+PROBE_STEPS = 3  # Horovod: steps after the window whose allreduces are counted
+BARRIER = "archbench_barrier"  # name of the Horovod barrier's tensor
 TF_STRATEGIES = ("mirrored", "parameter_server")
 RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
 LOCAL_RANK_VARIABLES = ("HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
@@ -214,8 +219,13 @@ class HorovodBackend(Backend):
             os.environ["HOROVOD_CYCLE_TIME"] = f"{args.horovod_cycle_time:g}"
         if args.horovod_fusion_threshold is not None:
             os.environ["HOROVOD_FUSION_THRESHOLD"] = str(args.horovod_fusion_threshold)
+        # a timeline that starts and stops on request (the allreduce count after the window)
+        os.environ.setdefault("HOROVOD_TIMELINE", "DYNAMIC")
         import horovod.tensorflow as hvd
         hvd.init()
+        self.allreduces: AllreduceCount | None = None
+        # compiled, so the op (and the timeline) carries the name; eager ops lose it
+        self._barrier = tf.function(lambda: hvd.allreduce(tf.constant(0.0), op=hvd.Sum, name=BARRIER))
         self.hvd = hvd
         self.rank, self.size = hvd.rank(), hvd.size()
         self._hosts = _unique(hvd.allgather_object(socket.gethostname()))
@@ -232,7 +242,7 @@ class HorovodBackend(Backend):
         self.hvd.broadcast_variables(model.variables, root_rank=0)
 
     def barrier(self) -> None:
-        self.hvd.allreduce(self.tf.constant(0.0), op=self.hvd.Sum, name="archbench_barrier")
+        self._barrier()
 
     def gather(self, values):
         row = self.tf.constant([list(map(float, values))], dtype=self.tf.float64)
@@ -240,6 +250,30 @@ class HorovodBackend(Backend):
 
     def hosts(self) -> list[str]:
         return self._hosts
+
+    def window(self, step, batches, warmup, steps, batch_size):
+        measured = super().window(step, batches, warmup, steps, batch_size)
+        self.allreduces = self._count_allreduces(step, batches)
+        return measured
+
+    def _count_allreduces(self, step, batches) -> AllreduceCount | None:
+        """Allreduces of PROBE_STEPS more steps, from Horovod's timeline (recorded after the
+        measured window, so it costs the measurement nothing); None off rank 0 or when the
+        user records a timeline of their own (HOROVOD_TIMELINE set to a file)."""
+        if os.environ.get("HOROVOD_TIMELINE") != "DYNAMIC":
+            return None
+        with tempfile.TemporaryDirectory(prefix="archbench-timeline-") as tmp:
+            path = os.path.join(tmp, "timeline.json")
+            self.hvd.start_timeline(path)
+            self.barrier()  # the timeline is on in every rank's background loop
+            for _ in range(PROBE_STEPS):
+                float(step(*next(batches)))
+            self.barrier()
+            self.hvd.stop_timeline()
+            if self.rank != 0:
+                return None
+            count = count_allreduces(settled_events(path), skip=BARRIER)
+        return AllreduceCount(count.tensors / PROBE_STEPS, count.collectives / PROBE_STEPS)
 
     def metrics(self, model) -> dict:
         variables = model.trainable_variables
@@ -249,6 +283,9 @@ class HorovodBackend(Backend):
             "allreduce_bytes": {"value": int(sum(v.shape.num_elements() * v.dtype.size
                                                  for v in variables)), "unit": "B/step"},
         }
+        if self.allreduces is not None:
+            out["allreduces_per_step"] = {"value": self.allreduces.collectives, "unit": "allreduces/step"}
+            out["allreduce_tensors_timeline"] = {"value": self.allreduces.tensors, "unit": "tensors/step"}
         if self.args.horovod_cycle_time is not None:
             out["horovod_cycle_time"] = {"value": self.args.horovod_cycle_time, "unit": "ms"}
         if self.args.horovod_fusion_threshold is not None:

@@ -25,6 +25,15 @@ def test_default_campaign_expands_to_the_full_matrix(default):
     assert len(paths) == len(set(paths))
 
 
+def test_default_campaign_has_data_for_every_table(default):
+    """Every experiment type behind a table or figure runs in the default campaign."""
+    types = {m["experiment_type"] for m in load_campaign(default).measurements}
+    assert types == {"thread_scaling", "hybrid", "inter_intra", "ppn_sweep", "horovod_tuning",
+                     "kernel"}
+    data = {m.get("data") for m in load_campaign(default).measurements}
+    assert {"synthetic", "real"} <= data  # the I/O overhead pair
+
+
 def test_repetitions_share_config_id_and_differ_in_path(default):
     ms = [m for m in load_campaign(default).measurements if m["experiment"] == "threads"]
     first = [m for m in ms if m["config_id"] == ms[0]["config_id"]]

@@ -96,14 +96,18 @@ def assert_two_worker_record(r: dict, strategy: str) -> None:
 def test_horovod_mpi_two_ranks_agree(tmp_path):
     horovod_ready()
     m = {**TINY, "strategy": "horovod", "env": {"KMP_BLOCKTIME": "0"},
-         "tuning": {"horovod_cycle_time_ms": 2, "horovod_fusion_threshold_bytes": 1 << 20}}
+         "tuning": {"horovod_cycle_time_ms": 2, "horovod_fusion_threshold_bytes": 0}}
     r = launch(m, tmp_path)
     assert_two_worker_record(r, "horovod")
     assert r["metrics"]["horovod_controller"]["value"] == "mpi"
     assert r["metrics"]["replica_weight_spread"]["value"] == 0.0
     assert r["metrics"]["allreduce_tensors"]["value"] == 6  # 3 kernels + 3 biases
+    # Horovod's timeline saw the same 6 tensors per step, and without fusion one
+    # allreduce operation each
+    assert r["metrics"]["allreduce_tensors_timeline"]["value"] == 6
+    assert r["metrics"]["allreduces_per_step"]["value"] == 6
     assert r["env"]["HOROVOD_CYCLE_TIME"] == "2" and r["env"]["KMP_BLOCKTIME"] == "0"
-    assert r["env"]["HOROVOD_FUSION_THRESHOLD"] == str(1 << 20)
+    assert r["env"]["HOROVOD_FUSION_THRESHOLD"] == "0"
     assert_identical_weights(tmp_path / "weights", 2)
 
 
@@ -113,10 +117,15 @@ def test_horovod_gloo_two_ranks_on_real_data_agree(tmp_path):
     horovod_ready()
     from archbench.data import make_tfrecords
     make_tfrecords(tmp_path / "tfr", images=16, image_size=32, shards=2)
-    m = {**TINY, "strategy": "horovod", "data": "real", "tuning": {"horovod_controller": "gloo"}}
+    m = {**TINY, "strategy": "horovod", "data": "real",
+         "tuning": {"horovod_controller": "gloo", "horovod_cycle_time_ms": 50}}
     r = launch(m, tmp_path, system={**SYSTEM, "data_dir": str(tmp_path / "tfr")})
     assert_two_worker_record(r, "horovod")
     assert r["data"] == "real" and r["metrics"]["horovod_controller"]["value"] == "gloo"
+    # a long cycle with fusion on (the default 64 MiB): a step's 6 gradients ready
+    # within a cycle or two go out as one fused allreduce each
+    assert r["metrics"]["allreduce_tensors_timeline"]["value"] == 6
+    assert 1 <= r["metrics"]["allreduces_per_step"]["value"] <= 3
     assert_identical_weights(tmp_path / "weights", 2)
 
 

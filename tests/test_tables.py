@@ -211,6 +211,35 @@ def test_node_scaling_baseline_is_smallest_count():
     assert t["efficiency"].tolist() == pytest.approx([1.0, 0.9, 0.8])
 
 
+def ppn_run(value, ppn, nodes=1, **fields):
+    """A ppn sweep run on a 4-core node: intra-op threads = cores / ppn - 1 (at least 1)."""
+    return run(value, experiment="ppn", experiment_type="ppn_sweep", strategy="horovod",
+               nodes=nodes, processes_per_node=ppn, workers=nodes * ppn,
+               intra_threads=max(1, 4 // ppn - 1), **fields)
+
+
+def test_ppn_sweep_on_one_node_is_one_series_over_workers():
+    df = pd.DataFrame([ppn_run(10.0, 1), ppn_run(18.0, 2), ppn_run(30.0, 4)])
+    t = tables.node_scaling(df).sort_values("count")
+    assert set(t["scaling_unit"]) == {"workers"} and t["count"].tolist() == [1, 2, 4]
+    assert t["processes_per_node"].tolist() == [1, 2, 4]  # the rows keep their layout
+    assert t["speedup"].tolist() == pytest.approx([1.0, 1.8, 3.0])
+    assert t["efficiency"].tolist() == pytest.approx([1.0, 0.9, 0.75])
+    h = tables.efficiency_heatmap(df)
+    assert len(h) == 1 and pd.isna(h["processes_per_node"].iloc[0])
+    assert [float(h[c].iloc[0]) for c in ("1", "2", "4")] == pytest.approx([1.0, 0.9, 0.75])
+
+
+def test_ppn_sweep_over_nodes_scales_each_layout_over_nodes():
+    df = pd.DataFrame([ppn_run(10.0, 1), ppn_run(18.0, 1, nodes=2),
+                       ppn_run(16.0, 2), ppn_run(32.0, 2, nodes=2)])
+    t = tables.node_scaling(df)
+    assert set(t["scaling_unit"]) == {"nodes"}
+    assert only(t, processes_per_node=1, count=2)["speedup"] == pytest.approx(1.8)
+    assert only(t, processes_per_node=2, count=2)["speedup"] == pytest.approx(2.0)
+    assert len(tables.efficiency_heatmap(df)) == 2
+
+
 def test_efficiency_heatmap_is_system_by_data_by_nodes(scaling_input):
     h = tables.efficiency_heatmap(scaling_input)
     assert len(h) == 4  # 2 systems x 2 data
@@ -231,6 +260,38 @@ def test_io_overhead_percent(scaling_input):
         [20.0, 40.0 / 190.0 * 100, 80.0 / 360.0 * 100])
     b4 = only(t, system="sysb", nodes=4)
     assert pd.isna(b4["io_overhead_percent"]) and b4["status"] == "real failed"
+
+
+# --------------------------------------------------------------------- Horovod tuning
+def tuning_runs(values, cycle, fusion_mb, allreduces, status="ok", **fields) -> list[dict]:
+    """Runs of one Horovod tuning setting (2 ranks on one node); the knobs and the counted
+    allreduces are record metrics, the setting's hash suffix makes the config id unique."""
+    knobs = {"metric_horovod_cycle_time": cycle, "metric_horovod_fusion_threshold": fusion_mb * 2**20}
+    return [run(v, status, experiment="tune", experiment_type="horovod_tuning", strategy="horovod",
+                processes_per_node=2, workers=2, global_batch=64, repetition=i,
+                config_id=f"resnet50_b32_{cycle:g}_{fusion_mb:g}_{int(cycle * 100 + fusion_mb):08x}",
+                **(knobs | {"metric_allreduces_per_step": allreduces} if status == "ok" else {}),
+                **fields)
+            for i, v in enumerate(values)]
+
+
+def test_horovod_tuning_img_s_allreduces_and_relative_to_best():
+    df = frame(tuning_runs([10.0, 12.0], 1, 0, 161.0),          # no fusion: one per tensor
+               tuning_runs([20.0, 22.0], 10, 64, 5.0),          # fused
+               tuning_runs([19.0, 21.0], 10, 64, 4.0, model="alexnet"),  # its own best
+               tuning_runs([None, None], 1, 64, None, status="oom"),
+               runs([99.0], strategy="horovod", processes_per_node=2))  # not a tuning run
+    t = tables.horovod_tuning(df)
+    assert len(t) == 4
+    no_fusion = only(t, model="resnet50", cycle_time_ms=1.0, fusion_threshold_mb=0.0)
+    assert no_fusion["img_s"] == pytest.approx(11.0) and no_fusion["allreduces_per_step"] == 161
+    assert no_fusion["relative_to_best"] == pytest.approx(11.0 / 21.0)
+    assert no_fusion["error"] == pytest.approx(2.0) and no_fusion["n"] == 2
+    fused = only(t, model="resnet50", cycle_time_ms=10.0)
+    assert fused["relative_to_best"] == pytest.approx(1.0) and fused["allreduces_per_step"] == 5
+    assert only(t, model="alexnet")["relative_to_best"] == pytest.approx(1.0)
+    failed = t[t["status"] == "oom"]
+    assert len(failed) == 1 and pd.isna(failed["img_s"].iloc[0])
 
 
 # ----------------------------------------------------------------------------- kernels

@@ -16,8 +16,8 @@ from matplotlib.figure import Figure
 from archbench.figures.kernels import kernel_gflops, stream_bandwidth
 from archbench.figures.style import NO_DATA, no_data, style
 from archbench.figures.training import (
-    efficiency_heatmap, hybrid_configurations, io_overhead, node_scaling, thread_efficiency,
-    thread_scaling, vendor_speedup,
+    efficiency_heatmap, horovod_tuning, hybrid_configurations, io_overhead, node_scaling,
+    thread_efficiency, thread_scaling, vendor_speedup,
 )
 
 FIGURES: dict[str, Callable[[pd.DataFrame], Figure]] = {
@@ -28,6 +28,7 @@ FIGURES: dict[str, Callable[[pd.DataFrame], Figure]] = {
     "node_scaling": node_scaling,
     "efficiency_heatmap": efficiency_heatmap,
     "io_overhead": io_overhead,
+    "horovod_tuning": horovod_tuning,
     "kernel_gflops": kernel_gflops,
     "stream_bandwidth": stream_bandwidth,
 }

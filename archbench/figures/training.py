@@ -244,3 +244,32 @@ def io_overhead(df: pd.DataFrame) -> Figure:
         shared_legend(figure, axes)
         figure.suptitle(title)
     return figure
+
+
+def horovod_tuning(df: pd.DataFrame) -> Figure:
+    """img/s vs allreduce operations per step (counted in Horovod's timeline), one colour
+    per fusion threshold, one marker per cycle time, one panel per system, model and layout."""
+    title = "Horovod tuning"
+    table = tables.horovod_tuning(df)
+    table = table[table["img_s"].notna() & table["allreduces_per_step"].notna()]
+    if table.empty:
+        return no_data(title)
+    # "_" names: the labels say what they are, the legend needs no section titles
+    table["_fusion"] = table["fusion_threshold_mb"].map(lambda v: f"fusion {v:g} MiB")
+    table["_cycle"] = table["cycle_time_ms"].map(lambda v: f"cycle {v:g} ms")
+    with style():
+        groups = _facets(table.assign(layout=table["nodes"].astype(str) + " node(s) x "
+                                      + table["processes_per_node"].astype(str)),
+                         ["system", "model", "layout"])
+        figure, axes = panels(len(groups))
+        fusion_order = [f"fusion {v:g} MiB" for v in ordered(table["fusion_threshold_mb"])]
+        cycle_order = [f"cycle {v:g} ms" for v in ordered(table["cycle_time_ms"])]
+        colours = dict(zip(fusion_order, palette(len(fusion_order))))
+        for ax, (name, part) in zip(axes, groups):
+            sns.scatterplot(data=part, x="allreduces_per_step", y="img_s", hue="_fusion",
+                            hue_order=fusion_order, palette=colours, style="_cycle",
+                            style_order=cycle_order, s=60, ax=ax)
+            ax.set(title=name, xlabel="allreduce operations per step", ylabel="img/s")
+        shared_legend(figure, axes)
+        figure.suptitle(title)
+    return figure

@@ -15,8 +15,8 @@ import pandas as pd
 from archbench.tables.common import normalise, summarise, summary_of
 from archbench.tables.kernels import fraction_of_peak, kernel_gflops, peak_gflops, stream_bandwidth
 from archbench.tables.training import (
-    best_hybrid, best_inter_intra, efficiency_heatmap, hybrid_configurations, io_overhead,
-    node_scaling, thread_efficiency, vendor_speedup,
+    best_hybrid, best_inter_intra, efficiency_heatmap, horovod_tuning, hybrid_configurations,
+    io_overhead, node_scaling, thread_efficiency, vendor_speedup,
 )
 
 TableFunction = Callable[..., pd.DataFrame]
@@ -31,6 +31,7 @@ TABLES: dict[str, TableFunction] = {
     "node_scaling": node_scaling,
     "efficiency_heatmap": efficiency_heatmap,
     "io_overhead": io_overhead,
+    "horovod_tuning": horovod_tuning,
     "kernel_gflops": kernel_gflops,
     "stream_bandwidth": stream_bandwidth,
     "fraction_of_peak": fraction_of_peak,
@@ -55,6 +56,7 @@ def build_tables(df: pd.DataFrame, peak: dict | None = None) -> dict[str, pd.Dat
 __all__ = [
     "TABLES", "build_table", "build_tables", "normalise", "summarise", "summary_of",
     "thread_efficiency", "vendor_speedup", "hybrid_configurations", "best_hybrid",
-    "best_inter_intra", "node_scaling", "efficiency_heatmap", "io_overhead", "kernel_gflops",
+    "best_inter_intra", "node_scaling", "efficiency_heatmap", "io_overhead", "horovod_tuning",
+    "kernel_gflops",
     "stream_bandwidth", "fraction_of_peak", "peak_gflops",
 ]

@@ -32,7 +32,14 @@ INT_FIELDS = (
     "repetition",
 )
 BOOL_FIELDS = ("vendor_library_enabled",)
-FLOAT_FIELDS = ("throughput", "reported_error", "metric_flops_per_image")
+# record metrics a configuration's summary carries (mean over its ok runs), by summary column
+SUMMARY_METRICS = {
+    "flops_per_image": "metric_flops_per_image",
+    "horovod_cycle_time_ms": "metric_horovod_cycle_time",
+    "horovod_fusion_threshold_bytes": "metric_horovod_fusion_threshold",
+    "allreduces_per_step": "metric_allreduces_per_step",
+}
+FLOAT_FIELDS = ("throughput", "reported_error", *SUMMARY_METRICS.values())
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False,
               "yes": True, "no": False}
 
@@ -43,7 +50,7 @@ KEYS = tuple(CONFIG_FIELDS) + ("variant",)
 
 SUMMARY_STATS = (
     "unit", "n", "mean", "std", "min", "max", "ci95_low", "ci95_high", "error",
-    "spread_flag", "n_failed", "failures", "status", "flops_per_image", "source",
+    "spread_flag", "n_failed", "failures", "status", *SUMMARY_METRICS, "source",
 )
 SUMMARY_COLUMNS = KEYS + SUMMARY_STATS
 
@@ -182,8 +189,8 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     out["n_failed"] = [sum(counts.get(g, Counter()).values()) for g in out.index]
     out["failures"] = [_failure_text(counts.get(g, Counter())) for g in out.index]
     out["status"] = [_summary_status(k, counts.get(g, Counter())) for g, k in zip(out.index, n)]
-    out["flops_per_image"] = (good.groupby("_gid")["metric_flops_per_image"].mean()
-                              .reindex(out.index).astype(float))
+    for name, column in SUMMARY_METRICS.items():
+        out[name] = good.groupby("_gid")[column].mean().reindex(out.index).astype(float)
     out["source"] = frame.groupby("_gid")["source"].first().reindex(out.index)
     return sort_rows(out[list(SUMMARY_COLUMNS)], KEYS)
 

@@ -23,6 +23,7 @@ WIDE_NOISE = {n: tuple(1 + 5 * (f - 1) for f in fs) for n, fs in NOISE.items()} 
 BASE_IMG_S = {"alexnet": 20.0, "resnet50": 3.0}
 MODEL_FLOPS_PER_IMAGE = {"alexnet": 2.1e9, "resnet50": 12.3e9}
 SYSTEMS = {"sysa": ("x86_64", "onednn", 1.0), "sysb": ("aarch64", "armpl", 0.7)}
+GRADIENT_TENSORS = {"alexnet": 16, "resnet50": 161}
 
 
 def system_traits(name: str) -> tuple[str, str, float]:
@@ -45,7 +46,18 @@ def true_throughput(conf: dict) -> float:
     p *= conf["nodes"] ** 0.92
     if conf["data"] == "real":
         p *= 0.85 + 0.01 * math.log2(conf["nodes"])
+    if "tuning" in conf:
+        p /= 1 + allreduces_per_step(conf) / 200
     return p
+
+
+def allreduces_per_step(conf: dict) -> float:
+    """Allreduce operations per step of a Horovod tuning configuration: one per gradient
+    tensor without fusion, fewer the longer the cycle."""
+    tensors = GRADIENT_TENSORS[conf["model"]]
+    if conf["tuning"]["horovod_fusion_threshold_bytes"] == 0:
+        return float(tensors)
+    return float(math.ceil(tensors / (4 * conf["tuning"]["horovod_cycle_time_ms"])))
 
 
 def planned_failure(conf: dict, rep: int) -> str | None:
@@ -117,6 +129,13 @@ def configurations(systems: tuple[str, ...] = ("sysa", "sysb"), threads: tuple[i
                 for n in (1, 2, 4):
                     confs.append(_train("interintra", "inter_intra", system, model=model,
                                         inter_threads=inter, intra_threads=n))
+            for cycle in (1, 10):
+                for fusion in (0, 64 << 20):
+                    confs.append(_train("tuning", "horovod_tuning", system, model=model,
+                                        strategy="horovod", processes_per_node=4,
+                                        batch_per_process=32, tuning={
+                                            "horovod_cycle_time_ms": cycle,
+                                            "horovod_fusion_threshold_bytes": fusion}))
             for nodes in (1, 2, 4):
                 for data in ("synthetic", "real"):
                     confs.append(_train("scaling", "node_scaling", system, model=model,
@@ -136,6 +155,7 @@ def fabricate_records(repetitions: int = 3, **kwargs) -> Iterator[dict]:
         conf["config_id"] = config_id(conf)
         noise = (WIDE_NOISE if is_wide(conf) else NOISE)[repetitions]
         value = true_throughput(conf)
+        tuning = conf.pop("tuning", None)  # part of the config id, not a record field
         for rep in range(repetitions):
             failure = planned_failure(conf, rep)
             record = dict(conf, repetition=rep, start_time="2024-01-01T00:00:00Z",
@@ -145,6 +165,13 @@ def fabricate_records(repetitions: int = 3, **kwargs) -> Iterator[dict]:
                 record["throughput_unit"] = "img/s"
                 record["metrics"] = {"flops_per_image": {
                     "value": MODEL_FLOPS_PER_IMAGE[conf["model"]], "unit": "flop"}}
+                if tuning:
+                    record["metrics"].update({
+                        "horovod_cycle_time": {"value": tuning["horovod_cycle_time_ms"], "unit": "ms"},
+                        "horovod_fusion_threshold": {
+                            "value": tuning["horovod_fusion_threshold_bytes"], "unit": "B"},
+                        "allreduces_per_step": {"value": allreduces_per_step({**conf, "tuning": tuning}),
+                                                "unit": "allreduces/step"}})
             else:
                 record["throughput_unit"] = "GB/s" if conf["kernel"] == "stream" else "GFLOP/s"
             record["throughput"] = None if failure else value * noise[rep]

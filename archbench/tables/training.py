@@ -1,4 +1,4 @@
-"""Derived tables of the training experiments (DESIGN.md experiments 1-5).
+"""Derived tables of the training experiments (DESIGN.md experiments 1-6).
 
 Each function takes the tidy measurements table (or its :func:`summarise` result) and
 returns a table with fixed columns, sorted; no data gives an empty table with headers.
@@ -61,7 +61,15 @@ IO_COLUMNS = (
     "img_s_synthetic", "img_s_real", "io_overhead_percent", "status",
 )
 
+HOROVOD_TUNING_COLUMNS = (
+    "experiment", "system", "model", "data", "vendor_library_enabled", "nodes",
+    "processes_per_node", "intra_threads", "batch_per_process", "global_batch",
+    "cycle_time_ms", "fusion_threshold_mb", "allreduces_per_step", "n", "img_s", "error",
+    "relative_to_best", "status",
+)
+
 SCALING_TYPES = ("node_scaling", "ppn_sweep")
+LAYOUT = ("processes_per_node", "intra_threads")  # vary with the workers of a one-node series
 
 
 def _train(summary: pd.DataFrame) -> pd.DataFrame:
@@ -188,6 +196,14 @@ def node_scaling(df: pd.DataFrame) -> pd.DataFrame:
     if s.empty:
         return empty(SCALING_COLUMNS)
     keys = [k for k in KEYS if k not in ("nodes", "workers", "global_batch")]
+    # on one node, a series over processes (ppn sweep: threads change with them) is one
+    # series over workers, its layout columns left out of the series' identity
+    fixed = [k for k in keys if k not in LAYOUT]
+    one_node = s.groupby(group_ids(s, fixed))["nodes"].transform("nunique").eq(1)
+    over_processes = one_node & s["processes_per_node"].eq(s["workers"]).fillna(False)
+    for column in LAYOUT:
+        s[f"_{column}"] = s[column].mask(over_processes.astype(bool))
+    keys = fixed + [f"_{column}" for column in LAYOUT]
     s["_gid"] = group_ids(s, keys)
     varies_nodes = s.groupby("_gid")["nodes"].transform("nunique") > 1
     by_workers = s["strategy"].eq("parameter_server").fillna(False) | ~varies_nodes
@@ -219,8 +235,13 @@ def efficiency_heatmap(df: pd.DataFrame) -> pd.DataFrame:
         table["efficiency"].notna(), table["status"])
     counts = sorted(int(c) for c in table["count"].dropna().unique())
     index = list(HEATMAP_INDEX)
-    table["_gid"] = group_ids(table, index)
-    rows = table.drop_duplicates("_gid").set_index("_gid")[index]
+    over_processes = (table["scaling_unit"].eq("workers") & table["nodes"].eq(1)
+                      & table["processes_per_node"].eq(table["workers"])).fillna(False)
+    series = table[index].copy()
+    for column in LAYOUT:  # one row per series over processes (see node_scaling)
+        series[column] = series[column].mask(over_processes.astype(bool))
+    table["_gid"] = group_ids(series, index)
+    rows = series.assign(_gid=table["_gid"]).drop_duplicates("_gid").set_index("_gid")[index]
     for count in counts:
         part = table[table["count"] == count].drop_duplicates("_gid").set_index("_gid")
         rows[str(count)] = part["cell"].reindex(rows.index)
@@ -242,3 +263,20 @@ def io_overhead(df: pd.DataFrame) -> pd.DataFrame:
     p["io_overhead_percent"] = metrics.io_overhead_percent(p["img_s_synthetic"], p["img_s_real"])
     p["status"] = pair_status(p["status_1"], p["status_2"], "synthetic", "real")
     return sort_rows(p[list(IO_COLUMNS)], IO_COLUMNS[:11])
+
+
+def horovod_tuning(df: pd.DataFrame) -> pd.DataFrame:
+    """Horovod tuning (experiment 6): img/s per HOROVOD_CYCLE_TIME x fusion threshold with
+    the allreduce operations a step needed (counted in Horovod's timeline, so fused
+    batches count once) and img/s relative to the best setting of the same configuration."""
+    s = of_type(_train(summary_of(df)), ["horovod_tuning"])
+    if s.empty:
+        return empty(HOROVOD_TUNING_COLUMNS)
+    s["cycle_time_ms"] = s["horovod_cycle_time_ms"]
+    s["fusion_threshold_mb"] = s["horovod_fusion_threshold_bytes"] / 2**20
+    s["img_s"] = s["mean"]
+    layout = ["experiment", "system", "model", "data", "vendor_library_enabled", "nodes",
+              "processes_per_node", "intra_threads", "inter_threads", "batch_per_process"]
+    best = s.groupby(group_ids(s, layout))["img_s"].transform("max")
+    s["relative_to_best"] = s["img_s"] / best
+    return sort_rows(s[list(HOROVOD_TUNING_COLUMNS)], HOROVOD_TUNING_COLUMNS[:12])
