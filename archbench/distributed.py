@@ -208,6 +208,17 @@ class Backend:
         return {}
 
 
+def horovod_knobs(cycle_time_ms: float | None, fusion_threshold_bytes: int | None) -> dict:
+    """The Horovod settings a run was given, as record metrics (also on failure records,
+    so a setting that only failed is still named in the tuning table)."""
+    out = {}
+    if cycle_time_ms is not None:
+        out["horovod_cycle_time"] = {"value": cycle_time_ms, "unit": "ms"}
+    if fusion_threshold_bytes is not None:
+        out["horovod_fusion_threshold"] = {"value": fusion_threshold_bytes, "unit": "B"}
+    return out
+
+
 class HorovodBackend(Backend):
     """Horovod data parallelism: gradients averaged by allreduce (MPI or Gloo)."""
 
@@ -286,11 +297,7 @@ class HorovodBackend(Backend):
         if self.allreduces is not None:
             out["allreduces_per_step"] = {"value": self.allreduces.collectives, "unit": "allreduces/step"}
             out["allreduce_tensors_timeline"] = {"value": self.allreduces.tensors, "unit": "tensors/step"}
-        if self.args.horovod_cycle_time is not None:
-            out["horovod_cycle_time"] = {"value": self.args.horovod_cycle_time, "unit": "ms"}
-        if self.args.horovod_fusion_threshold is not None:
-            out["horovod_fusion_threshold"] = {"value": self.args.horovod_fusion_threshold,
-                                               "unit": "B"}
+        out.update(horovod_knobs(self.args.horovod_cycle_time, self.args.horovod_fusion_threshold))
         return out
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from archbench import provenance
+from archbench.distributed import horovod_knobs
 from archbench.record import RecordError, make_record, read_record, schema, write_record
 
 WORKERS = {"train": "archbench.train", "kernel": "archbench.kernels"}
@@ -128,6 +129,8 @@ def supervise(measurement: dict, system: dict, output: Path, log_path: Path) -> 
     timeout_s = float(measurement.get("timeout_minutes", 30)) * 60
     argv = worker_command(measurement, system) + ["--output", str(scratch)]
     identity = identity_fields(measurement, log_path)
+    tuning = measurement.get("tuning") or {}  # a failed run still names its Horovod setting
+    knobs = horovod_knobs(tuning.get("horovod_cycle_time_ms"), tuning.get("horovod_fusion_threshold_bytes"))
     start = provenance.now()
     for attempt in range(1 + int(measurement.get("retries", 0))):
         scratch.unlink(missing_ok=True)
@@ -142,10 +145,10 @@ def supervise(measurement: dict, system: dict, output: Path, log_path: Path) -> 
                                                            **measurement.get("env", {})}}
         elif code is None:
             record = failure(identity, start, "timeout",
-                             f"exceeded {timeout_s:.0f} s wall time (attempt {attempt + 1})")
+                             f"exceeded {timeout_s:.0f} s wall time (attempt {attempt + 1})", knobs)
         else:
             status, reason = classify_failure(code, log_text)
-            record = failure(identity, start, status, reason)
+            record = failure(identity, start, status, reason, knobs)
         if record["status"] == "ok":
             break
     scratch.unlink(missing_ok=True)
@@ -153,10 +156,12 @@ def supervise(measurement: dict, system: dict, output: Path, log_path: Path) -> 
     return record
 
 
-def failure(identity: dict, start: str, status: str, reason: str) -> dict:
-    """A failure record: the configuration, where it ran, status and reason, no throughput."""
+def failure(identity: dict, start: str, status: str, reason: str, metrics: dict | None = None) -> dict:
+    """A failure record: the configuration, where it ran, status and reason, no throughput
+    (``metrics``: settings the run was given)."""
     return make_record(**{**provenance.host_fields(), **identity}, start_time=start,
-                       end_time=provenance.now(), status=status, reason=reason)
+                       end_time=provenance.now(), status=status, reason=reason,
+                       metrics=metrics or {})
 
 
 def resolve_best_layout(measurement: dict, best_records: list[str]) -> dict:

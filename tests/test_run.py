@@ -69,6 +69,18 @@ def test_crash_without_record_is_classified(tmp_path, monkeypatch):
     assert r["status"] == "failed" and "exit 7" in r["reason"] and "segfault" in r["reason"]
 
 
+def test_failed_horovod_setting_is_still_named(tmp_path, monkeypatch):
+    """A failure record of a Horovod tuning run carries the setting it was given, so the
+    tuning table names the setting that failed."""
+    monkeypatch.setattr(run, "worker_command", lambda m, s: [sys.executable, "-c", "raise SystemExit(3)"])
+    m = measurement(tuning={"horovod_cycle_time_ms": 20, "horovod_fusion_threshold_bytes": 0})
+    r = supervise(tmp_path, m)
+    assert r["status"] == "failed"
+    assert r["metrics"] == {"horovod_cycle_time": {"value": 20, "unit": "ms"},
+                            "horovod_fusion_threshold": {"value": 0, "unit": "B"}}
+    assert supervise(tmp_path, measurement())["metrics"] == {}  # none given, none named
+
+
 def test_killed_worker_is_classified_oom(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "worker_command", lambda m, s: [
         sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])

@@ -270,7 +270,7 @@ def tuning_runs(values, cycle, fusion_mb, allreduces, status="ok", **fields) -> 
     return [run(v, status, experiment="tune", experiment_type="horovod_tuning", strategy="horovod",
                 processes_per_node=2, workers=2, global_batch=64, repetition=i,
                 config_id=f"resnet50_b32_{cycle:g}_{fusion_mb:g}_{int(cycle * 100 + fusion_mb):08x}",
-                **(knobs | {"metric_allreduces_per_step": allreduces} if status == "ok" else {}),
+                **knobs, **({"metric_allreduces_per_step": allreduces} if status == "ok" else {}),
                 **fields)
             for i, v in enumerate(values)]
 
@@ -290,8 +290,9 @@ def test_horovod_tuning_img_s_allreduces_and_relative_to_best():
     fused = only(t, model="resnet50", cycle_time_ms=10.0)
     assert fused["relative_to_best"] == pytest.approx(1.0) and fused["allreduces_per_step"] == 5
     assert only(t, model="alexnet")["relative_to_best"] == pytest.approx(1.0)
-    failed = t[t["status"] == "oom"]
-    assert len(failed) == 1 and pd.isna(failed["img_s"].iloc[0])
+    failed = only(t, status="oom")  # its setting named (failure records carry it)
+    assert pd.isna(failed["img_s"]) and pd.isna(failed["allreduces_per_step"])
+    assert (failed["cycle_time_ms"], failed["fusion_threshold_mb"]) == (1.0, 64.0)
 
 
 # ----------------------------------------------------------------------------- kernels

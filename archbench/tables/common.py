@@ -32,13 +32,17 @@ INT_FIELDS = (
     "repetition",
 )
 BOOL_FIELDS = ("vendor_library_enabled",)
-# record metrics a configuration's summary carries (mean over its ok runs), by summary column
-SUMMARY_METRICS = {
+# record metrics a configuration's summary carries, by summary column: measured ones as
+# the mean over its ok runs, settings from any run (failure records name them too)
+MEASURED_METRICS = {
     "flops_per_image": "metric_flops_per_image",
-    "horovod_cycle_time_ms": "metric_horovod_cycle_time",
-    "horovod_fusion_threshold_bytes": "metric_horovod_fusion_threshold",
     "allreduces_per_step": "metric_allreduces_per_step",
 }
+SETTING_METRICS = {
+    "horovod_cycle_time_ms": "metric_horovod_cycle_time",
+    "horovod_fusion_threshold_bytes": "metric_horovod_fusion_threshold",
+}
+SUMMARY_METRICS = {**MEASURED_METRICS, **SETTING_METRICS}
 FLOAT_FIELDS = ("throughput", "reported_error", *SUMMARY_METRICS.values())
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False,
               "yes": True, "no": False}
@@ -189,8 +193,10 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     out["n_failed"] = [sum(counts.get(g, Counter()).values()) for g in out.index]
     out["failures"] = [_failure_text(counts.get(g, Counter())) for g in out.index]
     out["status"] = [_summary_status(k, counts.get(g, Counter())) for g, k in zip(out.index, n)]
-    for name, column in SUMMARY_METRICS.items():
+    for name, column in MEASURED_METRICS.items():
         out[name] = good.groupby("_gid")[column].mean().reindex(out.index).astype(float)
+    for name, column in SETTING_METRICS.items():
+        out[name] = frame.groupby("_gid")[column].first().reindex(out.index).astype(float)
     out["source"] = frame.groupby("_gid")["source"].first().reindex(out.index)
     return sort_rows(out[list(SUMMARY_COLUMNS)], KEYS)
 
