@@ -248,10 +248,11 @@ def io_overhead(df: pd.DataFrame) -> Figure:
 
 def horovod_tuning(df: pd.DataFrame) -> Figure:
     """img/s vs allreduce operations per step (counted in Horovod's timeline), one colour
-    per fusion threshold, one marker per cycle time, one panel per system, model and layout."""
+    per fusion threshold, one marker per cycle time, one panel per system, model and layout.
+    A setting without a successful run has no point (the table names its status)."""
     title = "Horovod tuning"
     table = tables.horovod_tuning(df)
-    table = table[table["img_s"].notna() & table["allreduces_per_step"].notna()]
+    table = table[table["img_s"].notna() & table["allreduces_per_step"].notna()].copy()
     if table.empty:
         return no_data(title)
     # "_" names: the labels say what they are, the legend needs no section titles
