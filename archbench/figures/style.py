@@ -100,8 +100,8 @@ def no_data(title: str) -> Figure:
 
 
 def shared_legend(figure: Figure, axes: Sequence) -> None:
-    """Replace the panels' legends with one legend right of the figure (entries in the
-    order first seen, duplicates dropped)."""
+    """Replace the panels' legends with one legend right of the figure, centred vertically
+    so it stays clear of the title (entries in the order first seen, duplicates dropped)."""
     seen: dict[str, object] = {}
     for ax in axes:
         handles, labels = ax.get_legend_handles_labels()
@@ -111,7 +111,7 @@ def shared_legend(figure: Figure, axes: Sequence) -> None:
         if ax.get_legend() is not None:
             ax.get_legend().remove()
     if seen:
-        figure.legend(list(seen.values()), list(seen.keys()), loc="outside right upper",
+        figure.legend(list(seen.values()), list(seen.keys()), loc="outside right center",
                       frameon=False)
 
 

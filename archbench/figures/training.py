@@ -161,7 +161,7 @@ def hybrid_configurations(df: pd.DataFrame) -> Figure:
 def node_scaling(df: pd.DataFrame) -> Figure:
     """img/s vs nodes (or workers) for synthetic and real data, with the ideal scaling
     line P_b * n / b from the smallest count b; one panel per system."""
-    title = "Multi-node scaling: img/s vs nodes (dotted: ideal)"
+    title = "Scaling: img/s vs nodes or workers (dotted: ideal)"
     table = tables.node_scaling(df)
     if table.empty:
         return no_data(title)
@@ -250,7 +250,7 @@ def horovod_tuning(df: pd.DataFrame) -> Figure:
     """img/s vs allreduce operations per step (counted in Horovod's timeline), one colour
     per fusion threshold, one marker per cycle time, one panel per system, model and layout.
     A setting without a successful run has no point (the table names its status)."""
-    title = "Horovod tuning"
+    title = "Horovod tuning: img/s vs allreduces per step"
     table = tables.horovod_tuning(df)
     table = table[table["img_s"].notna() & table["allreduces_per_step"].notna()].copy()
     if table.empty:
