@@ -85,3 +85,34 @@ def test_settled_events_waits_for_the_writer(tmp_path):
     assert settled_events(path, interval_s=0.1) == events
     writer.join()
     assert settled_events(tmp_path / "missing.json", timeout_s=0.1) == []
+
+
+class FailingTimeline:
+    """Horovod's timeline calls, failing the way a broken setup would."""
+
+    def __init__(self, start_error: bool):
+        self.start_error = start_error
+
+    def start_timeline(self, path):
+        if self.start_error:
+            raise ValueError("Set HOROVOD_TIMELINE=DYNAMIC to enable dynamic timeline usage.")
+        with open(path, "w") as f:
+            f.write('[\n{"ph": "B", "name": ')  # cut off mid-event
+
+    def stop_timeline(self):
+        pass
+
+
+def test_a_failed_count_never_costs_the_measurement(monkeypatch, capsys):
+    """The count is extra: a timeline that cannot start or be read gives no count, and the
+    run (whose record the caller writes next) goes on."""
+    import itertools
+    from archbench.distributed import HorovodBackend
+    monkeypatch.setenv("HOROVOD_TIMELINE", "DYNAMIC")
+    backend = object.__new__(HorovodBackend)
+    backend.rank, backend._barrier = 0, lambda: None
+    batches = itertools.repeat((None, None))
+    for start_error in (True, False):
+        backend.hvd = FailingTimeline(start_error)
+        assert backend._count_allreduces(lambda *batch: 1.0, batches) is None
+        assert "no allreduce count" in capsys.readouterr().err
