@@ -18,6 +18,8 @@ from typing import Iterator, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from archbench.files import atomic_path, atomic_write_text
+
 CSV_FLOAT = "%.10g"   # CSV keeps (nearly) full precision
 SOURCE_DATE_EPOCH = "0"
 SVG_HASHSALT = "archbench"
@@ -136,20 +138,12 @@ def to_csv(table: pd.DataFrame) -> str:
     return table.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
 
 
-def _write_text(path: str | os.PathLike, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8", newline="\n")
-    os.replace(tmp, path)
-
-
 def write_table(table: pd.DataFrame, csv: str | os.PathLike | None = None,
                 md: str | os.PathLike | None = None, tex: str | os.PathLike | None = None) -> None:
     """Write ``table`` in the formats given a path."""
     for path, render in ((csv, to_csv), (md, to_markdown), (tex, to_latex)):
         if path is not None:
-            _write_text(path, render(table))
+            atomic_write_text(path, render(table))
 
 
 def read_measurements(path: str | os.PathLike) -> pd.DataFrame:
@@ -184,10 +178,8 @@ def save_figure(figure, paths: Sequence[str | os.PathLike]) -> None:
             fmt = path.suffix.lstrip(".").lower()
             if fmt not in FIGURE_METADATA:
                 raise ValueError(f"{path}: unsupported figure format '{fmt}' (png, pdf, svg)")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            figure.savefig(tmp, format=fmt, metadata=FIGURE_METADATA[fmt])
-            os.replace(tmp, path)
+            with atomic_path(path) as tmp:
+                figure.savefig(tmp, format=fmt, metadata=FIGURE_METADATA[fmt])
 
 
 # ------------------------------------------------------------------- workflow steps
@@ -203,7 +195,7 @@ def merge_measurements(measurements: str | os.PathLike, imports: Sequence[str | 
     merged = pd.concat(parts, ignore_index=True) if parts else frame
     merged = sort_rows(merged.drop(columns="variant", errors="ignore"),
                        ["source", "system", "experiment", "config_id", "run_id", "repetition"])
-    _write_text(output, to_csv(merged))
+    atomic_write_text(output, to_csv(merged))
     return merged
 
 

@@ -18,21 +18,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-import jsonschema
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-SCHEMA_DIR = ROOT / "config" / "schemas"
-SYSTEM_DIR = ROOT / "config" / "systems"
+from archbench.record import config_id
+from archbench.systems import cores_of, resolve_system
+from archbench.validate import ConfigError, check, load_schema
 
 DEFAULT_REPETITIONS = 5
 
 Expander = Callable[[dict, dict], list[dict]]
 EXPANDERS: dict[str, Expander] = {}
-
-
-class ConfigError(ValueError):
-    """Invalid campaign or system input; the message is one line naming the key path."""
 
 
 def experiment_type(name: str) -> Callable[[Expander], Expander]:
@@ -41,86 +36,6 @@ def experiment_type(name: str) -> Callable[[Expander], Expander]:
         EXPANDERS[name] = func
         return func
     return register
-
-
-@lru_cache(maxsize=None)
-def load_schema(name: str) -> dict:
-    """Read config/schemas/<name>.schema.yaml."""
-    return yaml.safe_load((SCHEMA_DIR / f"{name}.schema.yaml").read_text())
-
-
-def check(instance: Any, schema: dict, where: str) -> None:
-    """Validate ``instance``; raise ConfigError '<where>.<key.path>: <reason>' on the first error."""
-    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(instance))
-    # A failing key also makes its parent report it as "unevaluated": report the key.
-    specific = [e for e in errors if e.validator != "unevaluatedProperties"]
-    error = jsonschema.exceptions.best_match(specific or errors)
-    if error is None:
-        return
-    path = ".".join(str(p) for p in error.absolute_path)
-    key = f"{where}.{path}" if path else where
-    message = error.message
-    if error.validator == "pattern":
-        message = f"{error.instance!r} is not allowed here (shell metacharacters, quotes, newlines or an unexpected form)"
-    if error.validator == "unevaluatedProperties" or error.validator == "additionalProperties":
-        message = message.replace("were unexpected", "are not allowed").replace(
-            "was unexpected", "is not allowed")
-    raise ConfigError(f"{key}: {message}")
-
-
-def cores_of(system: dict) -> int:
-    """Physical cores per node of a system."""
-    return system["sockets"] * system["cores_per_socket"]
-
-
-def resolve_system(name: str, definition: dict | None = None,
-                   system_dir: Path | None = None) -> dict:
-    """Load config/systems/<name>.yaml (or the inline ``definition``), validate, fill defaults.
-
-    ``auto`` values (arch, cores_per_socket) describe the machine running the workflow.
-    """
-    if definition is None:
-        path = Path(system_dir or SYSTEM_DIR) / f"{name}.yaml"
-        if not path.exists():
-            raise ConfigError(f"systems: no system file config/systems/{name}.yaml for '{name}'")
-        try:
-            definition = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
-        where = f"config/systems/{name}.yaml"
-    else:
-        where = f"system_definitions.{name}"
-    if not isinstance(definition, dict):
-        raise ConfigError(f"{where}: a system must be a mapping")
-    definition = {"name": name, **definition}
-    check(definition, load_schema("system"), where)
-    system = {"nodes": 1, "sockets": 1, "threads_per_core": 1, "runtime_minutes": 30,
-              "container_runtime": "none", "launcher": "local", "vendor_library": "none",
-              "env": {}, "cores_per_socket": "auto", **definition}
-    if system["arch"] == "auto":
-        system["arch"] = platform.machine()
-    if system["cores_per_socket"] == "auto":
-        system["cores_per_socket"] = max(1, (os.cpu_count() or 1) // system["sockets"])
-    return system
-
-
-def config_id(configuration: dict) -> str:
-    """A readable, unique directory name for a configuration (repetition excluded)."""
-    c = configuration
-    if c["kind"] == "kernel":
-        parts = [c["kernel"], f"n{c.get('problem_size')}", f"t{c.get('tile_size') or 0}",
-                 f"w{c['workers']}", f"N{c['nodes']}"]
-    else:
-        vendor = {True: "vlon", False: "vloff", None: "vlna"}[c.get("vendor_library_enabled")]
-        parts = [c["model"], f"b{c['batch_per_process']}", f"N{c['nodes']}",
-                 f"p{c['processes_per_node']}", f"t{c['intra_threads']}",
-                 f"i{c['inter_threads']}", vendor, c["data"], c["strategy"]]
-    extra = {k: v for k, v in sorted(c.get("tuning", {}).items())}
-    if c.get("env"):
-        extra["env"] = c["env"]
-    if extra:
-        parts.append(hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:8])
-    return "_".join(str(p) for p in parts)
 
 
 def on_off(value: Any) -> bool:

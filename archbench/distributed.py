@@ -24,56 +24,11 @@ import time
 from typing import Any, Callable, Iterator, Sequence
 
 from archbench.horovod_timeline import AllreduceCount, count_allreduces, settled_events
+from archbench.tfcluster import LaunchError, cluster_resolver, serve
 
 STRATEGIES = ("single", "horovod", "mirrored", "parameter_server")
 PROBE_STEPS = 3  # Horovod: steps after the window whose allreduces are counted
 BARRIER = "archbench_barrier"  # name of the Horovod barrier's tensor
-TF_STRATEGIES = ("mirrored", "parameter_server")
-RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
-LOCAL_RANK_VARIABLES = ("HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                        "SLURM_LOCALID")
-
-
-class LaunchError(ValueError):
-    """A configuration that the chosen launcher cannot start."""
-
-
-# ---------------------------------------------------------------- process identity
-
-def tf_config() -> dict:
-    """The parsed TF_CONFIG of this process ({} when unset)."""
-    return json.loads(os.environ.get("TF_CONFIG") or "{}")
-
-
-def launch_rank(strategy: str = "single") -> int:
-    """This process's rank as its launcher set it, before any framework initialises.
-
-    TF strategies: 0 for the task that writes the record (the chief, or worker 0 when the
-    cluster has no chief), 1 for every other task. Otherwise the MPI/Slurm rank.
-    """
-    if strategy in TF_STRATEGIES:
-        config = tf_config()
-        if config:
-            task = config.get("task", {})
-            has_chief = "chief" in config.get("cluster", {})
-            chief = task.get("type") == "chief" or (not has_chief and task.get("type") == "worker"
-                                                    and int(task.get("index", 0)) == 0)
-            return 0 if chief else 1
-        return int(os.environ.get("SLURM_PROCID", 0))
-    if strategy == "single":
-        return 0
-    for name in RANK_VARIABLES:
-        if os.environ.get(name, "").isdigit():
-            return int(os.environ[name])
-    return 0
-
-
-def local_rank() -> int:
-    """This process's index among the processes of its node (0 when not launched)."""
-    for name in LOCAL_RANK_VARIABLES:
-        if os.environ.get(name, "").isdigit():
-            return int(os.environ[name])
-    return 0
 
 
 def pin_cores(cores: int, index: int = 0) -> list[int]:
@@ -318,7 +273,6 @@ class MirroredBackend(Backend):
 
     def __init__(self, tf, args: argparse.Namespace):
         super().__init__(tf, args)
-        from archbench.launch import cluster_resolver
         resolver = cluster_resolver("mirrored")
         self.strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
         resolver = self.strategy.cluster_resolver
@@ -386,12 +340,12 @@ class ParameterServerBackend(Backend):
 
     def __init__(self, tf, args: argparse.Namespace):
         super().__init__(tf, args)
-        from archbench.launch import cluster_resolver, serve
         resolver = cluster_resolver("parameter_server", args.parameter_servers)
         spec = resolver.cluster_spec()
         task_type, task_id = resolver.task_type, resolver.task_id
         if task_type in ("worker", "ps"):
-            serve(tf, spec, task_type, int(task_id), args.intra_threads, args.inter_threads)
+            serve(tf, spec, task_type=task_type, task_id=int(task_id), intra=args.intra_threads,
+                  inter=args.inter_threads)
         if len(spec.as_dict().get("ps", [])) != args.parameter_servers:
             raise LaunchError(f"cluster has {len(spec.as_dict().get('ps', []))} parameter "
                               f"servers, --parameter-servers says {args.parameter_servers}")

@@ -6,9 +6,9 @@ every value (``throughput`` + ``throughput_unit``; ``metrics[name] = {value, uni
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import tempfile
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -16,6 +16,8 @@ from typing import Any, Iterable
 
 import fastjsonschema
 import jsonschema
+
+from archbench.files import atomic_path
 
 SCHEMA_VERSION = 1
 
@@ -53,6 +55,26 @@ def schema() -> dict:
     return json.loads(text)
 
 
+def config_id(configuration: dict) -> str:
+    """A readable, unique directory name for a configuration (repetition excluded): its
+    identifying fields, plus a hash of its ``tuning`` and ``env`` settings when it has any."""
+    c = configuration
+    if c["kind"] == "kernel":
+        parts = [c["kernel"], f"n{c.get('problem_size')}", f"t{c.get('tile_size') or 0}",
+                 f"w{c['workers']}", f"N{c['nodes']}"]
+    else:
+        vendor = {True: "vlon", False: "vloff", None: "vlna"}[c.get("vendor_library_enabled")]
+        parts = [c["model"], f"b{c['batch_per_process']}", f"N{c['nodes']}",
+                 f"p{c['processes_per_node']}", f"t{c['intra_threads']}",
+                 f"i{c['inter_threads']}", vendor, c["data"], c["strategy"]]
+    extra = dict(sorted(c.get("tuning", {}).items()))
+    if c.get("env"):
+        extra["env"] = c["env"]
+    if extra:
+        parts.append(hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:8])
+    return "_".join(str(p) for p in parts)
+
+
 def make_record(**fields: Any) -> dict:
     """Return a complete record: DEFAULTS overlaid with ``fields``, then validated."""
     unknown = set(fields) - set(schema()["properties"])
@@ -85,28 +107,16 @@ def validate(record: dict, source: str = "record") -> None:
     error = jsonschema.exceptions.best_match(validator.iter_errors(record))
     if error is None:  # the two validators disagree: trust the reference one
         return
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise RecordError(f"{source}: {where}: {error.message}")
+    where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+    raise RecordError(f"{source}: {where}: {error.message}")
 
 
 def write_record(path: str | os.PathLike, record: dict) -> Path:
-    """Validate and write ``record`` atomically (temporary file in the same dir + rename)."""
+    """Validate and write ``record`` atomically and durably (temporary file + rename)."""
     validate(record)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(record, handle, indent=1, sort_keys=True, allow_nan=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    with atomic_path(path, fsync=True) as tmp:
+        tmp.write_text(json.dumps(record, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    return Path(path)
 
 
 def read_record(path: str | os.PathLike) -> dict:

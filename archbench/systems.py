@@ -1,0 +1,60 @@
+"""System files (config/systems/<name>.yaml): read, validated, defaults filled, and the
+core counts every part of archbench derives from them."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+import yaml
+
+from archbench.validate import ROOT, ConfigError, check, load_schema
+
+SYSTEM_DIR = ROOT / "config" / "systems"
+DEFAULTS = {"nodes": 1, "sockets": 1, "threads_per_core": 1, "runtime_minutes": 30,
+            "container_runtime": "none", "launcher": "local", "vendor_library": "none",
+            "env": {}, "cores_per_socket": "auto"}
+
+
+def cores_of(system: dict) -> int:
+    """Physical cores per node of a system (``auto``: this machine's CPUs)."""
+    per_socket = system.get("cores_per_socket", "auto")
+    sockets = int(system.get("sockets", 1))
+    if not isinstance(per_socket, int):
+        return max(1, os.cpu_count() or 1)
+    return sockets * per_socket
+
+
+def cpus_per_process(system: dict, processes_per_node: int) -> int:
+    """Cores each of ``processes_per_node`` processes of a node gets (at least one)."""
+    return max(1, cores_of(system) // max(1, int(processes_per_node)))
+
+
+def resolve_system(name: str, definition: dict | None = None,
+                   system_dir: Path | None = None) -> dict:
+    """Load config/systems/<name>.yaml (or the inline ``definition``), validate, fill defaults.
+
+    ``auto`` values (arch, cores_per_socket) describe the machine running the workflow.
+    """
+    if definition is None:
+        path = Path(system_dir or SYSTEM_DIR) / f"{name}.yaml"
+        if not path.exists():
+            raise ConfigError(f"systems: no system file config/systems/{name}.yaml for '{name}'")
+        try:
+            definition = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+        where = f"config/systems/{name}.yaml"
+    else:
+        where = f"system_definitions.{name}"
+    if not isinstance(definition, dict):
+        raise ConfigError(f"{where}: a system must be a mapping")
+    definition = {"name": name, **definition}
+    check(definition, load_schema("system"), where)
+    system = {**DEFAULTS, **definition}
+    if system["arch"] == "auto":
+        system["arch"] = platform.machine()
+    if system["cores_per_socket"] == "auto":
+        system["cores_per_socket"] = max(1, (os.cpu_count() or 1) // system["sockets"])
+    return system

@@ -1,0 +1,143 @@
+"""The TensorFlow cluster as one task of a multi-process run sees it: who am I (rank,
+local rank, the task that writes the record), where are the others (TF_CONFIG, or the
+Slurm job step), and serving as a non-chief task.
+
+Launching the processes is ``archbench.launch``; the training backends that use this are
+in ``archbench.distributed``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+from archbench import slurm
+from archbench.net import reachable
+
+TF_STRATEGIES = ("mirrored", "parameter_server")
+RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
+LOCAL_RANK_VARIABLES = ("HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                        "SLURM_LOCALID")
+
+
+class LaunchError(ValueError):
+    """A configuration that the chosen launcher cannot start."""
+
+
+def tf_config() -> dict:
+    """The parsed TF_CONFIG of this process ({} when unset)."""
+    return json.loads(os.environ.get("TF_CONFIG") or "{}")
+
+
+def launch_rank(strategy: str = "single") -> int:
+    """This process's rank as its launcher set it, before any framework initialises.
+
+    TF strategies: 0 for the task that writes the record (the chief, or worker 0 when the
+    cluster has no chief), 1 for every other task. Otherwise the MPI/Slurm rank.
+    """
+    if strategy in TF_STRATEGIES:
+        config = tf_config()
+        if config:
+            task = config.get("task", {})
+            has_chief = "chief" in config.get("cluster", {})
+            chief = task.get("type") == "chief" or (not has_chief and task.get("type") == "worker"
+                                                    and int(task.get("index", 0)) == 0)
+            return 0 if chief else 1
+        return int(os.environ.get("SLURM_PROCID", 0))
+    if strategy == "single":
+        return 0
+    for name in RANK_VARIABLES:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 0
+
+
+def local_rank() -> int:
+    """This process's index among the processes of its node (0 when not launched)."""
+    for name in LOCAL_RANK_VARIABLES:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 0
+
+
+def slurm_tf_config(jobs: dict[str, int]) -> dict:
+    """TF_CONFIG of this task of a Slurm job step whose tasks form a cluster of ``jobs``.
+
+    Tasks are numbered by SLURM_PROCID over the step's nodes in order (block
+    distribution) and assigned to the jobs in sorted name order (chief, ps, worker), as
+    TensorFlow's SlurmClusterResolver does. Unlike that resolver (which divides GPUs among
+    tasks and fails with "range() arg 3 must not be zero" on nodes without GPUs, and gives
+    tasks on different nodes the same port), every task gets its own port
+    (:func:`archbench.slurm.port_base` plus the task number).
+    """
+    nodes = slurm.task_nodes()
+    addresses = {node: slurm.node_address(node) for node in set(nodes)}
+    places = [addresses[node] for node in nodes]
+    base = slurm.port_base()
+    if sum(jobs.values()) != len(places):
+        raise LaunchError(f"the job step has {len(places)} tasks, the cluster needs "
+                          f"{sum(jobs.values())}")
+    rank = int(os.environ["SLURM_PROCID"])
+    cluster, task, start = {}, {}, 0
+    for job in sorted(jobs):
+        cluster[job] = [f"{host}:{base + start + i}"
+                        for i, host in enumerate(places[start:start + jobs[job]])]
+        if start <= rank < start + jobs[job]:
+            task = {"type": job, "index": rank - start}
+        start += jobs[job]
+    return {"cluster": cluster, "task": task}
+
+
+def cluster_resolver(strategy: str, parameter_servers: int = 0):
+    """The cluster of a TF-strategy run: TF_CONFIG when set, else the Slurm job step, else
+    a one-worker cluster (mirrored only)."""
+    import tensorflow as tf
+    if os.environ.get("TF_CONFIG"):
+        return tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    ntasks = int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or 0)
+    if "SLURM_PROCID" in os.environ and ntasks > 1:
+        if strategy == "parameter_server":
+            workers = ntasks - 1 - parameter_servers
+            if workers < 1:
+                raise LaunchError(f"{ntasks} Slurm tasks cannot hold a chief, "
+                                  f"{parameter_servers} parameter servers and a worker")
+            jobs = {"chief": 1, "ps": parameter_servers, "worker": workers}
+        else:
+            jobs = {"worker": ntasks}
+        os.environ["TF_CONFIG"] = json.dumps(slurm_tf_config(jobs))
+        return tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if strategy == "parameter_server":
+        raise LaunchError("parameter_server needs a cluster: TF_CONFIG (python -m "
+                          "archbench.launch spawn) or a Slurm job step (srun)")
+    return None
+
+
+def serve(tf, spec, *, task_type: str, task_id: int, intra: int, inter: int) -> None:
+    """Run this task's tf.distribute.Server until the chief, once seen listening, stops
+    listening (its run is over) or SIGTERM arrives; both exit with status 0. Never returns."""
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    # A worker with ONE inter-op thread deadlocks on the first remote step (its receive
+    # from the parameter server blocks the only thread): servers get at least two.
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra,
+                                      inter_op_parallelism_threads=max(inter, 2) if inter else 0)
+    server = tf.distribute.Server(spec, job_name=task_type, task_index=task_id,
+                                  protocol="grpc", config=config, start=True)
+    print(f"archbench.train: {task_type}:{task_id} serving", flush=True)
+    # server.join() blocks in C++ where Python signal handlers cannot run: join in a
+    # thread and keep the main thread interruptible; leave once the chief has gone.
+    threading.Thread(target=server.join, daemon=True).start()
+    chief = (spec.as_dict().get("chief") or [None])[0]
+    seen = False
+    while True:
+        time.sleep(1)
+        if chief is None:
+            continue
+        up = reachable(chief)
+        if seen and not up:
+            print(f"archbench.train: {task_type}:{task_id} stops: the chief has finished",
+                  flush=True)
+            os._exit(0)
+        seen = seen or up
