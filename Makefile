@@ -5,8 +5,9 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 SNAKEMAKE := snakemake --profile profiles/local
+PAPER := $(SNAKEMAKE) paper --config regenerate_only=true
 
-.PHONY: setup run test dryrun paper report clean
+.PHONY: setup run test lint dryrun paper report clean
 
 setup:
 	@bash scripts/setup_env.sh
@@ -18,15 +19,19 @@ run: setup  ## run the embedded default campaign on this machine
 	@echo "Plan:    $(CURDIR)/results/plan/"
 	@echo "Report:  make report  ->  $(CURDIR)/results/report.html"
 
-test: setup  ## the whole test suite (starts a local Slurm cluster when root)
+test: setup lint  ## lint, then the whole test suite (starts a local Slurm cluster when root)
 	python -m pytest -ra $(PYTEST_ARGS)
+
+lint: setup  ## ruff on the package, scripts and tests; snakemake --lint on the workflow
+	ruff check archbench scripts tests
+	bash scripts/lint_workflow.sh
 
 dryrun: setup  ## plan the default campaign without running it
 	$(SNAKEMAKE) -n
 
 paper: setup  ## rebuild every table, figure and the report from results/raw (runs no benchmark)
-	$(SNAKEMAKE) paper --forcerun collect_measurements
-	$(SNAKEMAKE) paper --report results/report.html
+	$(PAPER) --forcerun collect_measurements
+	$(PAPER) --report results/report.html
 
 report: setup
 	$(SNAKEMAKE) --report results/report.html

@@ -138,7 +138,7 @@ def to_csv(table: pd.DataFrame) -> str:
     return table.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
 
 
-def write_table(table: pd.DataFrame, csv: str | os.PathLike | None = None,
+def write_table(table: pd.DataFrame, *, csv: str | os.PathLike | None = None,
                 md: str | os.PathLike | None = None, tex: str | os.PathLike | None = None) -> None:
     """Write ``table`` in the formats given a path."""
     for path, render in ((csv, to_csv), (md, to_markdown), (tex, to_latex)):
@@ -183,7 +183,7 @@ def save_figure(figure, paths: Sequence[str | os.PathLike]) -> None:
 
 
 # ------------------------------------------------------------------- workflow steps
-def merge_measurements(measurements: str | os.PathLike, imports: Sequence[str | os.PathLike],
+def merge_measurements(measurements: str | os.PathLike, imports: Sequence[str | os.PathLike], *,
                        output: str | os.PathLike,
                        mapping_dirs: Sequence[str | os.PathLike] = ()) -> pd.DataFrame:
     """Collected measurements plus imported published results, as one sorted CSV."""
@@ -199,7 +199,7 @@ def merge_measurements(measurements: str | os.PathLike, imports: Sequence[str | 
     return merged
 
 
-def make_table_files(name: str, source: str | os.PathLike, outputs: Mapping[str, str],
+def make_table_files(name: str, source: str | os.PathLike, *, outputs: Mapping[str, str],
                      peak: dict | None = None) -> pd.DataFrame:
     """Build table ``name`` from the tidy table at ``source``; write csv/md/tex ``outputs``."""
     from archbench.tables import build_table

@@ -1,70 +1,46 @@
 """Load, validate and expand a campaign into one measurement per (configuration, repetition).
 
 A *measurement* is a flat dict whose keys are record field names (see record.py) plus
-``repetitions``, ``timeout_minutes``, ``retries`` and ``env``. Experiment types register
-an expander with :func:`experiment_type`; the expander turns one experiment (defaults
-applied, validated) on one system into a list of configurations.
+``repetitions``, ``timeout_minutes``, ``retries`` and ``env``. Each experiment is
+expanded by its type (``archbench.experiment_types``) on each of its systems.
+
+    python -m archbench.campaign schema     # the whole experiment schema, every type's keys
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import json
 import os
-import platform
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Sequence
 
 import yaml
 
+from archbench.experiment_types import EXPERIMENT_TYPES
+from archbench.kernels import KERNELS
+from archbench.models import MODELS
 from archbench.record import config_id
-from archbench.systems import cores_of, resolve_system
+from archbench.systems import resolve_system
 from archbench.validate import ConfigError, check, load_schema
 
 DEFAULT_REPETITIONS = 5
-
-Expander = Callable[[dict, dict], list[dict]]
-EXPANDERS: dict[str, Expander] = {}
+MULTI_PROCESS_STRATEGIES = ("horovod", "mirrored", "parameter_server")
 
 
-def experiment_type(name: str) -> Callable[[Expander], Expander]:
-    """Register ``func(experiment, system) -> [configuration, ...]`` for experiment ``name``."""
-    def register(func: Expander) -> Expander:
-        EXPANDERS[name] = func
-        return func
-    return register
-
-
-def on_off(value: Any) -> bool:
-    """YAML's on/off/true/false as a bool."""
-    return value in (True, "on")
-
-
-def product(**axes: Iterable) -> list[dict]:
-    """Cartesian product of named axes as a list of dicts (order of the axes kept)."""
-    names = list(axes)
-    return [dict(zip(names, values)) for values in itertools.product(*axes.values())]
-
-
-def training_configuration(experiment: dict, system: dict, **values: Any) -> dict:
-    """A training configuration with the experiment's common settings and ``values``."""
-    conf = {
-        "kind": "train", "framework": "tensorflow", "data": "synthetic",
-        "strategy": "single", "nodes": 1, "processes_per_node": 1, "inter_threads": 1,
-        "image_size": experiment.get("image_size", 224),
-        "num_classes": experiment.get("num_classes", 1000),
-        "warmup_steps": experiment.get("warmup_steps", 10),
-        "measured_steps": experiment.get("steps", 100),
-        "data_format": experiment.get("data_format", "NHWC"),
-        "vendor_library": system["vendor_library"] if system["vendor_library"] != "none" else None,
-    }
-    conf.update(values)
-    conf["workers"] = conf["nodes"] * conf["processes_per_node"]
-    conf["global_batch"] = conf["batch_per_process"] * conf["workers"]
-    return conf
+@lru_cache(maxsize=1)
+def experiment_schema() -> dict:
+    """The whole experiment schema: the shared definitions of
+    config/schemas/experiment.schema.yaml, each registered type's own definition, and the
+    names of the registered models and kernels."""
+    base = load_schema("experiment")
+    defs = {**base["$defs"], **{name: t.schema for name, t in EXPERIMENT_TYPES.items()}}
+    defs["model_name"] = {**defs["model_name"], "enum": sorted(MODELS)}
+    defs["kernel_name"] = {**defs["kernel_name"], "enum": list(KERNELS)}
+    defs["multi_process_strategy"] = {**defs["multi_process_strategy"],
+                                      "enum": list(MULTI_PROCESS_STRATEGIES)}
+    return {**base, "$defs": defs}
 
 
 @dataclass
@@ -76,15 +52,29 @@ class Campaign:
     systems: dict[str, dict]
     measurements: list[dict] = field(default_factory=list)
 
-    def by_path(self) -> dict[str, dict]:
-        """Measurements keyed by their raw-record path (relative to results/)."""
-        return {raw_path(m): m for m in self.measurements}
-
 
 def raw_path(measurement: dict) -> str:
     """results-relative path of a measurement's record: raw/<system>/<experiment>/<id>/rep<k>.json."""
     m = measurement
     return f"raw/{m['system']}/{m['experiment']}/{m['config_id']}/rep{m['repetition']}.json"
+
+
+def _measurements(name: str, experiment: dict, *, system: dict) -> list[dict]:
+    """Every measurement of one validated experiment on one system."""
+    kind = experiment["type"]
+    out = []
+    for conf in EXPERIMENT_TYPES[kind].expand(experiment, system):
+        conf.update(experiment=name, experiment_type=kind, system=system["name"],
+                    arch=system["arch"],
+                    env={**system["env"], **experiment.get("env", {}), **conf.get("env", {})},
+                    timeout_minutes=experiment.get("timeout_minutes", system["runtime_minutes"]),
+                    retries=experiment.get("retries", 0))
+        if "memory_limit_mb" in experiment:
+            conf["memory_limit_mb"] = experiment["memory_limit_mb"]
+        conf["config_id"] = config_id(conf)
+        for rep in range(experiment.get("repetitions", DEFAULT_REPETITIONS)):
+            out.append({**conf, "repetition": rep})
+    return out
 
 
 def load_campaign(config: dict, system_dir: str | os.PathLike | None = None) -> Campaign:
@@ -97,32 +87,20 @@ def load_campaign(config: dict, system_dir: str | os.PathLike | None = None) -> 
     check(config, load_schema("config"), "config")
     inline = config.get("system_definitions", {})
     systems = {name: resolve_system(name, inline.get(name), system_dir) for name in config["systems"]}
-    exp_schema = load_schema("experiment")
+    schema = experiment_schema()
     measurements: list[dict] = []
     for name, raw in config["experiments"].items():
         experiment = {**config.get("defaults", {}), **raw}
         where = f"experiments.{name}"
         kind = experiment["type"]
-        if kind not in EXPANDERS or kind not in exp_schema["$defs"]:
-            known = ", ".join(sorted(EXPANDERS))
+        if kind not in EXPERIMENT_TYPES:
+            known = ", ".join(sorted(EXPERIMENT_TYPES))
             raise ConfigError(f"{where}.type: unknown experiment type '{kind}' (known: {known})")
-        check(experiment, {**exp_schema, "$ref": f"#/$defs/{kind}"}, where)
-        targets = experiment.get("systems", config["systems"])
-        for system_name in targets:
+        check(experiment, {**schema, "$ref": f"#/$defs/{kind}"}, where)
+        for system_name in experiment.get("systems", config["systems"]):
             if system_name not in systems:
                 raise ConfigError(f"{where}.systems: '{system_name}' is not in the campaign's systems")
-            system = systems[system_name]
-            for conf in EXPANDERS[kind](experiment, system):
-                conf.update(experiment=name, experiment_type=kind, system=system_name,
-                            arch=system["arch"],
-                            env={**system["env"], **experiment.get("env", {}), **conf.get("env", {})},
-                            timeout_minutes=experiment.get("timeout_minutes", system["runtime_minutes"]),
-                            retries=experiment.get("retries", 0))
-                if "memory_limit_mb" in experiment:
-                    conf["memory_limit_mb"] = experiment["memory_limit_mb"]
-                conf["config_id"] = config_id(conf)
-                for rep in range(experiment.get("repetitions", DEFAULT_REPETITIONS)):
-                    measurements.append({**conf, "repetition": rep})
+            measurements += _measurements(name, experiment, system=systems[system_name])
     seen: set[str] = set()
     for m in measurements:
         path = raw_path(m)
@@ -143,6 +121,23 @@ def load_campaign_file(path: str | os.PathLike) -> Campaign:
     return load_campaign(config)
 
 
-# Experiment types register themselves on import.
-from archbench import experiments  # noqa: E402,F401  (registers training types)
-from archbench.kernels import experiment as _kernel_types  # noqa
+def main(argv: Sequence[str] | None = None) -> int:
+    """``schema``: print the whole experiment schema (YAML); ``check FILE``: validate a campaign."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["schema"]:
+        print(yaml.safe_dump(experiment_schema(), sort_keys=False, width=100))
+        return 0
+    if len(args) == 2 and args[0] == "check":
+        try:
+            campaign = load_campaign_file(args[1])
+        except ConfigError as exc:
+            print(f"archbench: invalid configuration: {exc}", file=sys.stderr)
+            return 1
+        print(f"{args[1]}: {len(campaign.measurements)} measurements")
+        return 0
+    print("usage: python -m archbench.campaign schema | check CAMPAIGN.yaml", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from pathlib import Path
 from typing import Iterable
 
 import pandas as pd
@@ -33,11 +32,6 @@ def collect(paths: Iterable[str | os.PathLike]) -> tuple[pd.DataFrame, list[str]
     """Read records at ``paths``; return (tidy table of the valid ones, error lines of the rest)."""
     records, errors = read_records(sorted(str(p) for p in paths))
     return records_to_frame(records), errors
-
-
-def existing_records(raw_dir: str | os.PathLike) -> list[str]:
-    """Every record file under ``raw_dir`` (temporary and hidden files excluded)."""
-    return sorted(str(p) for p in Path(raw_dir).rglob("rep*.json") if not p.name.startswith("."))
 
 
 def write_table(frame: pd.DataFrame, csv_path: str | os.PathLike, parquet_path: str | os.PathLike) -> None:

@@ -175,7 +175,7 @@ def _check_runtime(runtime: str) -> None:
 
 
 def build_command(
-    runtime: str, definition: str | Path, image_path: str | Path, fakeroot: bool = True
+    runtime: str, definition: str | Path, image_path: str | Path, *, fakeroot: bool = True
 ) -> list[str]:
     """argv that builds ``image_path`` (a SIF) from ``definition``.
 
@@ -191,6 +191,7 @@ def build_command(
 def exec_prefix(
     runtime: str,
     image_path: str | Path,
+    *,
     binds: Sequence[str] | Mapping[str, str] = (),
     env: Mapping[str, str] | None = None,
     cleanenv: bool = True,

@@ -23,9 +23,12 @@ import glob
 import os
 import sys
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
+
+from archbench.models import spec
+from archbench.train_run import TrainRun
 
 TRAIN_PATTERN = "train-*-of-*"
 LABEL_OFFSET = 1  # ImageNet TFRecords number classes 1..1000 (0 = background)
@@ -53,7 +56,7 @@ def tfrecord_files(data_dir: str | os.PathLike | None) -> list[str]:
     return files
 
 
-def _preprocess(tf, image_size: int, num_classes: int, data_format: str, training: bool):
+def _preprocess(tf, *, image_size: int, num_classes: int, data_format: str, training: bool):
     features = {
         "image/encoded": tf.io.FixedLenFeature([], tf.string),
         "image/class/label": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
@@ -84,7 +87,7 @@ def _preprocess(tf, image_size: int, num_classes: int, data_format: str, trainin
     return parse
 
 
-def imagenet_dataset(data_dir: str | os.PathLike, batch_size: int, image_size: int,
+def imagenet_dataset(data_dir: str | os.PathLike, *, batch_size: int, image_size: int,
                      num_classes: int, shard_index: int = 0, num_shards: int = 1,
                      data_format: str = "NHWC", seed: int | None = None, threads: int = 0,
                      training: bool = True):
@@ -113,7 +116,8 @@ def imagenet_dataset(data_dir: str | os.PathLike, batch_size: int, image_size: i
         ds = ds.flat_map(lambda f: tf.data.TFRecordDataset(f, buffer_size=READ_BUFFER_BYTES))
         ds = ds.shard(num_shards, shard_index).repeat()
     ds = ds.shuffle(SHUFFLE_BUFFER, seed=seed)
-    ds = ds.map(_preprocess(tf, image_size, num_classes, data_format, training),
+    ds = ds.map(_preprocess(tf, image_size=image_size, num_classes=num_classes,
+                            data_format=data_format, training=training),
                 num_parallel_calls=autotune, deterministic=False)
     ds = ds.batch(batch_size, drop_remainder=True).prefetch(autotune)
     return _with_threads(tf, ds, threads)
@@ -148,7 +152,7 @@ def digits_arrays(image_size: int = 8, data_format: str = "NHWC", seed: int = 0
     return x[train], y[train], x[test], y[test]
 
 
-def digits_dataset(batch_size: int, image_size: int = 8, shard_index: int = 0,
+def digits_dataset(batch_size: int, *, image_size: int = 8, shard_index: int = 0,
                    num_shards: int = 1, data_format: str = "NHWC", seed: int = 0,
                    threads: int = 0):
     """Infinite, shuffled batches of the digits training split, sharded per worker."""
@@ -160,7 +164,7 @@ def digits_dataset(batch_size: int, image_size: int = 8, shard_index: int = 0,
     return _with_threads(tf, ds, threads)
 
 
-def accuracy(model, images: np.ndarray, labels: np.ndarray, batch_size: int = 256) -> float:
+def accuracy(model, images: np.ndarray, labels: np.ndarray, *, batch_size: int = 256) -> float:
     """Fraction of ``images`` whose highest logit is the label."""
     correct = 0
     for i in range(0, len(images), batch_size):
@@ -171,24 +175,17 @@ def accuracy(model, images: np.ndarray, labels: np.ndarray, batch_size: int = 25
 
 # ---------------------------------------------------------------- train.py entry point
 
-def real_dataset(args: argparse.Namespace, shard_index: int = 0, num_shards: int = 1):
-    """The real-data tf.data pipeline of a training run (``args`` of archbench.train):
-    digits for models whose dataset is digits, else the TFRecords of ``args.data_dir``."""
-    from archbench.models import spec
-    threads = getattr(args, "intra_threads", 0)
-    if spec(args.model).dataset == "digits":
-        if args.num_classes < 10:
+def real_dataset(config: TrainRun, *, shard_index: int = 0, num_shards: int = 1):
+    """The real-data tf.data pipeline of a training run: digits for models whose dataset
+    is digits, else the TFRecords of ``config.data_dir``; this worker's shard."""
+    common = dict(image_size=config.image_size, shard_index=shard_index, num_shards=num_shards,
+                  data_format=config.data_format, seed=config.seed, threads=config.intra_threads)
+    if spec(config.model).dataset == "digits":
+        if config.num_classes < 10:
             raise DataError("the digits have 10 classes; --num-classes must be >= 10")
-        return digits_dataset(args.batch_size, args.image_size, shard_index, num_shards,
-                              args.data_format, args.seed, threads)
-    return imagenet_dataset(args.data_dir, args.batch_size, args.image_size, args.num_classes,
-                            shard_index, num_shards, args.data_format, args.seed, threads)
-
-
-def real_batches(args: argparse.Namespace, shard_index: int = 0, num_shards: int = 1
-                 ) -> Iterator:
-    """Iterator of (images, labels) batches of real data for ``args`` (see real_dataset)."""
-    return iter(real_dataset(args, shard_index, num_shards))
+        return digits_dataset(config.batch_size, **common)
+    return imagenet_dataset(config.data_dir, batch_size=config.batch_size,
+                            num_classes=config.num_classes, **common)
 
 
 # ---------------------------------------------------------------- TFRecord writing
@@ -198,7 +195,7 @@ def _sample_photos() -> list[np.ndarray]:
     return [np.asarray(img) for img in load_sample_images().images]
 
 
-def _example(tf, jpeg: bytes, label: int, size: int, name: str):
+def _example(tf, jpeg: bytes, *, label: int, size: int, name: str):
     def b(v):
         return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v]))
 
@@ -212,7 +209,7 @@ def _example(tf, jpeg: bytes, label: int, size: int, name: str):
     }))
 
 
-def make_tfrecords(out: str | os.PathLike, images: int, image_size: int, shards: int,
+def make_tfrecords(out: str | os.PathLike, *, images: int, image_size: int, shards: int,
                    classes: int = 8, seed: int = 0, quality: int = 90) -> list[Path]:
     """Write ``images`` real JPEG examples as ImageNet-layout ``train-XXXXX-of-YYYYY`` shards.
 
@@ -247,7 +244,8 @@ def make_tfrecords(out: str | os.PathLike, images: int, image_size: int, shards:
             quadrant = 2 * int(top + side / 2 >= h / 2) + int(left + side / 2 >= w / 2)
             label = 1 + (which * 4 + quadrant) % classes
             writers[n % shards].write(
-                _example(tf, jpeg, label, image_size, f"img{n:06d}.JPEG").SerializeToString())
+                _example(tf, jpeg, label=label, size=image_size, name=f"img{n:06d}.JPEG")
+                .SerializeToString())
     finally:
         for writer in writers:
             writer.close()
@@ -278,8 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         if args.command == "make-tfrecords":
-            paths = make_tfrecords(args.out, args.images, args.image_size, args.shards,
-                                   args.classes, args.seed)
+            paths = make_tfrecords(args.out, images=args.images, image_size=args.image_size,
+                                   shards=args.shards, classes=args.classes, seed=args.seed)
             print(f"wrote {args.images} images in {len(paths)} shards to {args.out}")
         else:
             print(count_records(args.data_dir))

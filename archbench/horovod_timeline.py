@@ -19,6 +19,8 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class AllreduceCount:
+    """Allreduces of a stretch of a timeline (or per step, once divided by the steps)."""
+
     tensors: float  # tensors allreduced (one ALLREDUCE phase each)
     collectives: float  # allreduce operations actually run (a fused batch counts once)
 

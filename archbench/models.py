@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+from archbench.tfenv import use_framework_env
+
+use_framework_env()  # before anything imports TensorFlow: tf_keras, not Keras 3
 
 DATA_FORMATS = {"NHWC": "channels_last", "NCHW": "channels_first"}
 
@@ -123,9 +125,9 @@ def _application(name):
 
 # ---- Inception-v4 (Szegedy et al. 2016, Figures 3-8); not in keras.applications ----
 
-def _conv_bn(x, filters, kh, kw, strides=1, padding="same"):
+def _conv_bn(x, filters: int, kernel: tuple[int, int], *, strides: int = 1, padding: str = "same"):
     L = keras().layers
-    x = L.Conv2D(filters, (kh, kw), strides=strides, padding=padding, use_bias=False)(x)
+    x = L.Conv2D(filters, kernel, strides=strides, padding=padding, use_bias=False)(x)
     x = L.BatchNormalization(axis=_bn_axis(), scale=False)(x)
     return L.Activation("relu")(x)
 
@@ -136,63 +138,63 @@ def _concat(branches):
 
 def _v4_stem(x):
     L = keras().layers
-    x = _conv_bn(x, 32, 3, 3, strides=2, padding="valid")
-    x = _conv_bn(x, 32, 3, 3, padding="valid")
-    x = _conv_bn(x, 64, 3, 3)
+    x = _conv_bn(x, 32, (3, 3), strides=2, padding="valid")
+    x = _conv_bn(x, 32, (3, 3), padding="valid")
+    x = _conv_bn(x, 64, (3, 3))
     x = _concat([L.MaxPooling2D(3, 2, padding="valid")(x),
-                 _conv_bn(x, 96, 3, 3, strides=2, padding="valid")])
-    a = _conv_bn(_conv_bn(x, 64, 1, 1), 96, 3, 3, padding="valid")
-    b = _conv_bn(x, 64, 1, 1)
-    b = _conv_bn(_conv_bn(b, 64, 7, 1), 64, 1, 7)
-    b = _conv_bn(b, 96, 3, 3, padding="valid")
+                 _conv_bn(x, 96, (3, 3), strides=2, padding="valid")])
+    a = _conv_bn(_conv_bn(x, 64, (1, 1)), 96, (3, 3), padding="valid")
+    b = _conv_bn(x, 64, (1, 1))
+    b = _conv_bn(_conv_bn(b, 64, (7, 1)), 64, (1, 7))
+    b = _conv_bn(b, 96, (3, 3), padding="valid")
     x = _concat([a, b])
-    return _concat([_conv_bn(x, 192, 3, 3, strides=2, padding="valid"),
+    return _concat([_conv_bn(x, 192, (3, 3), strides=2, padding="valid"),
                     L.MaxPooling2D(3, 2, padding="valid")(x)])
 
 
 def _v4_a(x):
     L = keras().layers
-    pool = _conv_bn(L.AveragePooling2D(3, 1, padding="same")(x), 96, 1, 1)
-    one = _conv_bn(x, 96, 1, 1)
-    three = _conv_bn(_conv_bn(x, 64, 1, 1), 96, 3, 3)
-    double = _conv_bn(_conv_bn(_conv_bn(x, 64, 1, 1), 96, 3, 3), 96, 3, 3)
+    pool = _conv_bn(L.AveragePooling2D(3, 1, padding="same")(x), 96, (1, 1))
+    one = _conv_bn(x, 96, (1, 1))
+    three = _conv_bn(_conv_bn(x, 64, (1, 1)), 96, (3, 3))
+    double = _conv_bn(_conv_bn(_conv_bn(x, 64, (1, 1)), 96, (3, 3)), 96, (3, 3))
     return _concat([pool, one, three, double])
 
 
 def _v4_reduction_a(x):
     L = keras().layers
-    a = _conv_bn(x, 384, 3, 3, strides=2, padding="valid")
-    b = _conv_bn(_conv_bn(x, 192, 1, 1), 224, 3, 3)
-    b = _conv_bn(b, 256, 3, 3, strides=2, padding="valid")
+    a = _conv_bn(x, 384, (3, 3), strides=2, padding="valid")
+    b = _conv_bn(_conv_bn(x, 192, (1, 1)), 224, (3, 3))
+    b = _conv_bn(b, 256, (3, 3), strides=2, padding="valid")
     return _concat([L.MaxPooling2D(3, 2, padding="valid")(x), a, b])
 
 
 def _v4_b(x):
     L = keras().layers
-    pool = _conv_bn(L.AveragePooling2D(3, 1, padding="same")(x), 128, 1, 1)
-    one = _conv_bn(x, 384, 1, 1)
-    seven = _conv_bn(_conv_bn(_conv_bn(x, 192, 1, 1), 224, 1, 7), 256, 7, 1)
-    d = _conv_bn(_conv_bn(x, 192, 1, 1), 192, 1, 7)
-    d = _conv_bn(_conv_bn(_conv_bn(d, 224, 7, 1), 224, 1, 7), 256, 7, 1)
+    pool = _conv_bn(L.AveragePooling2D(3, 1, padding="same")(x), 128, (1, 1))
+    one = _conv_bn(x, 384, (1, 1))
+    seven = _conv_bn(_conv_bn(_conv_bn(x, 192, (1, 1)), 224, (1, 7)), 256, (7, 1))
+    d = _conv_bn(_conv_bn(x, 192, (1, 1)), 192, (1, 7))
+    d = _conv_bn(_conv_bn(_conv_bn(d, 224, (7, 1)), 224, (1, 7)), 256, (7, 1))
     return _concat([pool, one, seven, d])
 
 
 def _v4_reduction_b(x):
     L = keras().layers
-    a = _conv_bn(_conv_bn(x, 192, 1, 1), 192, 3, 3, strides=2, padding="valid")
-    b = _conv_bn(_conv_bn(_conv_bn(x, 256, 1, 1), 256, 1, 7), 320, 7, 1)
-    b = _conv_bn(b, 320, 3, 3, strides=2, padding="valid")
+    a = _conv_bn(_conv_bn(x, 192, (1, 1)), 192, (3, 3), strides=2, padding="valid")
+    b = _conv_bn(_conv_bn(_conv_bn(x, 256, (1, 1)), 256, (1, 7)), 320, (7, 1))
+    b = _conv_bn(b, 320, (3, 3), strides=2, padding="valid")
     return _concat([L.MaxPooling2D(3, 2, padding="valid")(x), a, b])
 
 
 def _v4_c(x):
     L = keras().layers
-    pool = _conv_bn(L.AveragePooling2D(3, 1, padding="same")(x), 256, 1, 1)
-    one = _conv_bn(x, 256, 1, 1)
-    s = _conv_bn(x, 384, 1, 1)
-    split = _concat([_conv_bn(s, 256, 1, 3), _conv_bn(s, 256, 3, 1)])
-    d = _conv_bn(_conv_bn(_conv_bn(x, 384, 1, 1), 448, 3, 1), 512, 1, 3)
-    double = _concat([_conv_bn(d, 256, 1, 3), _conv_bn(d, 256, 3, 1)])
+    pool = _conv_bn(L.AveragePooling2D(3, 1, padding="same")(x), 256, (1, 1))
+    one = _conv_bn(x, 256, (1, 1))
+    s = _conv_bn(x, 384, (1, 1))
+    split = _concat([_conv_bn(s, 256, (1, 3)), _conv_bn(s, 256, (3, 1))])
+    d = _conv_bn(_conv_bn(_conv_bn(x, 384, (1, 1)), 448, (3, 1)), 512, (1, 3))
+    double = _concat([_conv_bn(d, 256, (1, 3)), _conv_bn(d, 256, (3, 1))])
     return _concat([pool, one, split, double])
 
 
@@ -238,14 +240,14 @@ def spec(name: str) -> ModelSpec:
     return MODELS[name]
 
 
-def input_shape(name: str, image_size: int, data_format: str = "NHWC",
+def input_shape(name: str, image_size: int, data_format: str = "NHWC", *,
                 channels: int | None = None) -> tuple[int, int, int]:
     """Shape of one input image of ``name`` in ``data_format`` (no batch axis)."""
     c = channels or spec(name).channels
     return (c, image_size, image_size) if data_format == "NCHW" else (image_size, image_size, c)
 
 
-def build_model(name: str, image_size: int, num_classes: int, channels: int | None = None,
+def build_model(name: str, image_size: int, num_classes: int, *, channels: int | None = None,
                 data_format: str = "NHWC"):
     """Build ``name`` for square ``image_size`` inputs with ``num_classes`` logits.
 
@@ -261,7 +263,7 @@ def build_model(name: str, image_size: int, num_classes: int, channels: int | No
     previous = backend.image_data_format()
     backend.set_image_data_format(DATA_FORMATS[data_format])
     try:
-        return s.build(input_shape(name, image_size, data_format, channels), num_classes)
+        return s.build(input_shape(name, image_size, data_format, channels=channels), num_classes)
     finally:
         backend.set_image_data_format(previous)
 

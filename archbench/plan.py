@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from archbench.campaign import cores_of
+from archbench.systems import cores_of, cpus_per_process
 
 # Slack added to a run's time limit for start-up and record writing.
 RUNTIME_MARGIN_MIN = 5
@@ -20,7 +20,7 @@ def job_resources(measurement: dict, system: dict) -> dict:
     m = measurement
     ppn = m.get("processes_per_node", 1)
     nodes = m.get("nodes", 1)
-    cpus = max(1, cores_of(system) // ppn)
+    cpus = cpus_per_process(system, ppn)
     resources = {
         "nodes": nodes,
         "tasks": nodes * ppn,

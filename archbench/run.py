@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import Sequence
 
 from archbench import provenance
+from archbench.containers import exec_prefix
+from archbench.containers import image_digest as hash_file
 from archbench.distributed import horovod_knobs
+from archbench.failures import exit_failure
 from archbench.record import RecordError, make_record, read_record, schema, write_record
+from archbench.tfenv import FRAMEWORK_ENV
 
+# The module whose command_for(measurement, system) gives a measurement's argv, per kind.
 WORKERS = {"train": "archbench.train", "kernel": "archbench.kernels"}
-OOM_MARKERS = ("ResourceExhaustedError", "MemoryError", "Out of memory", "out of memory",
-               "std::bad_alloc", "OOM")
-# A step Slurm could not launch ends in SIGKILL too, without any memory pressure.
-LAUNCH_MARKERS = ("launch failed", "aborted before step completely launched")
-WALLTIME_MARKER = "DUE TO TIME LIMIT"
 
 
 def worker_command(measurement: dict, system: dict) -> list[str]:
@@ -39,15 +39,14 @@ def worker_command(measurement: dict, system: dict) -> list[str]:
     runtime = system.get("container_runtime", "none")
     if runtime == "none":
         return argv
-    from archbench.containers import exec_prefix
     image = system.get("image_path") or f"results/images/{system['image']}.sif"
     binds = [system["data_dir"]] if system.get("data_dir") else []
     env = {"ARCHBENCH_IMAGE": image, "ARCHBENCH_IMAGE_SHA256": image_digest(image),
-           "TF_USE_LEGACY_KERAS": "1", **measurement.get("env", {})}
+           **FRAMEWORK_ENV, **measurement.get("env", {})}
     # The launcher (srun/mpirun) stays outside; the interpreter runs inside the image.
     at = argv.index(sys.executable)
     # Without --cleanenv: ranks started by srun/mpirun need their per-task environment.
-    prefix = exec_prefix(runtime, image, binds, env, cleanenv=at == 0)
+    prefix = exec_prefix(runtime, image, binds=binds, env=env, cleanenv=at == 0)
     return argv[:at] + prefix + ["python3"] + argv[at + 1:]
 
 
@@ -56,23 +55,7 @@ def image_digest(image: str) -> str:
     digest_file = Path(image).with_suffix(".sha256")
     if digest_file.exists():
         return digest_file.read_text().strip()
-    from archbench.containers import image_digest as hash_file
     return hash_file(image)
-
-
-def classify_failure(returncode: int, log_text: str) -> tuple[str, str]:
-    """(status, reason) of a worker that left no record."""
-    tail = [line for line in log_text.strip().splitlines() if line.strip()][-3:]
-    last = " | ".join(tail)[-400:]
-    if WALLTIME_MARKER in log_text:
-        return "timeout", f"exit {returncode}, Slurm time limit: {last}"
-    if any(m in log_text for m in OOM_MARKERS):
-        return "oom", f"exit {returncode}, out of memory: {last}"
-    if any(m in log_text for m in LAUNCH_MARKERS):
-        return "failed", f"exit {returncode}, launch failed: {last}"
-    if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
-        return "oom", f"exit {returncode}, killed, likely out of memory: {last}"
-    return "failed", f"exit {returncode}: {last}"
 
 
 def memory_limiter(limit_mb: int | None):
@@ -86,7 +69,7 @@ def memory_limiter(limit_mb: int | None):
     return apply
 
 
-def run_worker(argv: list[str], env: dict, timeout_s: float, log_path: Path,
+def run_worker(argv: list[str], *, env: dict, timeout_s: float, log_path: Path,
                memory_limit_mb: int | None = None) -> tuple[int | None, str]:
     """Run argv in its own process group; return (returncode or None on timeout, log text)."""
     with open(log_path, "a") as log:
@@ -116,7 +99,7 @@ def identity_fields(measurement: dict, log_path: Path) -> dict:
     return fields
 
 
-def supervise(measurement: dict, system: dict, output: Path, log_path: Path) -> dict:
+def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path) -> dict:
     """Run the measurement (with its retries) and write its record; return the record."""
     output.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,7 +108,7 @@ def supervise(measurement: dict, system: dict, output: Path, log_path: Path) -> 
     # builds (spawn sets one per task; under srun it comes from the job step).
     inherited = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     env = {**inherited, **{k: str(v) for k, v in measurement.get("env", {}).items()},
-           "TF_USE_LEGACY_KERAS": "1"}
+           **FRAMEWORK_ENV}
     timeout_s = float(measurement.get("timeout_minutes", 30)) * 60
     argv = worker_command(measurement, system) + ["--output", str(scratch)]
     identity = identity_fields(measurement, log_path)
@@ -134,8 +117,8 @@ def supervise(measurement: dict, system: dict, output: Path, log_path: Path) -> 
     start = provenance.now()
     for attempt in range(1 + int(measurement.get("retries", 0))):
         scratch.unlink(missing_ok=True)
-        code, log_text = run_worker(argv, env, timeout_s, log_path,
-                                    measurement.get("memory_limit_mb"))
+        code, log_text = run_worker(argv, env=env, timeout_s=timeout_s, log_path=log_path,
+                                    memory_limit_mb=measurement.get("memory_limit_mb"))
         try:
             worker_record = read_record(scratch)
         except RecordError:
@@ -144,11 +127,11 @@ def supervise(measurement: dict, system: dict, output: Path, log_path: Path) -> 
             record = {**worker_record, **identity, "env": {**worker_record.get("env", {}),
                                                            **measurement.get("env", {})}}
         elif code is None:
-            record = failure(identity, start, "timeout",
-                             f"exceeded {timeout_s:.0f} s wall time (attempt {attempt + 1})", knobs)
+            record = failure(identity, start=start, status="timeout", metrics=knobs,
+                             reason=f"exceeded {timeout_s:.0f} s wall time (attempt {attempt + 1})")
         else:
-            status, reason = classify_failure(code, log_text)
-            record = failure(identity, start, status, reason, knobs)
+            status, reason = exit_failure(code, log_text)
+            record = failure(identity, start=start, status=status, reason=reason, metrics=knobs)
         if record["status"] == "ok":
             break
     scratch.unlink(missing_ok=True)
@@ -156,7 +139,8 @@ def supervise(measurement: dict, system: dict, output: Path, log_path: Path) -> 
     return record
 
 
-def failure(identity: dict, start: str, status: str, reason: str, metrics: dict | None = None) -> dict:
+def failure(identity: dict, *, start: str, status: str, reason: str,
+            metrics: dict | None = None) -> dict:
     """A failure record: the configuration, where it ran, status and reason, no throughput
     (``metrics``: settings the run was given)."""
     return make_record(**{**provenance.host_fields(), **identity}, start_time=start,
@@ -169,8 +153,9 @@ def resolve_best_layout(measurement: dict, best_records: list[str]) -> dict:
 
     Raises ValueError when the sweep has no successful run for this system and model.
     """
+    # imported here: pandas and scipy (1.5 s) are needed by best placeholders only
     from archbench.collect import collect
-    from archbench.experiments import resolve_best
+    from archbench.tables.best import resolve_best
     frame, _errors = collect(best_records)
     resolved = resolve_best([measurement], frame)[0]
     resolved["config_id"] = measurement["config_id"]  # the planned path stays the identity
@@ -191,11 +176,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             measurement = resolve_best_layout(measurement, spec.get("best_records", []))
         except ValueError as exc:
-            record = failure(identity_fields(measurement, args.log), provenance.now(), "failed", str(exc))
+            record = failure(identity_fields(measurement, args.log), start=provenance.now(),
+                             status="failed", reason=str(exc))
             write_record(args.output, record)
             print(f"{args.output}: failed {exc}")
             return 0
-    record = supervise(measurement, spec["system"], args.output, args.log)
+    record = supervise(measurement, spec["system"], output=args.output, log_path=args.log)
     print(f"{args.output}: {record['status']} {record['throughput']} {record['throughput_unit']}"
           f" {record['reason']}".rstrip())
     return 0

@@ -29,7 +29,9 @@ def step_tasks() -> int:
 def task_nodes() -> list[str]:
     """The node of each task of this Slurm job step, by task number (block distribution)."""
     from tensorflow.python.distribute.cluster_resolver.slurm_cluster_resolver import (
-        expand_hostlist, expand_tasks_per_node)
+        expand_hostlist,
+        expand_tasks_per_node,
+    )
     nodes = expand_hostlist(os.environ["SLURM_STEP_NODELIST"])
     counts = expand_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"])
     return [node for node, n in zip(nodes, counts) for _ in range(n)]

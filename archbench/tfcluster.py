@@ -1,9 +1,10 @@
-"""The TensorFlow cluster as one task of a multi-process run sees it: who am I (rank,
-local rank, the task that writes the record), where are the others (TF_CONFIG, or the
-Slurm job step), and serving as a non-chief task.
+"""A multi-process run as one of its processes sees it: who am I (rank, local rank, the
+task that writes the record), where are the others (TF_CONFIG, or the Slurm job step), and
+serving as a non-chief task of a TF cluster.
 
-Launching the processes is ``archbench.launch``; the training backends that use this are
-in ``archbench.distributed``.
+Starting the processes is ``archbench.strategies`` (launcher argv) and ``archbench.launch``
+(the local TF-cluster spawner); the training backends that use this are in
+``archbench.strategies``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import time
 from archbench import slurm
 from archbench.net import reachable
 
-TF_STRATEGIES = ("mirrored", "parameter_server")
 RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
 LOCAL_RANK_VARIABLES = ("HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
                         "SLURM_LOCALID")
@@ -32,23 +32,22 @@ def tf_config() -> dict:
     return json.loads(os.environ.get("TF_CONFIG") or "{}")
 
 
-def launch_rank(strategy: str = "single") -> int:
-    """This process's rank as its launcher set it, before any framework initialises.
-
-    TF strategies: 0 for the task that writes the record (the chief, or worker 0 when the
-    cluster has no chief), 1 for every other task. Otherwise the MPI/Slurm rank.
-    """
-    if strategy in TF_STRATEGIES:
-        config = tf_config()
-        if config:
-            task = config.get("task", {})
-            has_chief = "chief" in config.get("cluster", {})
-            chief = task.get("type") == "chief" or (not has_chief and task.get("type") == "worker"
-                                                    and int(task.get("index", 0)) == 0)
-            return 0 if chief else 1
+def tf_task_rank() -> int:
+    """This task's rank in a TF cluster, before TensorFlow starts: 0 for the task that writes
+    the record (the chief, or worker 0 when the cluster has no chief), 1 for every other
+    task; without TF_CONFIG, the Slurm task number."""
+    config = tf_config()
+    if not config:
         return int(os.environ.get("SLURM_PROCID", 0))
-    if strategy == "single":
-        return 0
+    task = config.get("task", {})
+    has_chief = "chief" in config.get("cluster", {})
+    chief = task.get("type") == "chief" or (not has_chief and task.get("type") == "worker"
+                                            and int(task.get("index", 0)) == 0)
+    return 0 if chief else 1
+
+
+def process_rank() -> int:
+    """This process's rank as MPI or Slurm set it (0 when not launched by either)."""
     for name in RANK_VARIABLES:
         if os.environ.get(name, "").isdigit():
             return int(os.environ[name])
@@ -91,27 +90,25 @@ def slurm_tf_config(jobs: dict[str, int]) -> dict:
     return {"cluster": cluster, "task": task}
 
 
-def cluster_resolver(strategy: str, parameter_servers: int = 0):
-    """The cluster of a TF-strategy run: TF_CONFIG when set, else the Slurm job step, else
-    a one-worker cluster (mirrored only)."""
+def cluster_resolver(*, chief: bool = False, parameter_servers: int = 0):
+    """The TF cluster of this run: TF_CONFIG when set, else the Slurm job step (a chief if
+    ``chief``, ``parameter_servers`` ps tasks, the other tasks workers), else None: one
+    local worker, which only a cluster without chief and parameter servers can be."""
     import tensorflow as tf
     if os.environ.get("TF_CONFIG"):
         return tf.distribute.cluster_resolver.TFConfigClusterResolver()
     ntasks = int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or 0)
     if "SLURM_PROCID" in os.environ and ntasks > 1:
-        if strategy == "parameter_server":
-            workers = ntasks - 1 - parameter_servers
-            if workers < 1:
-                raise LaunchError(f"{ntasks} Slurm tasks cannot hold a chief, "
-                                  f"{parameter_servers} parameter servers and a worker")
-            jobs = {"chief": 1, "ps": parameter_servers, "worker": workers}
-        else:
-            jobs = {"worker": ntasks}
-        os.environ["TF_CONFIG"] = json.dumps(slurm_tf_config(jobs))
+        workers = ntasks - int(chief) - parameter_servers
+        if workers < 1:
+            raise LaunchError(f"{ntasks} Slurm tasks cannot hold {'a chief, ' if chief else ''}"
+                              f"{parameter_servers} parameter servers and a worker")
+        jobs = {"chief": int(chief), "ps": parameter_servers, "worker": workers}
+        os.environ["TF_CONFIG"] = json.dumps(slurm_tf_config({k: n for k, n in jobs.items() if n}))
         return tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    if strategy == "parameter_server":
-        raise LaunchError("parameter_server needs a cluster: TF_CONFIG (python -m "
-                          "archbench.launch spawn) or a Slurm job step (srun)")
+    if chief or parameter_servers:
+        raise LaunchError("a cluster with a chief or parameter servers needs TF_CONFIG "
+                          "(python -m archbench.launch spawn) or a Slurm job step (srun)")
     return None
 
 

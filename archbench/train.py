@@ -20,22 +20,27 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import sys
 import traceback
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
-from archbench import provenance
-from archbench.record import make_record, write_record
+from archbench import metrics, provenance, strategies
+from archbench.data import accuracy, digits_arrays, real_dataset
+from archbench.distributed import pin_cores
+from archbench.failures import exception_failure
+from archbench.models import MODELS, build_model, check_data_format, input_shape, keras, spec, training_flops
+from archbench.record import config_id, make_record, write_record
+from archbench.tfcluster import local_rank
+from archbench.tfenv import use_framework_env
+from archbench.train_run import TrainRun
 
 EXIT_BENCHMARK_FAILED = 3  # a failure record was written
-STRATEGIES = ("single", "horovod", "mirrored", "parameter_server")
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Command-line options of the training benchmark."""
-    from archbench.models import MODELS
+def parse_args(argv: Sequence[str] | None = None) -> TrainRun:
+    """The training run the command line asks for (model defaults filled in); a bad option
+    ends the program with one argparse error line."""
     p = argparse.ArgumentParser(prog="python -m archbench.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, choices=sorted(MODELS), help="model to train")
@@ -59,14 +64,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--learning-rate", type=float, default=None,
                    help="SGD learning rate (default: the model's, 0.01 for ImageNet models)")
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--strategy", choices=STRATEGIES, default="single",
-                   help="single process, Horovod, MultiWorkerMirrored or ParameterServer")
+    p.add_argument("--strategy", choices=list(strategies.STRATEGIES), default="single",
+                   help="; ".join(f"{name}: {s.help}" for name, s in strategies.STRATEGIES.items()))
     p.add_argument("--nodes", type=int, default=None,
                    help="nodes of the run as planned (default: counted from the workers' hosts)")
     p.add_argument("--processes-per-node", type=int, default=None,
                    help="worker processes per node as planned (default: workers / nodes)")
     p.add_argument("--parameter-servers", type=int, default=1,
-                   help="parameter-server tasks (--strategy parameter_server)")
+                   help="parameter-server tasks (strategies with parameter servers)")
     p.add_argument("--horovod-cycle-time", type=float, default=None,
                    help="HOROVOD_CYCLE_TIME in ms, set on every rank before hvd.init")
     p.add_argument("--horovod-fusion-threshold", type=int, default=None,
@@ -76,95 +81,59 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--weights-out", default=None,
                    help="directory where every worker saves its trained weights (rank<r>.npz)")
     p.add_argument("--output", required=True, help="where to write the JSON record")
-    args = p.parse_args(argv)
-    resolve_defaults(args)
-    for name in ("batch_size", "steps", "image_size", "num_classes"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1")
-    for name in ("intra_threads", "inter_threads", "warmup_steps", "parameter_servers"):
-        if getattr(args, name) < 0:
-            p.error(f"--{name.replace('_', '-')} must be >= 0")
-    for name in ("nodes", "processes_per_node", "cores"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.strategy == "parameter_server" and args.parameter_servers < 1:
-        p.error("--strategy parameter_server needs --parameter-servers >= 1")
-    return args
+    try:
+        config = TrainRun.from_args(p.parse_args(argv))
+        strategies.check(config)
+    except ValueError as exc:
+        p.error(str(exc))
+    return config
 
 
-def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
-    """Fill image size and classes from the model when not given."""
-    from archbench.models import spec
-    s = spec(args.model)
-    if args.image_size is None:
-        args.image_size = s.native_image_size
-    if args.num_classes is None:
-        args.num_classes = s.num_classes
-    if args.learning_rate is None:
-        args.learning_rate = s.learning_rate
-    return args
-
-
-def configure_tensorflow(args: argparse.Namespace):
+def configure_tensorflow(config: TrainRun):
     """Set the vendor-library flag and thread pools, then import and return TensorFlow.
 
     Thread pools can be set once per process; a second call with other values raises.
     """
-    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if args.onednn == "on" else "0"
-    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if config.onednn == "on" else "0"
+    use_framework_env()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     import tensorflow as tf
     threading = tf.config.threading
     for getter, setter, value in (
             (threading.get_intra_op_parallelism_threads, threading.set_intra_op_parallelism_threads,
-             args.intra_threads),
+             config.intra_threads),
             (threading.get_inter_op_parallelism_threads, threading.set_inter_op_parallelism_threads,
-             args.inter_threads)):
+             config.inter_threads)):
         if getter() != value:
             setter(value)
-    tf.keras.utils.set_random_seed(args.seed)
+    tf.keras.utils.set_random_seed(config.seed)
     return tf
 
 
-def synthetic_batch(tf, args: argparse.Namespace, seed_offset: int = 0):
+def synthetic_batch(tf, config: TrainRun, seed_offset: int = 0):
     """A fixed batch of random images and labels, already in memory."""
-    from archbench.models import input_shape
-    shape = (args.batch_size, *input_shape(args.model, args.image_size, args.data_format))
-    images = tf.random.stateless_uniform(shape, seed=(args.seed, seed_offset), dtype=tf.float32)
-    labels = tf.random.stateless_uniform((args.batch_size,), seed=(args.seed + 1, seed_offset),
-                                         maxval=args.num_classes, dtype=tf.int32)
+    shape = (config.batch_size, *input_shape(config.model, config.image_size, config.data_format))
+    images = tf.random.stateless_uniform(shape, seed=(config.seed, seed_offset), dtype=tf.float32)
+    labels = tf.random.stateless_uniform((config.batch_size,), seed=(config.seed + 1, seed_offset),
+                                         maxval=config.num_classes, dtype=tf.int32)
     return images, labels
 
 
-def dataset_fn(tf, args: argparse.Namespace) -> Callable[[int, int], object]:
+def dataset_fn(tf, config: TrainRun) -> Callable[[int, int], object]:
     """``fn(shard, shards)`` -> tf.data.Dataset of this worker's (images, labels) batches."""
     def make(shard: int, shards: int):
-        if args.data == "real":
-            from archbench.data import real_dataset
-            return real_dataset(args, shard, shards)
-        return tf.data.Dataset.from_tensors(synthetic_batch(tf, args, shard)).repeat()
+        if config.data == "real":
+            return real_dataset(config, shard_index=shard, num_shards=shards)
+        return tf.data.Dataset.from_tensors(synthetic_batch(tf, config, shard)).repeat()
     return make
 
 
-def make_train_step(tf, model, learning_rate: float, backend=None):
+def make_train_step(backend: strategies.Backend, model, learning_rate: float) -> Callable:
     """A compiled SGD training step(images, labels) returning the mean loss; ``backend``
-    (archbench.distributed) combines gradients across workers. Create it inside
-    ``backend.scope()``."""
-    from archbench.distributed import Backend
-    from archbench.models import keras
+    combines gradients across workers. Create it inside ``backend.scope()``."""
     optimizer = keras().optimizers.SGD(learning_rate=learning_rate)
     loss_fn = keras().losses.SparseCategoricalCrossentropy(from_logits=True)
-    backend = backend or Backend(tf, argparse.Namespace(nodes=None, processes_per_node=None))
     return backend.make_step(model, optimizer, loss_fn)
-
-
-def timed_steps(step, batches: Iterator, warmup: int, steps: int) -> tuple[list[float], list[float], float]:
-    """Run warm-up then measured steps in one process; return (step times, losses, window
-    wall time). Each step ends with a host read of its loss, so its time includes compute."""
-    from archbench.distributed import Backend
-    backend = Backend(None, argparse.Namespace())
-    times, losses, wall, _ = backend.window(step, batches, warmup, steps, 1)
-    return times, losses, wall
 
 
 def loss_decreased(losses: Sequence[float]) -> bool | None:
@@ -192,35 +161,31 @@ def save_weights(directory: str, rank: int, model) -> Path:
     return path
 
 
-def run(args: argparse.Namespace) -> dict | None:
-    """Train ``args.model``; return the complete record (status ok) on the writing worker
+def run(config: TrainRun) -> dict | None:
+    """Train ``config.model``; return the complete record (status ok) on the writing worker
     and None on every other worker."""
-    from archbench import metrics
-    from archbench.distributed import local_rank, make_backend, pin_cores
-    from archbench.models import build_model, check_data_format, spec, training_flops
     start = provenance.now()
-    if args.cores:
-        pin_cores(args.cores, local_rank())
-    tf = configure_tensorflow(args)
-    check_data_format(tf, args.data_format)
-    backend = make_backend(tf, args)
+    if config.cores:
+        pin_cores(config.cores, local_rank())
+    tf = configure_tensorflow(config)
+    check_data_format(tf, config.data_format)
+    backend = strategies.make_backend(tf, config)
     with backend.scope():
-        model = build_model(args.model, args.image_size, args.num_classes,
-                            data_format=args.data_format)
-        step = make_train_step(tf, model, args.learning_rate, backend)
-    batches = backend.batches(dataset_fn(tf, args))
+        model = build_model(config.model, config.image_size, config.num_classes,
+                            data_format=config.data_format)
+        step = make_train_step(backend, model, config.learning_rate)
+    batches = backend.batches(dataset_fn(tf, config))
     backend.start(model)
-    times, losses, wall, images = backend.window(step, batches, args.warmup_steps, args.steps,
-                                                 args.batch_size)
+    times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
+                                                 steps=config.steps, batch_size=config.batch_size)
     spread = backend.weight_spread(model)
-    if args.weights_out:
-        save_weights(args.weights_out, backend.rank, model)
+    if config.weights_out:
+        save_weights(config.weights_out, backend.rank, model)
     nodes, ppn = backend.layout()
     hosts = backend.hosts()
     extra = backend.metrics(model)
-    if args.data == "real" and spec(args.model).dataset == "digits" and backend.is_writer:
-        from archbench.data import accuracy, digits_arrays
-        _, _, x_test, y_test = digits_arrays(args.image_size, args.data_format)
+    if config.data == "real" and spec(config.model).dataset == "digits" and backend.is_writer:
+        _, _, x_test, y_test = digits_arrays(config.image_size, config.data_format)
         extra["accuracy"] = {"value": accuracy(model, x_test, y_test), "unit": "fraction"}
     if not backend.is_writer:
         return None
@@ -232,12 +197,12 @@ def run(args: argparse.Namespace) -> dict | None:
     }
     if spread is not None:
         record_metrics["replica_weight_spread"] = {"value": spread, "unit": ""}
-    if args.cores:
-        record_metrics["cores"] = {"value": args.cores, "unit": "cores"}
-    if args.data_format != "NHWC":
-        record_metrics["data_format"] = {"value": args.data_format, "unit": ""}
-    fields = base_fields(args, tf.__version__, strategy=backend.name, nodes=nodes,
-                         processes_per_node=ppn, workers=backend.workers)
+    if config.cores:
+        record_metrics["cores"] = {"value": config.cores, "unit": "cores"}
+    if config.data_format != "NHWC":
+        record_metrics["data_format"] = {"value": config.data_format, "unit": ""}
+    fields = base_fields(config, tf_version=tf.__version__, nodes=nodes, processes_per_node=ppn,
+                         workers=backend.workers)
     fields["hosts"] = hosts
     reason = "" if all(math.isfinite(x) for x in losses) else "loss is not finite"
     return make_record(
@@ -248,30 +213,28 @@ def run(args: argparse.Namespace) -> dict | None:
         metrics=record_metrics)
 
 
-def base_fields(args: argparse.Namespace, tf_version: str = "", strategy: str | None = None,
-                nodes: int | None = None, processes_per_node: int | None = None,
-                workers: int | None = None) -> dict:
+def base_fields(config: TrainRun, *, tf_version: str = "", nodes: int | None = None,
+                processes_per_node: int | None = None, workers: int | None = None) -> dict:
     """Record fields that describe the configuration and where it ran (the plan's layout
     where the run did not report its own)."""
-    from archbench.campaign import config_id
-    nodes = nodes or args.nodes or 1
-    ppn = processes_per_node or args.processes_per_node or 1
+    nodes = nodes or config.nodes or 1
+    ppn = processes_per_node or config.processes_per_node or 1
     workers = workers or nodes * ppn
-    conf = dict(kind="train", model=args.model, data=args.data,
-                strategy=strategy or args.strategy, nodes=nodes, processes_per_node=ppn,
-                workers=workers, intra_threads=args.intra_threads,
-                inter_threads=args.inter_threads, batch_per_process=args.batch_size,
-                global_batch=args.batch_size * workers, image_size=args.image_size,
-                vendor_library="onednn", vendor_library_enabled=args.onednn == "on")
+    conf = dict(kind="train", model=config.model, data=config.data, strategy=config.strategy,
+                nodes=nodes, processes_per_node=ppn, workers=workers,
+                intra_threads=config.intra_threads, inter_threads=config.inter_threads,
+                batch_per_process=config.batch_size, global_batch=config.batch_size * workers,
+                image_size=config.image_size, vendor_library="onednn",
+                vendor_library_enabled=config.onednn == "on")
     return {**provenance.host_fields(), **conf, "experiment": "adhoc", "system": "local",
             "config_id": config_id(conf), "repetition": 0, "framework": "tensorflow",
-            "framework_version": tf_version, "warmup_steps": args.warmup_steps,
-            "measured_steps": args.steps}
+            "framework_version": tf_version, "warmup_steps": config.warmup_steps,
+            "measured_steps": config.steps}
 
 
-def failure_record(args: argparse.Namespace, status: str, reason: str, start: str) -> dict:
+def failure_record(config: TrainRun, *, status: str, reason: str, start: str) -> dict:
     """A record for a run that did not finish: status oom|failed with the reason."""
-    return make_record(**base_fields(args), start_time=start, end_time=provenance.now(),
+    return make_record(**base_fields(config), start_time=start, end_time=provenance.now(),
                        status=status, reason=reason[:500])
 
 
@@ -290,7 +253,7 @@ def worker_argv(measurement: dict, system: dict) -> list[str]:
             "--strategy", m.get("strategy", "single"),
             "--nodes", str(m.get("nodes", 1)),
             "--processes-per-node", str(m.get("processes_per_node", 1))]
-    if m.get("strategy") == "parameter_server":
+    if strategies.strategy(m.get("strategy", "single")).parameter_servers:
         argv += ["--parameter-servers", str(tuning.get("parameter_servers", 1))]
     if tuning.get("horovod_cycle_time_ms") is not None:
         argv += ["--horovod-cycle-time", f"{tuning['horovod_cycle_time_ms']:g}"]
@@ -310,47 +273,30 @@ def command_for(measurement: dict, system: dict) -> list[str]:
     if measurement.get("best_of"):
         raise ValueError(f"measurement {measurement.get('config_id')} is a placeholder for the "
                          f"best configuration of '{measurement['best_of']}'; resolve it first "
-                         "(archbench.experiments.resolve_best)")
-    from archbench.launch import launcher_argv
-    return launcher_argv(measurement, system, worker_argv(measurement, system))
-
-
-def error_summary(exc: BaseException) -> str:
-    """'<Type>: <message>' in one line; for TensorFlow's multi-line errors ("in user
-    code: ...traceback... ValueError: ...") the first line and the last meaningful one."""
-    lines = [x.strip() for x in str(exc).strip().splitlines() if x.strip()] or [""]
-    text = lines[0]
-    if len(lines) > 1 and len(lines[0]) < 40:
-        errors = [x for x in lines[1:] if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", x)]
-        text = f"{lines[0]} ... {(errors or lines)[-1]}"
-    return f"{type(exc).__name__}: {text}"
+                         "(archbench.tables.best.resolve_best)")
+    return strategies.launcher_argv(measurement, system, worker_argv(measurement, system))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: run, write the record; on OOM or error the writing worker writes a
     failure record (other workers only report the error and exit non-zero)."""
-    args = parse_args(argv)
+    config = parse_args(argv)
     start = provenance.now()
-    from archbench.distributed import launch_rank
-    writer = launch_rank(args.strategy) == 0
+    writer = strategies.launch_rank(config.strategy) == 0
     try:
-        record = run(args)
-    except MemoryError as exc:
-        if writer:
-            write_record(args.output, failure_record(args, "oom", f"MemoryError: {exc}", start))
-        print(f"archbench.train: oom: MemoryError: {exc}", file=sys.stderr)
-        return EXIT_BENCHMARK_FAILED
+        record = run(config)
     except Exception as exc:  # noqa: BLE001 - any framework error becomes a failure record
-        status = "oom" if type(exc).__name__ == "ResourceExhaustedError" else "failed"
-        summary = error_summary(exc)
-        traceback.print_exc(file=sys.stderr)
+        status, summary = exception_failure(exc)  # MemoryError, ResourceExhaustedError: oom
+        if not isinstance(exc, MemoryError):
+            traceback.print_exc(file=sys.stderr)
         if writer:
-            write_record(args.output, failure_record(args, status, summary, start))
+            write_record(config.output, failure_record(config, status=status, reason=summary,
+                                                       start=start))
         print(f"archbench.train: {status}: {summary}", file=sys.stderr)
         return EXIT_BENCHMARK_FAILED
     if record is None:
         return 0
-    write_record(args.output, record)
+    write_record(config.output, record)
     trend = {True: "decreasing", False: "NOT decreasing", None: "n/a"}[record["loss_decreased"]]
     print(f"{record['model']}: {record['throughput']:.2f} img/s, {record['strategy']} x "
           f"{record['workers']} (loss {record['loss_first']} -> {record['loss_last']}, {trend})")

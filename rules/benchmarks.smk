@@ -34,7 +34,7 @@ rule run_measurement:
 
 rule make_tfrecords:
     output:
-        directory("results/data/tfrecords"),
+        directory(GENERATED_TFRECORDS),
     log:
         "logs/make_tfrecords/tfrecords.log",
     params:

@@ -3,8 +3,9 @@ import json
 import sys
 from pathlib import Path
 
-from archbench.campaign import ConfigError, load_campaign, raw_path
 from archbench import plan as archbench_plan
+from archbench.campaign import ConfigError, load_campaign, raw_path
+from archbench.models import spec as model_spec
 from archbench.integrity import quarantine_invalid
 
 try:
@@ -14,11 +15,12 @@ except ConfigError as exc:
 
 MEASUREMENTS = {f"results/{raw_path(m)}": m for m in CAMPAIGN.measurements}
 SYSTEMS = CAMPAIGN.systems
-# `snakemake paper` (or --config regenerate_only=true) rebuilds tables, figures and the
-# report from the records already on disk and runs no benchmark.
-REGENERATE_ONLY = config.get("regenerate_only", False) or "paper" in sys.argv[1:]
-
-DRY_RUN = bool(workflow.dryrun) or any(a in ("-n", "--dry-run", "--dryrun") for a in sys.argv)
+# --config regenerate_only=true (`make paper`) rebuilds tables, figures and the report
+# from the records already on disk and runs no benchmark.
+REGENERATE_ONLY = bool(config.get("regenerate_only", False))
+DRY_RUN = workflow.output_settings.dryrun
+# The small JPEG TFRecord set rule make_tfrecords writes (a system's data_dir may name it).
+GENERATED_TFRECORDS = "results/data/tfrecords"
 
 # A corrupt or truncated record is never aggregated: it is moved aside and rerun.
 if workflow.is_main_process and not REGENERATE_ONLY:
@@ -60,10 +62,12 @@ def get_best_inputs(wildcards):
 
 
 def get_data_inputs(wildcards):
-    """The generated TFRecord set, for real-data runs on a system whose data_dir is it."""
+    """The generated TFRecord set, for real-data runs of a model that reads the system's
+    data_dir when that is the workflow's own TFRecord set."""
     m = get_measurement(wildcards)
     data_dir = SYSTEMS[m["system"]].get("data_dir", "")
-    if m.get("data") == "real" and m.get("model") != "digits_cnn" and data_dir == "results/data/tfrecords":
+    reads_data_dir = m["kind"] == "train" and model_spec(m["model"]).dataset == "imagenet"
+    if m.get("data") == "real" and reads_data_dir and data_dir == GENERATED_TFRECORDS:
         return [data_dir]
     return []
 

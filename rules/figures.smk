@@ -18,12 +18,13 @@ for _figure in FIGURE_NAMES:
             measurements="results/tables/measurements_all.csv",
         output:
             png=report(f"results/figures/{_figure}.png", category="Figures",
-                       caption=f"../report/captions/{_figure}.rst"),
+                       caption="../report/captions/figure.rst"),
             pdf=f"results/figures/{_figure}.pdf",
             svg=f"results/figures/{_figure}.svg",
         log:
             f"logs/plot_{_figure}/{_figure}.log",
         params:
             name=_figure,
+            caption=FIGURES[_figure].caption,
         script:
             "../scripts/plot_figure.py"

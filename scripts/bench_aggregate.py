@@ -1,6 +1,6 @@
 """Aggregation speed: collecting 10,000 result records and rebuilding every table.
 
-Generates ``--records`` fabricated records (``archbench.tables.fabricate``) as JSON files in
+Generates ``--records`` fabricated records (``archbench.testing``) as JSON files in
 a temporary directory laid out like ``results/raw``, then times, in one run:
 
   (a) ``archbench.collect.collect(paths)``: read + schema-validate + flatten every record;
@@ -31,9 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd  # noqa: E402
 
 from archbench import record as record_module  # noqa: E402
+from archbench import testing as fabricate
 from archbench.artifacts import write_table  # noqa: E402
 from archbench.collect import collect, records_to_frame  # noqa: E402
-from archbench.tables import build_tables, fabricate  # noqa: E402
+from archbench.tables import build_tables  # noqa: E402
 
 TARGET_S = 10.0
 

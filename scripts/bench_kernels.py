@@ -39,7 +39,7 @@ def seconds(func, repeat: int = 1) -> float:
     return best
 
 
-def compare(tf_step, ref_step, amount: float, rounds: int, repeat: int = 1) -> dict:
+def compare(tf_step, ref_step, *, amount: float, rounds: int, repeat: int = 1) -> dict:
     """Alternate TF and reference; rates are amount / best time of ``repeat`` calls."""
     tf_step(), ref_step()  # warm-up (tracing, first-touch of memory)
     tf_rates, ref_rates = [], []
@@ -56,8 +56,8 @@ def bench_matmul(n: int, tile: int, rounds: int) -> dict:
     mm = matmul.TiledMatmul(cluster.start(1), n, tile)
     a, b = mm.inputs()
     c = np.empty_like(a)
-    row = compare(mm.multiply, lambda: np.matmul(a, b, out=c), metrics.matmul_flops(n) / 1e9, rounds,
-                  repeat=3)
+    row = compare(mm.multiply, lambda: np.matmul(a, b, out=c), amount=metrics.matmul_flops(n) / 1e9,
+                  rounds=rounds, repeat=3)
     mm.cleanup()
     return {**row, "what": f"matmul N={n} tile={tile} fp32 vs numpy sgemm", "unit": "GFLOP/s"}
 
@@ -71,7 +71,7 @@ def bench_stream(n: int, rounds: int) -> dict:
         np.multiply(c, stream.SCALAR, out=a)
         np.add(a, b, out=a)
 
-    row = compare(lambda: s.run_op("triad"), numpy_triad, 24 * n / 1e9, rounds, repeat=5)
+    row = compare(lambda: s.run_op("triad"), numpy_triad, amount=24 * n / 1e9, rounds=rounds, repeat=5)
     return {**row, "what": f"STREAM triad {8 * n / 2**20:.0f} MiB arrays vs numpy", "unit": "GB/s"}
 
 
@@ -79,19 +79,21 @@ def bench_fft(n: int, tile: int, rounds: int) -> dict:
     from archbench.kernels import cluster, fft
     f = fft.TiledFFT(cluster.start(1), n, tile)
     x = f.input()
-    row = compare(f.transform, lambda: np.fft.fft(x), metrics.fft_flops(n) / 1e9, rounds, repeat=3)
+    row = compare(f.transform, lambda: np.fft.fft(x), amount=metrics.fft_flops(n) / 1e9, rounds=rounds,
+                  repeat=3)
     what = f"FFT N=2^{n.bit_length() - 1} tile=2^{tile.bit_length() - 1} complex128 vs numpy.fft"
     return {**row, "what": what, "unit": "GFLOP/s"}
 
 
 def bench_cg(n: int, iterations: int, rounds: int) -> dict:
     from scipy.sparse.linalg import cg as scipy_cg
-    from archbench.kernels import cluster, cg
+
+    from archbench.kernels import cg, cluster
     solver = cg.ConjugateGradient(cluster.start(1), n)
     a, b = solver.matrix(), cg.rhs_numpy(n)
     row = compare(lambda: solver.solve(iterations),
                   lambda: scipy_cg(a, b, rtol=0.0, atol=0.0, maxiter=iterations),
-                  metrics.cg_flops(n, iterations) / 1e9, rounds)
+                  amount=metrics.cg_flops(n, iterations) / 1e9, rounds=rounds)
     return {**row, "what": f"CG N={n} fp64 dense, {iterations} iterations vs scipy cg", "unit": "GFLOP/s"}
 
 

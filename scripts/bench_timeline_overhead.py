@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from archbench import train  # noqa: E402
+from archbench.tfenv import FRAMEWORK_ENV  # noqa: E402
 
 SYSTEM = {"launcher": "local", "sockets": 1, "cores_per_socket": 2, "nodes": 1}
 
@@ -35,7 +36,7 @@ def img_s(args, timeline: str | None) -> tuple[float, float | None]:
         "processes_per_node": 2, "strategy": "horovod", "env": {}, "tuning": {}}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rec.json"
-        env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
+        env = {**os.environ, **FRAMEWORK_ENV, "TF_CPP_MIN_LOG_LEVEL": "2",
                "OMPI_MCA_rmaps_base_oversubscribe": "1",
                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         argv = train.command_for(measurement, SYSTEM) + ["--output", str(out)]

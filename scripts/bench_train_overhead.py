@@ -15,7 +15,9 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+from archbench.tfenv import use_framework_env
+
+use_framework_env()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
@@ -70,6 +72,7 @@ def main(argv=None) -> int:
     p.add_argument("--repetitions", type=int, default=5)
     args = p.parse_args(argv)
     import tensorflow as tf
+
     from archbench.models import keras
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)

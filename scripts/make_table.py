@@ -6,6 +6,6 @@ from archbench.artifacts import make_table_files
 snakemake = globals()["snakemake"]
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(message)s")
 table = make_table_files(snakemake.params.name, snakemake.input.measurements,
-                         {k: snakemake.output[k] for k in ("csv", "md", "tex")},
+                         outputs={k: snakemake.output[k] for k in ("csv", "md", "tex")},
                          peak=snakemake.params.peak)
 logging.info("%s: %d rows", snakemake.params.name, len(table))

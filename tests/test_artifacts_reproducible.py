@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from archbench import testing as fabricate
 from archbench.artifacts import save_figure, write_table
 from archbench.figures import FIGURES, build_figure
 from archbench.record import flatten
-from archbench.tables import TABLES, build_tables, fabricate
+from archbench.tables import TABLES, build_tables
 
 HERE = Path(__file__).resolve().parent
 PEAK = {"sysb": {"gflops": 500.0, "unit": "GFLOP/s"}}

@@ -4,9 +4,9 @@ import copy
 
 import pytest
 import yaml
+from conftest import REPO
 
 from archbench.campaign import ConfigError, load_campaign, load_campaign_file, raw_path
-from conftest import REPO
 
 
 @pytest.fixture

@@ -93,12 +93,12 @@ def test_build_command(runtime):
 
 def test_exec_prefix_per_runtime():
     env = {"TF_USE_LEGACY_KERAS": "1", "OMP_NUM_THREADS": "2"}
-    assert c.exec_prefix("apptainer", "results/images/x.sif", ["/data:/data"], env) == [
+    assert c.exec_prefix("apptainer", "results/images/x.sif", binds=["/data:/data"], env=env) == [
         "apptainer", "exec", "--cleanenv", "--bind", "/data:/data",
         "--env", "TF_USE_LEGACY_KERAS=1", "--env", "OMP_NUM_THREADS=2", "results/images/x.sif"]
-    assert c.exec_prefix("singularity", Path("x.sif"), {"/a": "/b", "/c": "/d"}) == [
+    assert c.exec_prefix("singularity", Path("x.sif"), binds={"/a": "/b", "/c": "/d"}) == [
         "singularity", "exec", "--cleanenv", "--bind", "/a:/b", "--bind", "/c:/d", "x.sif"]
-    assert c.exec_prefix("none", "x.sif", ["/data:/data"], env) == []
+    assert c.exec_prefix("none", "x.sif", binds=["/data:/data"], env=env) == []
 
 
 def test_unknown_runtime_is_a_one_line_value_error():
@@ -111,7 +111,7 @@ def test_unknown_runtime_is_a_one_line_value_error():
 
 
 def test_shell_join_quotes():
-    argv = c.exec_prefix("apptainer", "my image.sif", ["/d:/d"], {"X": "a b"}) + ["python", "-c", "print(1)"]
+    argv = c.exec_prefix("apptainer", "my image.sif", binds=["/d:/d"], env={"X": "a b"}) + ["python", "-c", "print(1)"]
     assert c.shell_join(argv) == (
         "apptainer exec --cleanenv --bind /d:/d --env 'X=a b' 'my image.sif' python -c 'print(1)'")
 

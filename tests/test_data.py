@@ -25,7 +25,7 @@ def _labelled_shards(directory, files: int, per_file: int):
     for f in range(files):
         with tf.io.TFRecordWriter(str(directory / f"train-{f:05d}-of-{files:05d}")) as w:
             for i in range(per_file):
-                w.write(data._example(tf, jpeg, 1 + f * 100 + i, 8, "x").SerializeToString())
+                w.write(data._example(tf, jpeg, label=1 + f * 100 + i, size=8, name="x").SerializeToString())
 
 
 def _labels(ds, batches: int) -> set[int]:
@@ -53,7 +53,8 @@ def test_pipeline_yields_normalised_batches(tfrecords):
     assert images.shape == (4, 16, 16, 3) and images.dtype.name == "float32"
     assert -1.0 <= float(np.min(images)) and float(np.max(images)) <= 1.0
     assert labels.dtype.name == "int32" and set(labels.numpy()) <= set(range(5))
-    nchw = data.imagenet_dataset(tfrecords, 2, 16, 5, data_format="NCHW")
+    nchw = data.imagenet_dataset(tfrecords, batch_size=2, image_size=16, num_classes=5,
+                                  data_format="NCHW")
     assert next(iter(nchw))[0].shape == (2, 3, 16, 16)
 
 
@@ -66,16 +67,18 @@ def test_workers_read_disjoint_files(tmp_path):
     _labelled_shards(tmp_path, files=4, per_file=3)
     seen = []
     for shard in range(2):
-        ds = data.imagenet_dataset(tmp_path, 2, 8, 1000, shard_index=shard, num_shards=2,
-                                   training=False)
+        ds = data.imagenet_dataset(tmp_path, batch_size=2, image_size=8, num_classes=1000,
+                                   shard_index=shard, num_shards=2, training=False)
         seen.append({(label + 1) // 100 for label in _labels(ds, 20)})
     assert seen == [{0, 2}, {1, 3}]
 
 
 def test_fewer_files_than_workers_shards_records(tmp_path):
     _labelled_shards(tmp_path, files=1, per_file=6)
-    first = _labels(data.imagenet_dataset(tmp_path, 1, 8, 1000, 0, 2, training=False), 40)
-    second = _labels(data.imagenet_dataset(tmp_path, 1, 8, 1000, 1, 2, training=False), 40)
+    def shard(index):
+        return data.imagenet_dataset(tmp_path, batch_size=1, image_size=8, num_classes=1000,
+                                     shard_index=index, num_shards=2, training=False)
+    first, second = _labels(shard(0), 40), _labels(shard(1), 40)
     assert first == {0, 2, 4} and second == {1, 3, 5}
 
 
@@ -87,7 +90,8 @@ def test_missing_data_is_a_clear_error(tmp_path):
     with pytest.raises(data.DataError, match="no train-"):
         data.tfrecord_files(tmp_path)
     with pytest.raises(data.DataError, match="shard"):
-        data.imagenet_dataset(tmp_path, 1, 8, 10, shard_index=2, num_shards=2)
+        data.imagenet_dataset(tmp_path, batch_size=1, image_size=8, num_classes=10, shard_index=2,
+                              num_shards=2)
 
 
 def test_digits_split_and_batches():

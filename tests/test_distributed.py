@@ -19,8 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from archbench import distributed, train
+from archbench import distributed, strategies, tfcluster, train
 from archbench.record import read_record
+from archbench.tfenv import FRAMEWORK_ENV
 
 SYSTEM = {"launcher": "local", "sockets": 1, "cores_per_socket": 2, "nodes": 1}
 TINY = {
@@ -56,13 +57,13 @@ def horovod_ready() -> None:
     require(shutil.which("mpirun") is not None, "mpirun")
 
 
-def launch(measurement: dict, tmp_path: Path, weights: bool = True, system: dict = SYSTEM) -> dict:
+def launch(measurement: dict, tmp_path: Path, *, weights: bool = True, system: dict = SYSTEM) -> dict:
     """Run ``command_for(measurement, system)`` like the supervisor; return the record."""
     out = tmp_path / "rec.json"
     argv = train.command_for(measurement, system) + ["--output", str(out)]
     if weights:
         argv += ["--weights-out", str(tmp_path / "weights")]
-    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
+    env = {**os.environ, **FRAMEWORK_ENV, "TF_CPP_MIN_LOG_LEVEL": "2",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "OMPI_MCA_rmaps_base_oversubscribe": "1",
            **{k: str(v) for k, v in measurement["env"].items()}}
@@ -148,18 +149,18 @@ def test_parameter_server_one_ps_two_workers(tmp_path):
 # ---------------------------------------------------------------- process identity
 
 def test_launch_rank_from_the_environment(monkeypatch):
-    for name in distributed.RANK_VARIABLES + ("TF_CONFIG",):
+    for name in tfcluster.RANK_VARIABLES + ("TF_CONFIG",):
         monkeypatch.delenv(name, raising=False)
-    assert distributed.launch_rank("horovod") == 0
+    assert strategies.launch_rank("horovod") == 0
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "3")
-    assert distributed.launch_rank("horovod") == 3
-    assert distributed.launch_rank("single") == 0
+    assert strategies.launch_rank("horovod") == 3
+    assert strategies.launch_rank("single") == 0
     cluster = {"worker": ["a:1", "b:1"]}
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
-    assert distributed.launch_rank("mirrored") == 0
+    assert strategies.launch_rank("mirrored") == 0
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {**cluster, "chief": ["c:1"]},
                                                 "task": {"type": "worker", "index": 0}}))
-    assert distributed.launch_rank("parameter_server") == 1
+    assert strategies.launch_rank("parameter_server") == 1
 
 
 def test_pin_cores_restricts_affinity():

@@ -1,5 +1,5 @@
 """Campaign expansion of every training experiment type, `best` placeholders and their
-resolution from a (fabricated) hybrid summary, and schema errors."""
+resolution from (fabricated) hybrid records, and schema errors."""
 
 from __future__ import annotations
 
@@ -8,8 +8,12 @@ from collections import Counter
 import pandas as pd
 import pytest
 
+from archbench import tables
 from archbench.campaign import ConfigError, load_campaign, raw_path
-from archbench.experiments import MKL_ENV, hybrid_layouts, ppn_intra, resolve_best
+from archbench.experiment_types.hybrid import hybrid_layouts
+from archbench.experiment_types.inter_intra import MKL_ENV
+from archbench.experiment_types.ppn_sweep import ppn_intra
+from archbench.tables.best import resolve_best
 from archbench.train import command_for
 
 SYSTEM = {"arch": "x86_64", "sockets": 2, "cores_per_socket": 4, "nodes": 4,
@@ -116,13 +120,21 @@ def test_node_scaling_best_expands_to_placeholders():
         command_for(ms[0], SYSTEM)
 
 
+def hybrid_runs(rows) -> pd.DataFrame:
+    """Tidy rows of a hybrid sweep "hyb" on system "s": (model, p, t, batch, img/s or None)."""
+    return pd.DataFrame([dict(experiment="hyb", experiment_type="hybrid", system="s", kind="train",
+                              model=model, data="synthetic", strategy="horovod",
+                              vendor_library_enabled=True, nodes=1, processes_per_node=p,
+                              workers=p, intra_threads=t, inter_threads=1, batch_per_process=b,
+                              config_id=f"{model}_{p}x{t}_b{b}", throughput=v,
+                              throughput_unit="img/s", status="ok" if v else "oom")
+                         for model, p, t, b, v in rows])
+
+
 def fabricated_summary() -> pd.DataFrame:
-    rows = [("resnet50", 1, 8, 64, 10.0), ("resnet50", 2, 4, 64, 14.0), ("resnet50", 4, 2, 32, 13.0),
-            ("resnet50", 8, 1, 16, None), ("alexnet", 1, 8, 256, 90.0), ("alexnet", 8, 1, 32, 40.0)]
-    return pd.DataFrame([dict(experiment="hyb", system="s", model=model, data="synthetic",
-                              vendor_library_enabled=True, processes_per_node=p, intra_threads=t,
-                              inter_threads=1, batch_per_process=b, mean=v,
-                              status="ok" if v else "oom") for model, p, t, b, v in rows])
+    return hybrid_runs([("resnet50", 1, 8, 64, 10.0), ("resnet50", 2, 4, 64, 14.0),
+                        ("resnet50", 4, 2, 32, 13.0), ("resnet50", 8, 1, 16, None),
+                        ("alexnet", 1, 8, 256, 90.0), ("alexnet", 8, 1, 32, 40.0)])
 
 
 def test_resolve_best_takes_the_highest_mean_per_system_and_model():
@@ -144,15 +156,26 @@ def test_resolve_best_takes_the_highest_mean_per_system_and_model():
 
 
 def test_resolve_best_from_the_tidy_measurements_table():
-    tidy = pd.DataFrame([dict(experiment="hyb", system="s", model="resnet50", data="synthetic",
-                              vendor_library_enabled=True, processes_per_node=p,
-                              intra_threads=8 // p, inter_threads=1, batch_per_process=32,
-                              config_id=f"c{p}", throughput=v, status=st)
-                         for p, v, st in [(1, 5.0, "ok"), (1, 7.0, "ok"), (4, 6.5, "ok"),
-                                          (4, None, "timeout"), (8, 99.0, "failed")]])
+    tidy = hybrid_runs([("resnet50", 1, 8, 32, 5.0), ("resnet50", 1, 8, 32, 7.0),
+                        ("resnet50", 4, 2, 32, 6.5), ("resnet50", 4, 2, 32, None)])
     ms = expand({"type": "node_scaling", "models": ["resnet50"], "best": "hyb", "nodes": [2]})
     (m,) = resolve_best(ms, tidy)
     assert (m["processes_per_node"], m["intra_threads"]) == (4, 2)  # mean 6.5 > 6.0
+
+
+def test_the_hybrid_best_table_names_the_layout_node_scaling_runs():
+    # a vendor-off layout is fastest overall; node scaling (vendor on) must run the
+    # vendor-on winner, and the table must publish exactly that one for vendor on
+    on = hybrid_runs([("resnet50", 1, 8, 64, 10.0), ("resnet50", 2, 4, 64, 12.0)])
+    off = hybrid_runs([("resnet50", 4, 2, 64, 30.0)]).assign(vendor_library_enabled=False)
+    tidy = pd.concat([on, off], ignore_index=True)
+    ms = expand({"type": "node_scaling", "models": ["resnet50"], "best": "hyb", "nodes": [2]})
+    (m,) = resolve_best(ms, tidy)
+    table = tables.best_hybrid(tidy)
+    row = table[table["vendor_library_enabled"].eq(True)].iloc[0]
+    assert (m["processes_per_node"], m["intra_threads"], m["batch_per_process"]) == (2, 4, 64)
+    assert (row["processes_per_node"], row["intra_threads"], row["batch_per_process"]) == (2, 4, 64)
+    assert set(table["configuration"]) == {"2x4", "4x2"}  # one winner per vendor setting
 
 
 def test_resolve_best_without_results_raises_or_drops():
@@ -208,11 +231,22 @@ def test_schema_rejects_bad_experiments(experiment, message):
 
 
 def test_every_training_type_has_a_described_schema():
-    from archbench.campaign import EXPANDERS, load_schema
-    defs = load_schema("experiment")["$defs"]
+    from archbench.campaign import experiment_schema
+    from archbench.experiment_types import EXPERIMENT_TYPES
+    defs = experiment_schema()["$defs"]
     for kind in ("thread_scaling", "batch_sweep", "hybrid", "inter_intra", "ppn_sweep",
                  "node_scaling", "horovod_tuning"):
-        assert kind in EXPANDERS and defs[kind]["description"]
+        assert kind in EXPERIMENT_TYPES and defs[kind]["description"]
         assert defs[kind]["unevaluatedProperties"] is False
         for name, prop in defs[kind].get("properties", {}).items():
             assert prop.get("description"), f"{kind}.{name}"
+
+
+def test_every_type_feeds_registered_tables_and_figures():
+    from archbench.experiment_types import EXPERIMENT_TYPES, feeding
+    from archbench.figures import FIGURES
+    from archbench.tables import TABLES
+    for t in EXPERIMENT_TYPES.values():
+        assert t.tables and set(t.tables) <= set(TABLES), t.name
+        assert set(t.figures) <= set(FIGURES), t.name
+    assert feeding("node_scaling") == ["ppn_sweep", "node_scaling"]

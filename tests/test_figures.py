@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
+from archbench import testing as fabricate
 from archbench.artifacts import save_figure
 from archbench.figures import FIGURES, NO_DATA, build_figure
 from archbench.record import flatten
-from archbench.tables import fabricate
 
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-", "svg": b"<?xml"}
 

@@ -67,6 +67,7 @@ def test_reads_the_open_array_horovod_leaves_while_writing(tmp_path):
 def test_settled_events_waits_for_the_writer(tmp_path):
     import threading
     import time
+
     from archbench.horovod_timeline import settled_events
     path = tmp_path / "timeline.json"
     events = GRADIENTS + allreduce([1, 2])
@@ -107,7 +108,8 @@ def test_a_failed_count_never_costs_the_measurement(monkeypatch, capsys):
     """The count is extra: a timeline that cannot start or be read gives no count, and the
     run (whose record the caller writes next) goes on."""
     import itertools
-    from archbench.distributed import HorovodBackend
+
+    from archbench.strategies.horovod import HorovodBackend
     monkeypatch.setenv("HOROVOD_TIMELINE", "DYNAMIC")
     backend = object.__new__(HorovodBackend)
     backend.rank, backend._barrier = 0, lambda: None

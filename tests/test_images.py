@@ -6,15 +6,13 @@ verified only on a site; see README.)"""
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
 import sys
 
 import pytest
+from conftest import snakemake
 
 from archbench import provenance, run
 from archbench.campaign import load_campaign
-from conftest import REPO, snakemake
 
 SITE = {"arch": "x86_64", "nodes": 2, "sockets": 1, "cores_per_socket": 4,
         "memory_per_node_gb": 8, "partition": "cpu", "launcher": "srun",

@@ -10,12 +10,16 @@ from pathlib import Path
 import pytest
 
 from archbench.importer import (
-    ImportFormatError, find_mapping, import_files, load_mapping, read_import,
+    ImportFormatError,
+    find_mapping,
+    import_files,
+    load_mapping,
+    read_import,
 )
 from archbench.tables import node_scaling, summarise
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = REPO.parent / "shared" / "reference" / "cesga-2018-table3.csv"
+REFERENCE = REPO / "config" / "imports" / "cesga-2018-table3.csv"
 MAPPINGS = REPO / "config" / "imports"
 
 

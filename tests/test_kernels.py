@@ -1,5 +1,6 @@
 """HPC kernels in TensorFlow: single-worker correctness against numpy/scipy, the kernel
-experiment type, the schema, command_for, and the CLI writing valid records."""
+registry, the kernel experiment type, the schema, command_for, and the CLI writing valid
+records."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import numpy as np
 import pytest
 
 from archbench.campaign import ConfigError, load_campaign
-from archbench.kernels import command_for
-from archbench.kernels.common import split
+from archbench.kernels import KERNELS, command_for
+from archbench.kernels.cli import parse_args
+from archbench.kernels.common import KernelResult, KernelRun, split
+from archbench.kernels.spec import FLOP_RATE, KernelSpec, Setting
 from archbench.record import read_record
 
 pytestmark = pytest.mark.timeout(300)
@@ -23,6 +26,11 @@ def one():
     """A one-worker cluster: the kernels run in this process."""
     from archbench.kernels import cluster
     return cluster.start(1)
+
+
+def job(*argv: object) -> KernelRun:
+    """The KernelRun of a command line (``python -m archbench.kernels *argv``)."""
+    return parse_args([str(a) for a in argv])
 
 
 def stream_reference(arrays, iterations, s=3.0):
@@ -49,7 +57,7 @@ def test_stream_memory_matches_numpy(one):
 
 def test_stream_memory_result_and_units(one):
     from archbench.kernels.stream import run_memory
-    result = run_memory(one, 1 << 16, warmup=1, steps=2)
+    result = run_memory(one, job("stream", "--size", 1 << 16, "--warmup-steps", 1, "--steps", 2))
     assert result.throughput_unit == "GB/s" and result.throughput > 0
     assert set(result.metrics) >= {"copy", "scale", "add", "triad"}
     assert result.metrics["triad"]["value"] == result.throughput
@@ -79,6 +87,7 @@ def test_matmul_loads_tiles_from_disk_in_every_multiply(one, tmp_path):
     """The timed multiply reads its tiles from their files each time (nothing cached or
     folded into the graph): a tile rewritten between multiplies changes C."""
     import tensorflow as tf
+
     from archbench.kernels.matmul import TILE, TiledMatmul
     mm = TiledMatmul(one, 128, 64, scratch=str(tmp_path))
     mm.multiply()
@@ -94,10 +103,11 @@ def test_matmul_loads_tiles_from_disk_in_every_multiply(one, tmp_path):
 
 def test_matmul_run_reports_gflops_and_cleans_up(one, tmp_path):
     from archbench.kernels import matmul
-    result = matmul.run(one, 128, 64, warmup=1, steps=1, scratch=str(tmp_path), verify=True)
+    result = matmul.run(one, job("matmul", "--size", 128, "--tile-size", 64, "--warmup-steps", 1,
+                                 "--steps", 1, "--scratch", tmp_path, "--verify"))
     assert result.throughput_unit == "GFLOP/s" and result.throughput > 0
     assert result.metrics["max_relative_error"]["value"] < 1e-5
-    assert result.metrics["tile_products"]["value"] == 8
+    assert result.metrics["tile_products"]["value"] == 8 and result.tile_size == 64
     assert list(tmp_path.iterdir()) == []
 
 
@@ -129,6 +139,7 @@ def test_cg_converges_to_numpy_solution(one):
 
 def test_cg_fixed_iterations_match_scipy(one):
     from scipy.sparse.linalg import cg as scipy_cg
+
     from archbench.kernels.cg import ConjugateGradient, rhs_numpy
     solver = ConjugateGradient(one, 300)
     assert solver.solve(6) == 6  # CG trajectories on this matrix amplify rounding: few steps
@@ -138,7 +149,7 @@ def test_cg_fixed_iterations_match_scipy(one):
 
 def test_cg_run_reports_flops_of_iterations_done(one):
     from archbench.kernels import cg
-    result = cg.run(one, 128, iterations=40, warmup=1, steps=2)
+    result = cg.run(one, job("cg", "--size", 128, "--iterations", 40, "--warmup-steps", 1, "--steps", 2))
     assert result.metrics["iterations"]["value"] == 40
     assert 0 < result.metrics["residual"]["value"] < 1
     assert result.throughput == pytest.approx(40 * 2 * 128**2 * 2 / sum(result.step_times_s) / 1e9)
@@ -211,8 +222,8 @@ def test_kernel_experiment_rejects_bad_input(experiment, message):
 
 
 def test_schema_describes_every_kernel_key():
-    from archbench.campaign import load_schema
-    definition = load_schema("experiment")["$defs"]["kernel"]
+    from archbench.campaign import experiment_schema
+    definition = experiment_schema()["$defs"]["kernel"]
     assert definition["unevaluatedProperties"] is False
     assert {"$ref": "#/$defs/common"} in definition["allOf"]
     assert all("description" in spec for spec in definition["properties"].values())
@@ -233,10 +244,61 @@ def test_command_for_local_and_srun():
     assert "--output" not in local
     remote = command_for(by["matmul", 2], system)
     assert remote[0] == "srun" and "--ntasks=2" in remote and "--cpus-per-task=4" in remote
+    assert {"--nodes=2", "--distribution=block", "--export=ALL", "--kill-on-bad-exit=1"} <= set(remote)
+    assert remote[remote.index(sys.executable) + 2] == "archbench.kernels"
     cg = command_for(by["cg", 1], system)
     assert cg[cg.index("--iterations") + 1] == "500" and "--tolerance" in cg
     assert "--tile-size" not in cg
     assert command_for(by["matmul", 2], {**system, "launcher": "mpirun"})[0] == sys.executable
+
+
+# ---- the registry ----
+
+def test_registry_stays_free_of_tensorflow():
+    """The campaign loader imports the registry: no kernel module may import TensorFlow."""
+    code = ("import sys, archbench.kernels, archbench.kernels.cli, archbench.experiment_types.kernel\n"
+            "print('tensorflow' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False", proc.stderr[-2000:]
+
+
+def test_every_registered_kernel_has_a_subcommand_with_its_defaults():
+    for name, spec in KERNELS.items():
+        run = job(name, "--size", 64)
+        assert (run.kernel, run.size, run.tile_size, run.workers) == (name, 64, None, 1)
+        assert (run.warmup_steps, run.steps) == spec.steps
+        assert {s.name: s.default for s in spec.settings}.items() <= dict(run.options).items()
+    assert job("matmul", "--size", 8, "--reducers", 2, "--steps", 4).option("reducers") == 2
+    assert job("cg", "--size", 8, "--steps", 4).steps == 4
+    with pytest.raises(SystemExit):
+        parse_args(["cg", "--size", "8", "--tile-size", "4"])  # cg is not tiled
+
+
+def test_a_new_kernel_needs_only_its_spec(monkeypatch):
+    """A spec in the registry gets a subcommand, an expansion with its settings and
+    defaults, and a worker command line."""
+    from archbench.experiment_types.kernel import expand
+    toy = KernelSpec(name="toy", help="a toy kernel", unit="GFLOP/s", measures=FLOP_RATE,
+                     size_help="N", run=lambda cluster, job: KernelResult(1.0, "GFLOP/s", [1.0], 0),
+                     steps=(0, 2), tile_help="elements per tile", power_of_two=True,
+                     settings=(Setting(name="sweeps", type=int, default=3, help="sweeps per step"),))
+    monkeypatch.setitem(KERNELS, "toy", toy)
+    run = job("toy", "--size", 16, "--tile-size", 4, "--sweeps", 5)
+    assert (run.option("sweeps"), run.tile_size, run.warmup_steps, run.steps) == (5, 4, 0, 2)
+    system = {"nodes": 1, "cores_per_socket": 4, "vendor_library": "none", "launcher": "local"}
+    (conf,) = expand({"kernels": ["toy"], "sizes": [16], "tile_sizes": [4], "sweeps": 7}, system)
+    assert conf["tuning"] == {"sweeps": 7} and conf["throughput_unit"] == "GFLOP/s"
+    assert (conf["warmup_steps"], conf["measured_steps"], conf["tile_size"]) == (0, 2, 4)
+    argv = command_for(conf, system)
+    assert argv[argv.index("--sweeps") + 1] == "7" and argv[argv.index("--tile-size") + 1] == "4"
+    with pytest.raises(ConfigError, match="powers of two"):
+        expand({"kernels": ["toy"], "sizes": [12]}, system)
+
+
+def test_tables_classify_kernels_by_what_their_spec_measures():
+    from archbench.tables.kernels import measures_bandwidth
+    assert measures_bandwidth("stream") and measures_bandwidth("stream_comm")
+    assert not any(measures_bandwidth(k) for k in ("matmul", "cg", "fft", "lu", None, float("nan")))
 
 
 # ---- the CLI ----

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_kernels import job, stream_reference
 
 from archbench.record import read_record
-from test_kernels import stream_reference
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -73,7 +73,8 @@ def test_stream_comm_adds_the_pushed_vector(two):
     for _ in range(3):
         comm.push()
     np.testing.assert_allclose(comm.received.numpy(), 3 * comm.message.numpy(), rtol=1e-15)
-    result = run_comm(two, 2, warmup=1, steps=2)
+    result = run_comm(two, job("stream_comm", "--size", 2, "--workers", 2, "--warmup-steps", 1,
+                               "--steps", 2))
     assert result.throughput_unit == "MB/s" and result.throughput > 0
 
 
@@ -91,6 +92,7 @@ def test_matmul_two_workers_matches_numpy(two, reducers, tmp_path):
 
 def test_cg_two_workers_matches_numpy_and_scipy(two):
     from scipy.sparse.linalg import cg as scipy_cg
+
     from archbench.kernels.cg import ConjugateGradient, rhs_numpy
     solver = ConjugateGradient(two, 201)  # uneven row blocks: 101 + 100
     assert "task:1" in solver.a[1].device and solver.rows == [(0, 101), (101, 201)]

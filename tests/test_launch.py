@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from archbench import distributed, launch
+from archbench import launch, slurm, strategies, tfcluster
 
 # The chief lingers so the servers (stopped once it exits) have printed their config.
 SHOW_CONFIG = ("-c", "import json, os, sys, time; c = json.loads(os.environ['TF_CONFIG']); "
@@ -19,7 +19,7 @@ SHOW_CONFIG = ("-c", "import json, os, sys, time; c = json.loads(os.environ['TF_
 
 
 def test_spawner_gives_every_task_a_tf_config(capfd):
-    assert launch.spawn(2, 1, True, list(SHOW_CONFIG)) == 0
+    assert launch.spawn(list(SHOW_CONFIG), workers=2, ps=1, chief=True) == 0
     configs = [json.loads(line) for line in capfd.readouterr().out.splitlines() if line.startswith("{")]
     tasks = sorted((c["task"]["type"], c["task"]["index"]) for c in configs)
     assert tasks == [("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1)]
@@ -31,13 +31,13 @@ def test_spawner_gives_every_task_a_tf_config(capfd):
 def test_spawner_stops_servers_once_the_chief_is_done():
     script = ("import json, os, sys, time; t = json.loads(os.environ['TF_CONFIG'])['task']; "
               "time.sleep(0 if t['type'] == 'chief' else 600)")
-    assert launch.spawn(1, 1, True, ["-c", script], grace_s=2) == 0
+    assert launch.spawn(["-c", script], workers=1, ps=1, chief=True, grace_s=2) == 0
 
 
 def test_spawner_reports_a_failing_worker():
     script = ("import json, os, sys, time; t = json.loads(os.environ['TF_CONFIG'])['task']; "
               "sys.exit(5) if t['index'] == 1 else time.sleep(600)")
-    assert launch.spawn(2, 0, False, ["-c", script], grace_s=2) == 5
+    assert launch.spawn(["-c", script], workers=2, grace_s=2) == 5
 
 
 def test_spawner_cli_needs_a_command():
@@ -56,23 +56,23 @@ def test_slurm_job_step_becomes_a_tf_cluster(monkeypatch):
     # cluster_resolver sets TF_CONFIG itself: setenv records that it must go afterwards
     # (a leaked TF_CONFIG would become the cluster of every later run from this process).
     monkeypatch.setenv("TF_CONFIG", "")
-    monkeypatch.setattr(launch, "node_address", lambda node: node)
-    resolver = launch.cluster_resolver("parameter_server", parameter_servers=1)
+    monkeypatch.setattr(slurm, "node_address", lambda node: node)
+    resolver = tfcluster.cluster_resolver(chief=True, parameter_servers=1)
     spec = resolver.cluster_spec().as_dict()
     assert spec == {"chief": ["n1:21001"], "ps": ["n1:21002"], "worker": ["n2:21003", "n2:21004"]}
     assert (resolver.task_type, resolver.task_id) == ("worker", 0)
-    assert distributed.launch_rank("parameter_server") == 1
+    assert strategies.launch_rank("parameter_server") == 1
     monkeypatch.setenv("TF_CONFIG", "")
-    with pytest.raises(distributed.LaunchError, match="cannot hold"):
-        launch.cluster_resolver("parameter_server", parameter_servers=3)
+    with pytest.raises(tfcluster.LaunchError, match="cannot hold"):
+        tfcluster.cluster_resolver(chief=True, parameter_servers=3)
     monkeypatch.setenv("SLURM_PROCID", "0")
-    mirrored = launch.slurm_tf_config({"worker": 4})
+    mirrored = tfcluster.slurm_tf_config({"worker": 4})
     assert mirrored["task"] == {"type": "worker", "index": 0}
     assert len(set(mirrored["cluster"]["worker"])) == 4
 
 
 def test_node_names_that_resolve_are_kept():
-    assert launch.node_address("localhost") == "localhost"
+    assert slurm.node_address("localhost") == "localhost"
 
 
 def test_no_tf_config_is_left_behind():

@@ -7,11 +7,12 @@ import copy
 import re
 
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
-
-from archbench import campaign
-from archbench.campaign import ConfigError, load_campaign, load_campaign_file
 from conftest import REPO
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from archbench import systems
+from archbench.campaign import ConfigError, load_campaign, load_campaign_file
 
 TINY = yaml.safe_load((REPO / "tests" / "campaigns" / "tiny.yaml").read_text())
 LOCAL = yaml.safe_load((REPO / "config" / "systems" / "local.yaml").read_text())
@@ -104,7 +105,7 @@ def test_arbitrary_text_as_campaign_file(tmp_path, text):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(mutated(LOCAL), st.booleans())
 def test_malformed_system_files(tmp_path, monkeypatch, system, as_text):
-    monkeypatch.setattr(campaign, "SYSTEM_DIR", tmp_path)
+    monkeypatch.setattr(systems, "SYSTEM_DIR", tmp_path)
     text = yaml.safe_dump(system) if not as_text else yaml.safe_dump(system)[: len(str(system)) // 2] + ": ["
     (tmp_path / "local.yaml").write_text(text)
     try:

@@ -10,14 +10,13 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import copy_workflow, snakemake, tool_env
 
 from archbench.campaign import load_campaign_file, raw_path
-from conftest import copy_workflow, snakemake, tool_env
 
 pytestmark = pytest.mark.workflow
 

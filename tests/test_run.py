@@ -7,6 +7,7 @@ import pytest
 
 from archbench import run
 from archbench.campaign import config_id, load_campaign
+from archbench.failures import exit_failure
 from archbench.record import read_record
 
 SYSTEM = {"name": "local", "arch": "x86_64", "nodes": 1, "sockets": 1, "cores_per_socket": 2,
@@ -29,7 +30,7 @@ def measurement(**overrides):
 
 def supervise(tmp_path, m):
     out = tmp_path / "raw" / "rep0.json"
-    record = run.supervise(m, SYSTEM, out, tmp_path / "logs" / "rep0.worker.log")
+    record = run.supervise(m, SYSTEM, output=out, log_path=tmp_path / "logs" / "rep0.worker.log")
     assert read_record(out) == record
     assert not list(out.parent.glob(".*"))  # no scratch file left behind
     return record
@@ -118,7 +119,7 @@ def test_cli_writes_record_and_exits_zero_on_failure(tmp_path):
     ("", "oom"),
 ])
 def test_killed_step_is_classified_by_what_slurm_said(log, status):
-    assert run.classify_failure(137, log)[0] == status
+    assert exit_failure(137, log)[0] == status
 
 
 def test_an_inherited_tf_config_does_not_reach_the_worker(tmp_path, monkeypatch):

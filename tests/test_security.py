@@ -5,9 +5,9 @@ import copy
 
 import pytest
 import yaml
+from conftest import REPO, snakemake
 
 from archbench.campaign import ConfigError, load_campaign
-from conftest import REPO, snakemake
 
 HOSTILE = ["; rm -rf ~", "$(touch /tmp/pwned)", "`id`", "debug\nrm -rf /", "a && b", "x' y"]
 

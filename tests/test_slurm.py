@@ -10,7 +10,6 @@ import subprocess
 
 import pandas as pd
 import pytest
-
 from conftest import REPO, copy_workflow, in_ci, snakemake, tool_env
 
 pytestmark = pytest.mark.slurm

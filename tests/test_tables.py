@@ -165,7 +165,7 @@ def test_best_hybrid_per_system_and_model():
     configs = tables.hybrid_configurations(df)
     assert set(configs["configuration"]) == {"1x4", "2x2", "4x1"}
     best = tables.best_hybrid(df)
-    assert len(best) == 3
+    assert len(best) == 3 and set(best["experiment"]) == {"hyb"}
     a = only(best, system="sysa", model="resnet50")
     assert a["configuration"] == "2x2" and a["img_s"] == pytest.approx(60.0)
     assert a["n_configurations"] == 3 and a["status"] == "ok"

@@ -10,8 +10,9 @@ import sys
 import pytest
 
 from archbench import train
-from archbench.distributed import LaunchError
+from archbench.failures import error_summary
 from archbench.record import read_record
+from archbench.tfcluster import LaunchError
 
 # In-process runs share one TensorFlow context: keep the default thread pools (0/0).
 TINY = ["--model", "small_cnn", "--batch-size", "4", "--image-size", "32", "--num-classes", "10",
@@ -113,8 +114,8 @@ def test_nchw_without_onednn_fails_clearly(tmp_path):
 
 def test_error_summary_finds_the_real_error():
     exc = ValueError("in user code:\n\n  File x, line 1\n    foo\n\n  ValueError: the cause\n")
-    assert train.error_summary(exc) == "ValueError: in user code: ... ValueError: the cause"
-    assert train.error_summary(RuntimeError("one line")) == "RuntimeError: one line"
+    assert error_summary(exc) == "ValueError: in user code: ... ValueError: the cause"
+    assert error_summary(RuntimeError("one line")) == "RuntimeError: one line"
 
 
 # ---------------------------------------------------------------- command_for

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import REPO, snakemake
 
 from archbench.campaign import load_campaign_file
-from conftest import REPO, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -45,7 +45,7 @@ def test_invalid_campaign_stops_before_any_job_with_one_line(workflow_copy, edit
     proc = snakemake(workflow_copy, "--profile", "profiles/local", "--configfile", "tiny.yaml",
                      check=False, timeout=120)
     assert proc.returncode != 0
-    errors = [l for l in (proc.stdout + proc.stderr).splitlines() if l.startswith("archbench:")]
+    errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("archbench:")]
     assert len(errors) == 1 and key in errors[0], proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (workflow_copy / "results").exists()
@@ -154,10 +154,31 @@ def test_paper_regenerates_byte_identical_artifacts_without_benchmarks(tiny_run)
     raw_before = {p: p.stat().st_mtime_ns for p in (tiny_run / "results/raw").rglob("*.json")}
     for _ in range(2):
         proc = snakemake(tiny_run, "paper", "--profile", "profiles/local", "--configfile", "tiny.yaml",
-                         "--forcerun", "collect_measurements", timeout=900)
+                         "--config", "regenerate_only=true", "--forcerun", "collect_measurements",
+                         timeout=900)
         assert "run_measurement" not in proc.stdout + proc.stderr
         assert artifacts() == before
     assert {p: p.stat().st_mtime_ns for p in raw_before} == raw_before
+
+
+def test_paper_without_regenerate_only_says_how_and_runs_nothing(tiny_run):
+    proc = snakemake(tiny_run, "paper", "--profile", "profiles/local", "--configfile", "tiny.yaml",
+                     "-n", check=False)
+    assert proc.returncode != 0 and "regenerate_only=true" in proc.stdout + proc.stderr
+
+
+def test_editing_an_import_sidecar_rebuilds_the_merged_table(workflow_copy):
+    imports = workflow_copy / "config/imports"
+    (workflow_copy / "imp.yaml").write_text((workflow_copy / "tiny.yaml").read_text()
+                                            + "imports: [config/imports/cesga-2018-table3.csv]\n")
+    snakemake(workflow_copy, "results/tables/measurements_all.csv", "--profile", "profiles/local",
+              "--configfile", "imp.yaml", "--config", "regenerate_only=true", timeout=300)
+    sidecar = imports / "cesga-2018-table3.yaml"
+    sidecar.write_text(sidecar.read_text() + "\n# edited\n")
+    proc = snakemake(workflow_copy, "results/tables/measurements_all.csv", "--profile",
+                     "profiles/local", "--configfile", "imp.yaml", "--config",
+                     "regenerate_only=true", "-n", timeout=300)
+    assert "merge_measurements" in proc.stdout + proc.stderr
 
 
 def test_report_is_built(tiny_run):

@@ -8,9 +8,17 @@ from matplotlib.figure import Figure
 
 from archbench import tables
 from archbench.figures.style import (
-    label_column, log2_axis, mark_failures, no_data, ordered, panels, shared_legend, style,
+    facets,
+    label_column,
+    log2_axis,
+    mark_failures,
+    no_data,
+    ordered,
+    panels,
+    series_plot,
+    shared_legend,
+    style,
 )
-from archbench.figures.training import _facets, _series_plot
 
 
 def kernel_gflops(df: pd.DataFrame) -> Figure:
@@ -21,7 +29,7 @@ def kernel_gflops(df: pd.DataFrame) -> Figure:
         return no_data(title)
     table["size"] = label_column(table, ["problem_size", "tile_size"], ["N=", "tile "])
     with style():
-        groups = _facets(table, ["system", "kernel"])
+        groups = facets(table, ["system", "kernel"])
         figure, axes = panels(len(groups))
         sizes = table[["problem_size", "tile_size"]].astype(float).fillna(-1)
         hue_order = list(dict.fromkeys(
@@ -29,8 +37,8 @@ def kernel_gflops(df: pd.DataFrame) -> Figure:
             .sort_values(["_n", "_t"], kind="mergesort")["size"]))
         for ax, (name, part) in zip(axes, groups):
             ok = part[part["gflops"].notna()]
-            _series_plot(ax, ok, "workers", "gflops", "size", hue_order,
-                         low="gflops_min", high="gflops_max")
+            series_plot(ax, ok, x="workers", y="gflops", hue="size", hue_order=hue_order,
+                        low="gflops_min", high="gflops_max")
             mark_failures(ax, part.loc[part["gflops"].isna(), "workers"].tolist())
             log2_axis(ax, "x", part["workers"])
             ax.set(title=name, xlabel="workers", ylabel="GFLOP/s")
@@ -47,13 +55,13 @@ def stream_bandwidth(df: pd.DataFrame) -> Figure:
         return no_data(title)
     table["series"] = label_column(table, ["kernel", "workers", "nodes"], ["", "workers ", "nodes "])
     with style():
-        groups = _facets(table, ["system"])
+        groups = facets(table, ["system"])
         figure, axes = panels(len(groups))
         hue_order = ordered(table["series"])
         for ax, (name, part) in zip(axes, groups):
             ok = part[part["bandwidth_gb_s"].notna()]
-            _series_plot(ax, ok, "problem_size", "bandwidth_gb_s", "series", hue_order,
-                         low="bandwidth_min", high="bandwidth_max")
+            series_plot(ax, ok, x="problem_size", y="bandwidth_gb_s", hue="series", hue_order=hue_order,
+                        low="bandwidth_min", high="bandwidth_max")
             mark_failures(ax, part.loc[part["bandwidth_gb_s"].isna(), "problem_size"].tolist())
             log2_axis(ax, "x", part["problem_size"])
             ax.set(title=name, xlabel="size (bytes)", ylabel="bandwidth (GB/s)", ylim=(0, None))

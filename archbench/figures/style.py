@@ -66,7 +66,7 @@ def label_column(frame: pd.DataFrame, columns: Sequence[str], names: Sequence[st
             text = col.map(lambda v: "vendor lib on" if v is True else
                            "vendor lib off" if v is False else "")
         else:
-            text = col.map(lambda v: "" if v is None or v is pd.NA or
+            text = col.map(lambda v, name=name: "" if v is None or v is pd.NA or
                            (isinstance(v, float) and math.isnan(v)) else f"{name}{v}")
         parts.append(text)
     joined = parts[0].astype(str) if parts else pd.Series("", index=frame.index)
@@ -145,3 +145,29 @@ def _short(value: float) -> str:
         if value >= factor and value % factor == 0:
             return f"{int(value // factor)}{suffix}"
     return f"{int(value)}" if value.is_integer() else f"{value:g}"
+
+
+def facets(frame: pd.DataFrame, columns: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """(panel title, rows) per distinct value of ``columns``, in sorted order."""
+    frame = frame.assign(_panel=label_column(frame, columns))
+    return [(title, frame[frame["_panel"] == title]) for title in ordered(frame["_panel"])]
+
+
+def series_plot(ax, data: pd.DataFrame, *, x: str, y: str, hue: str, hue_order: list,
+                style_col: str | None = None, style_order: list | None = None,
+                low: str | None = None, high: str | None = None) -> None:
+    """Mean lines with markers (and min-max error bars when ``low``/``high`` are given)."""
+    colours = dict(zip(hue_order, palette(len(hue_order))))
+    marks = {"markers": True, "dashes": True} if style_col else {"marker": "o"}
+    sns.lineplot(data=data, x=x, y=y, hue=hue, hue_order=hue_order, palette=colours,
+                 style=style_col, style_order=style_order, errorbar=None, estimator=None,
+                 sort=True, ax=ax, **marks)
+    if low and high:
+        for level in hue_order:
+            part = data[data[hue] == level]
+            if part.empty:
+                continue
+            lower = (part[y] - part[low]).clip(lower=0)
+            upper = (part[high] - part[y]).clip(lower=0)
+            ax.errorbar(part[x].astype(float), part[y], yerr=[lower, upper], fmt="none",
+                        ecolor=colours[level], elinewidth=0.8, capsize=2)

@@ -13,40 +13,23 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from archbench import tables
 from archbench.figures.style import (
-    label_column, log2_axis, mark_failures, no_data, ordered, palette, panels, shared_legend,
+    facets,
+    label_column,
+    log2_axis,
+    mark_failures,
+    no_data,
+    ordered,
+    palette,
+    panels,
+    series_plot,
+    shared_legend,
     style,
 )
 from archbench.tables.common import HAS_MEAN
 
 
-def _series_plot(ax, data: pd.DataFrame, x: str, y: str, hue: str, hue_order: list,
-                 style_col: str | None = None, style_order: list | None = None,
-                 low: str | None = None, high: str | None = None) -> None:
-    """Mean lines with markers (and min-max error bars when ``low``/``high`` are given)."""
-    colours = dict(zip(hue_order, palette(len(hue_order))))
-    marks = {"markers": True, "dashes": True} if style_col else {"marker": "o"}
-    sns.lineplot(data=data, x=x, y=y, hue=hue, hue_order=hue_order, palette=colours,
-                 style=style_col, style_order=style_order, errorbar=None, estimator=None,
-                 sort=True, ax=ax, **marks)
-    if low and high:
-        for level in hue_order:
-            part = data[data[hue] == level]
-            if part.empty:
-                continue
-            lower = (part[y] - part[low]).clip(lower=0)
-            upper = (part[high] - part[y]).clip(lower=0)
-            ax.errorbar(part[x].astype(float), part[y], yerr=[lower, upper], fmt="none",
-                        ecolor=colours[level], elinewidth=0.8, capsize=2)
-
-
 def _failed_x(frame: pd.DataFrame, x: str, status: str = "status") -> list:
     return frame.loc[~frame[status].isin(HAS_MEAN) & frame[x].notna(), x].tolist()
-
-
-def _facets(frame: pd.DataFrame, columns: list[str]) -> list[tuple[str, pd.DataFrame]]:
-    """(panel title, rows) per distinct value of ``columns``, in sorted order."""
-    frame = frame.assign(_panel=label_column(frame, columns))
-    return [(title, frame[frame["_panel"] == title]) for title in ordered(frame["_panel"])]
 
 
 def thread_scaling(df: pd.DataFrame) -> Figure:
@@ -59,14 +42,13 @@ def thread_scaling(df: pd.DataFrame) -> Figure:
     table["batch"] = table["batch_per_process"].map(lambda b: f"batch {b}")
     table["vendor"] = label_column(table, ["vendor_library_enabled"])
     with style():
-        groups = _facets(table, ["system", "model"])
+        groups = facets(table, ["system", "model"])
         figure, axes = panels(len(groups))
         hue_order = [f"batch {b}" for b in ordered(table["batch_per_process"])]
         style_order = ordered(table["vendor"]) if table["vendor"].ne("").any() else None
         for ax, (name, part) in zip(axes, groups):
             ok = part[part["img_s"].notna()]
-            _series_plot(ax, ok, "threads", "img_s", "batch", hue_order,
-                         "vendor" if style_order else None, style_order, "img_s_min", "img_s_max")
+            series_plot(ax, ok, x="threads", y="img_s", hue="batch", hue_order=hue_order, style_col="vendor" if style_order else None, style_order=style_order, low="img_s_min", high="img_s_max")
             mark_failures(ax, _failed_x(part, "threads"))
             log2_axis(ax, "x", part["threads"])
             ax.set(title=name, xlabel="intra-op threads", ylabel="img/s")
@@ -84,12 +66,12 @@ def thread_efficiency(df: pd.DataFrame) -> Figure:
     table["series"] = label_column(table, ["model", "batch_per_process", "vendor_library_enabled"],
                                    ["", "batch ", ""])
     with style():
-        groups = _facets(table, ["system"])
+        groups = facets(table, ["system"])
         figure, axes = panels(len(groups), sharey=True)
         hue_order = ordered(table["series"])
         for ax, (name, part) in zip(axes, groups):
             ok = part[part["efficiency"].notna()]
-            _series_plot(ax, ok, "threads", "efficiency", "series", hue_order)
+            series_plot(ax, ok, x="threads", y="efficiency", hue="series", hue_order=hue_order)
             mark_failures(ax, _failed_x(part, "threads"))
             ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
             log2_axis(ax, "x", part["threads"])
@@ -107,12 +89,12 @@ def vendor_speedup(df: pd.DataFrame) -> Figure:
         return no_data(title)
     table["series"] = label_column(table, ["model", "batch_per_process"], ["", "batch "])
     with style():
-        groups = _facets(table, ["system", "vendor_library"])
+        groups = facets(table, ["system", "vendor_library"])
         figure, axes = panels(len(groups), sharey=True)
         hue_order = ordered(table["series"])
         for ax, (name, part) in zip(axes, groups):
             ok = part[part["speedup"].notna()]
-            _series_plot(ax, ok, "intra_threads", "speedup", "series", hue_order)
+            series_plot(ax, ok, x="intra_threads", y="speedup", hue="series", hue_order=hue_order)
             mark_failures(ax, part.loc[part["speedup"].isna(), "intra_threads"].tolist())
             ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
             log2_axis(ax, "x", part["intra_threads"])
@@ -131,7 +113,7 @@ def hybrid_configurations(df: pd.DataFrame) -> Figure:
         return no_data(title)
     table["batch"] = table["batch_per_process"].map(lambda b: f"batch {b}")
     with style():
-        groups = _facets(table, ["system", "model"])
+        groups = facets(table, ["system", "model"])
         figure, axes = panels(len(groups))
         hue_order = [f"batch {b}" for b in ordered(table["batch_per_process"])]
         colours = dict(zip(hue_order, palette(len(hue_order))))
@@ -167,13 +149,13 @@ def node_scaling(df: pd.DataFrame) -> Figure:
         return no_data(title)
     table["series"] = label_column(table, ["model", "data", "strategy"])
     with style():
-        groups = _facets(table, ["system"])
+        groups = facets(table, ["system"])
         figure, axes = panels(len(groups))
         hue_order = ordered(table["series"])
         colours = dict(zip(hue_order, palette(len(hue_order))))
         for ax, (name, part) in zip(axes, groups):
             ok = part[part["img_s"].notna()]
-            _series_plot(ax, ok, "count", "img_s", "series", hue_order)
+            series_plot(ax, ok, x="count", y="img_s", hue="series", hue_order=hue_order)
             for level, series in part.groupby("series", sort=True):
                 counts = np.array(sorted(series["count"].dropna().astype(float).unique()))
                 base = series["img_s_baseline"].dropna()
@@ -236,7 +218,7 @@ def io_overhead(df: pd.DataFrame) -> Figure:
         ax = axes[0]
         hue_order = ordered(table["series"])
         ok = table[table["io_overhead_percent"].notna()]
-        _series_plot(ax, ok, "nodes", "io_overhead_percent", "series", hue_order)
+        series_plot(ax, ok, x="nodes", y="io_overhead_percent", hue="series", hue_order=hue_order)
         mark_failures(ax, table.loc[table["io_overhead_percent"].isna(), "nodes"].tolist())
         ax.axhline(0.0, color="0.5", lw=0.8, ls=":")
         log2_axis(ax, "x", table["nodes"])
@@ -259,7 +241,7 @@ def horovod_tuning(df: pd.DataFrame) -> Figure:
     table["_fusion"] = table["fusion_threshold_mb"].map(lambda v: f"fusion {v:g} MiB")
     table["_cycle"] = table["cycle_time_ms"].map(lambda v: f"cycle {v:g} ms")
     with style():
-        groups = _facets(table.assign(layout=table["nodes"].astype(str) + " node(s) x "
+        groups = facets(table.assign(layout=table["nodes"].astype(str) + " node(s) x "
                                       + table["processes_per_node"].astype(str)),
                          ["system", "model", "layout"])
         figure, axes = panels(len(groups))

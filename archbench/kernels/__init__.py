@@ -8,31 +8,47 @@
 
 Each run writes one JSON record (kind "kernel"). Workers are TensorFlow servers: local
 processes spawned by the CLI, or Slurm tasks when launched with ``srun`` (see cluster.py).
-This module stays free of TensorFlow imports: the campaign loader imports it.
+
+Every kernel is one module holding its :class:`~archbench.kernels.spec.KernelSpec`, and
+one line in ``KERNELS`` below. This package stays free of TensorFlow imports: the
+campaign loader imports it.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
-KERNELS = ("stream", "stream_comm", "matmul", "cg", "fft")
-UNITS = {"stream": "GB/s", "stream_comm": "MB/s", "matmul": "GFLOP/s", "cg": "GFLOP/s",
-         "fft": "GFLOP/s"}
-# (warmup, measured) repetitions of the whole kernel inside one run.
-STEPS = {"stream": (2, 10), "stream_comm": (2, 10), "matmul": (1, 3), "cg": (1, 1), "fft": (1, 5)}
+from archbench.kernels import cg, fft, matmul, stream
+from archbench.kernels.spec import KernelSpec, option_flag
+from archbench.slurm import srun_argv
+from archbench.systems import cpus_per_process
+
+KERNELS: dict[str, KernelSpec] = {spec.name: spec for spec in (
+    stream.STREAM,
+    stream.STREAM_COMM,
+    matmul.SPEC,
+    cg.SPEC,
+    fft.SPEC,
+)}
+
+
+def spec_of(name: str) -> KernelSpec:
+    """The spec of kernel ``name``."""
+    if name not in KERNELS:
+        raise ValueError(f"unknown kernel '{name}' (known: {', '.join(KERNELS)})")
+    return KERNELS[name]
 
 
 def command_for(measurement: dict, system: dict) -> list[str]:
     """argv that runs ``measurement`` (a kernel configuration); the supervisor appends
     ``--output PATH``.
 
-    On a system whose launcher is srun, a configuration on more than one node runs as
-    ``srun --ntasks=<workers> --nodes=<nodes> --cpus-per-task=<c> ...``: every task is one
-    worker. Otherwise the command spawns its workers locally (``--workers``).
+    On a system whose launcher is srun, a configuration on more than one node runs under
+    ``srun`` (``archbench.slurm.srun_argv``) with one task per worker. Otherwise the
+    command spawns its workers locally (``--workers``).
     """
-    m = measurement
-    argv = [sys.executable, "-m", "archbench.kernels", m["kernel"],
+    m, spec = measurement, spec_of(measurement["kernel"])
+    argv = [sys.executable, "-m", "archbench.kernels", spec.name,
             "--size", str(m["problem_size"]), "--workers", str(m["workers"])]
     if m.get("tile_size"):
         argv += ["--tile-size", str(m["tile_size"])]
@@ -42,16 +58,13 @@ def command_for(measurement: dict, system: dict) -> list[str]:
         argv += ["--warmup-steps", str(m["warmup_steps"])]
     if m.get("measured_steps"):
         argv += ["--steps", str(m["measured_steps"])]
-    if m["kernel"] == "cg":
-        argv += ["--iterations", str(m.get("iterations", 500))]
-    for key, value in sorted((m.get("tuning") or {}).items()):  # tolerance, reducers
-        argv += [f"--{key}", str(value)]
+    for setting in spec.settings:  # settings outside ``tuning``: top-level keys
+        if not setting.in_tuning:
+            argv += [setting.flag, str(m.get(setting.name, setting.default))]
+    for key, value in sorted((m.get("tuning") or {}).items()):
+        argv += [option_flag(key), str(value)]
     nodes = int(m.get("nodes", 1))
     if nodes > 1 and system.get("launcher") == "srun":
-        per_socket = system.get("cores_per_socket", "auto")
-        per_socket = per_socket if isinstance(per_socket, int) else (os.cpu_count() or 1)
-        cores = int(system.get("sockets", 1)) * per_socket
-        per_task = max(1, cores // int(m.get("processes_per_node", 1)))
-        argv = ["srun", f"--ntasks={m['workers']}", f"--nodes={nodes}",
-                f"--cpus-per-task={per_task}", "--distribution=block"] + argv
+        per_task = cpus_per_process(system, int(m.get("processes_per_node", 1)))
+        argv = srun_argv(nodes=nodes, tasks=int(m["workers"]), cpus_per_task=per_task) + argv
     return argv

@@ -22,7 +22,8 @@ import numpy as np
 
 from archbench import metrics as formulas
 from archbench.kernels.cluster import Cluster
-from archbench.kernels.common import KernelResult, metric, rate, split, timed
+from archbench.kernels.common import KernelResult, KernelRun, metric, rate, split, timed
+from archbench.kernels.spec import FLOP_RATE, KernelSpec, Setting
 
 RHO = 0.99
 GENERATE_CHUNK = 1 << 22  # matrix elements generated per call (bounds temporaries)
@@ -52,18 +53,18 @@ class ConjugateGradient:
         self.a, self.b, self.x = [], [], []
         for device, (r0, r1) in zip(cluster.devices, self.rows):
             with tf.device(device):
-                self.a.append(tf.Variable(self._generate(tf, device, r0, r1)))
+                self.a.append(tf.Variable(self._generate(tf, device, (r0, r1))))
                 index = tf.range(r0, r1, dtype=tf.float64)
                 self.b.append(tf.Variable(1.0 + 0.5 * tf.sin(index)))
                 self.x.append(tf.Variable(tf.zeros([r1 - r0], tf.float64)))
         self._solve = tf.function(self._loop)
         self._residual = tf.function(self._true_residual)
 
-    def _generate(self, tf, device: str, r0: int, r1: int):
+    def _generate(self, tf, device: str, rows: tuple[int, int]):
         """Rows r0..r1 of A, computed on ``device`` a chunk of rows at a time (bounded
         temporaries) and joined once: slice-assigning into a variable would switch it to
         copy-on-read and make every later read copy the whole block."""
-        n, step = self.n, max(1, GENERATE_CHUNK // self.n)
+        (r0, r1), n, step = rows, self.n, max(1, GENERATE_CHUNK // self.n)
 
         @tf.function
         def block():
@@ -102,7 +103,8 @@ class ConjugateGradient:
             threshold = tolerance * tolerance * rr  # (tol * ||b||)^2
             k = tf.constant(0)
 
-        def body(k, rr, xs, rs, ps):
+        def body(*state):  # tf.while_loop passes the loop variables positionally
+            k, rr, xs, rs, ps = state
             qs, pqs = [], []
             for device, block, p in zip(devices, self.a, ps):
                 with tf.device(device):
@@ -128,7 +130,8 @@ class ConjugateGradient:
                 k = k + 1
             return k, rr_new, new_x, new_r, new_p
 
-        def cond(k, rr, xs, rs, ps):
+        def cond(*state):
+            k, rr = state[:2]
             with tf.device(first):
                 return tf.logical_and(k < iterations, rr > threshold)
 
@@ -168,16 +171,29 @@ class ConjugateGradient:
         return np.concatenate([a.numpy() for a in self.a])
 
 
-def run(cluster: Cluster, n: int, iterations: int = 500, tolerance: float = 0.0,
-        warmup: int = 1, steps: int = 1) -> KernelResult:
+def run(cluster: Cluster, job: KernelRun) -> KernelResult:
     """CG on the N x N fp64 test matrix; GFLOP/s with iterations * 2N^2 flops."""
+    n, iterations, tolerance = job.size, job.option("iterations"), job.option("tolerance")
     solver = ConjugateGradient(cluster, n)
-    for _ in range(warmup):  # traces the loop; a few iterations suffice
+    for _ in range(job.warmup_steps):  # traces the loop; a few iterations suffice
         solver.solve(min(iterations, 3), tolerance)
     done: list[int] = []
-    times = timed(lambda: done.append(solver.solve(iterations, tolerance)), 0, steps)
+    times = timed(lambda: done.append(solver.solve(iterations, tolerance)), 0, job.steps)
     flops = formulas.cg_flops(n, done[-1])
-    return KernelResult(rate(flops, times) / 1e9, "GFLOP/s", times, warmup, {
-        "iterations": metric(done[-1], "count"),
-        "residual": metric(solver.residual(), "1"),
-        "tolerance": metric(tolerance, "1")})
+    return KernelResult(
+        throughput=rate(flops, times) / 1e9, throughput_unit="GFLOP/s", step_times_s=times,
+        warmup_steps=job.warmup_steps, metrics={
+            "iterations": metric(done[-1], "count"),
+            "residual": metric(solver.residual(), "1"),
+            "tolerance": metric(tolerance, "1")})
+
+
+SPEC = KernelSpec(
+    name="cg", help="conjugate gradient, N x N fp64 SPD matrix in row blocks (GFLOP/s)",
+    unit="GFLOP/s", measures=FLOP_RATE, size_help="N", run=run, steps=(1, 1),
+    settings=(
+        Setting(name="iterations", type=int, default=500, minimum=1, in_tuning=False,
+                help="CG iterations per solve"),
+        Setting(name="tolerance", type=float, default=0.0, minimum=0,
+                help="stop early once ||r|| <= tolerance * ||b||; 0 runs all iterations"),
+    ))

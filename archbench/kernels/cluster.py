@@ -28,11 +28,14 @@ import time
 from dataclasses import dataclass, field
 from typing import NoReturn, Sequence
 
+from archbench import slurm
+from archbench.net import free_ports
+
 LOCAL_CPU = "/device:CPU:0"
 STARTUP_TIMEOUT_S = 180.0
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Cluster:
     """Workers of one kernel run; ``devices[i]`` is worker i's CPU device."""
 
@@ -146,18 +149,6 @@ def session_config(threads: int):
     return tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads)
 
 
-def slurm_step_tasks() -> int:
-    """Tasks of the current Slurm step, or 0 outside a multi-task step.
-
-    A batch script also has SLURM_JOB_ID and SLURM_PROCID=0, so a single task counts as
-    "not a Slurm cluster": the kernel then spawns its workers locally inside the job.
-    """
-    if "SLURM_JOB_ID" not in os.environ or "SLURM_PROCID" not in os.environ:
-        return 0
-    tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or 1)
-    return tasks if tasks > 1 else 0
-
-
 def available_cpus() -> int:
     """CPUs this process may use (its affinity mask, capped by SLURM_CPUS_PER_TASK)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -170,21 +161,7 @@ def default_threads(processes_here: int) -> int:
     return max(1, available_cpus() // max(1, processes_here))
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct currently unused TCP ports on ``host``."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def start(workers: int, threads: int = 0, mode: str = "auto",
+def start(workers: int, *, threads: int = 0, mode: str = "auto",
           timeout_s: float = STARTUP_TIMEOUT_S) -> Cluster:
     """Start (or join) the cluster of ``workers`` workers and connect this process as worker 0.
 
@@ -195,13 +172,14 @@ def start(workers: int, threads: int = 0, mode: str = "auto",
     """
     prepare_environment()
     if mode == "auto":
-        mode = "slurm" if slurm_step_tasks() else "local"
+        mode = "slurm" if slurm.step_tasks() else "local"
     if mode == "slurm":
         return _slurm_cluster(workers, threads, timeout_s)
     threads = threads or default_threads(workers)
     configure_threads(threads)
     if workers == 1:
-        return Cluster(1, [LOCAL_CPU], [socket.gethostname()], "inprocess", threads)
+        return Cluster(workers=1, devices=[LOCAL_CPU], hosts=[socket.gethostname()], mode="inprocess",
+                       threads=threads)
     return _local_cluster(workers, threads, timeout_s)
 
 
@@ -213,7 +191,7 @@ def _listen(host: str, port: int = 0) -> socket.socket:
     return server
 
 
-def _await_workers(server: socket.socket, count: int, timeout_s: float,
+def _await_workers(server: socket.socket, count: int, *, timeout_s: float,
                    procs: Sequence[subprocess.Popen] = ()) -> list[socket.socket]:
     """Accept one control connection per worker (each sent after its server started)."""
     conns: list[socket.socket] = []
@@ -256,28 +234,29 @@ def _local_cluster(workers: int, threads: int, timeout_s: float) -> Cluster:
                                "--control", address, "--threads", str(threads)])
              for task in range(1, workers)]
     try:
-        conns = _await_workers(control, workers - 1, timeout_s, procs)
+        conns = _await_workers(control, workers - 1, timeout_s=timeout_s, procs=procs)
         devices = _connect(spec, threads)
     except BaseException:
         for proc in procs:
             proc.kill()
         raise
     host = socket.gethostname()
-    return Cluster(workers, devices, [host] * workers, "local", threads, procs, conns)
+    return Cluster(workers=workers, devices=devices, hosts=[host] * workers, mode="local",
+                   threads=threads, procs=procs, control=conns)
 
 
 def slurm_spec(tasks: int) -> tuple[dict, list[str], int, int]:
     """(cluster spec, node name per task, this task's rank, control port) of the Slurm step:
-    the step's tasks as workers, each on its own port (``launch.slurm_tf_config``); the
+    the step's tasks as workers, each on its own port (``tfcluster.slurm_tf_config``); the
     control port is the one after the workers'."""
-    from archbench.launch import slurm_port_base, slurm_task_nodes, slurm_tf_config
+    from archbench.tfcluster import slurm_tf_config
     config = slurm_tf_config({"worker": tasks})
-    return (config["cluster"], slurm_task_nodes(), config["task"]["index"],
-            slurm_port_base() + tasks)
+    return (config["cluster"], slurm.task_nodes(), config["task"]["index"],
+            slurm.port_base() + tasks)
 
 
 def _slurm_cluster(workers: int, threads: int, timeout_s: float) -> Cluster:
-    tasks = slurm_step_tasks() or 1
+    tasks = slurm.step_tasks() or 1
     if tasks != workers:
         raise ValueError(f"--workers {workers} but the Slurm step has {tasks} tasks")
     spec, names, rank, control_port = slurm_spec(tasks)
@@ -286,15 +265,16 @@ def _slurm_cluster(workers: int, threads: int, timeout_s: float) -> Cluster:
         threads = default_threads(here)
     control_host = spec["worker"][0].rsplit(":", 1)[0]
     if rank != 0:
-        serve(spec, rank, f"{control_host}:{control_port}", threads)
+        serve(spec, task=rank, control=f"{control_host}:{control_port}", threads=threads)
     configure_threads(threads)
     control = _listen("0.0.0.0", control_port)
-    conns = _await_workers(control, workers - 1, timeout_s)
+    conns = _await_workers(control, workers - 1, timeout_s=timeout_s)
     devices = _connect(spec, threads)
-    return Cluster(workers, devices, names, "slurm", threads, [], conns)
+    return Cluster(workers=workers, devices=devices, hosts=names, mode="slurm", threads=threads,
+                   control=conns)
 
 
-def serve(spec: dict, task: int, control: str, threads: int = 0) -> NoReturn:
+def serve(spec: dict, *, task: int, control: str, threads: int = 0) -> NoReturn:
     """Run worker ``task`` of ``spec`` until the client's control connection closes."""
     prepare_environment()
     pump = quiet_stderr()
@@ -333,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--control", required=True, help="client control address host:port")
     p.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = TF default)")
     args = p.parse_args(argv)
-    serve(json.loads(args.spec), args.task, args.control, args.threads)
+    serve(json.loads(args.spec), task=args.task, control=args.control, threads=args.threads)
 
 
 if __name__ == "__main__":

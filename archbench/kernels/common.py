@@ -1,21 +1,54 @@
-"""Pieces every kernel shares: the result of a run and the timing loop."""
+"""Pieces every kernel shares: what a run asks for, what it measured, and the timing loop."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelRun:
+    """One kernel run as its command line asks for it (built once by ``cli.parse_args``).
+
+    ``options`` holds the kernel's own options (its spec's settings and extra options,
+    e.g. cg ``iterations``, matmul ``reducers``) by their argparse names. ``experiment``,
+    ``system``, ``config_id`` and ``repetition`` identify the record.
+    """
+
+    kernel: str
+    size: int
+    workers: int = 1
+    tile_size: int | None = None
+    threads: int = 0  # intra-op threads per worker, 0 = the node's CPUs shared by its workers
+    warmup_steps: int = 0
+    steps: int = 1
+    seed: int = 0
+    cluster_mode: str = "auto"  # auto | local | slurm
+    output: str | None = None
+    experiment: str = "adhoc"
+    system: str = "local"
+    config_id: str | None = None
+    repetition: int = 0
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def option(self, name: str) -> Any:
+        """The kernel's own option ``name`` (KeyError when the kernel has none)."""
+        return self.options[name]
 
 
 @dataclass
 class KernelResult:
-    """What one kernel run measured; ``metrics`` maps name -> {"value", "unit"}."""
+    """What one kernel run measured; ``metrics`` maps name -> {"value", "unit"};
+    ``tile_size`` is the tile the run used (tiled kernels)."""
 
     throughput: float
     throughput_unit: str
     step_times_s: list[float]
     warmup_steps: int
     metrics: dict[str, dict] = field(default_factory=dict)
+    tile_size: int | None = None
 
     @property
     def measured_steps(self) -> int:

@@ -18,7 +18,8 @@ import numpy as np
 
 from archbench import metrics as formulas
 from archbench.kernels.cluster import Cluster
-from archbench.kernels.common import KernelResult, is_power_of_two, metric, rate, timed
+from archbench.kernels.common import KernelResult, KernelRun, is_power_of_two, metric, rate, timed
+from archbench.kernels.spec import FLOP_RATE, KernelSpec, add_verify_option
 
 
 def default_tile(n: int, workers: int) -> int:
@@ -51,7 +52,7 @@ def _merge_function():
 class TiledFFT:
     """Interleaved input tiles on the workers; ``transform()`` leaves X on worker 0."""
 
-    def __init__(self, cluster: Cluster, n: int, tile: int | None = None, seed: int = 0):
+    def __init__(self, cluster: Cluster, n: int, tile: int | None = None, *, seed: int = 0):
         import tensorflow as tf
         tile = tile or default_tile(n, cluster.workers)
         if not (is_power_of_two(n) and is_power_of_two(tile)) or tile > n:
@@ -113,17 +114,26 @@ class TiledFFT:
         return self.output.numpy()
 
 
-def run(cluster: Cluster, n: int, tile: int | None = None, warmup: int = 1, steps: int = 5,
-        seed: int = 0, verify: bool = False) -> KernelResult:
+def run(cluster: Cluster, job: KernelRun) -> KernelResult:
     """Tiled 1D FFT of N complex128 values; GFLOP/s with 5 N log2 N flops."""
-    fft = TiledFFT(cluster, n, tile, seed)
-    times = timed(fft.transform, warmup, steps)
+    n, tile = job.size, job.tile_size or default_tile(job.size, job.workers)
+    fft = TiledFFT(cluster, n, tile, seed=job.seed)
+    times = timed(fft.transform, job.warmup_steps, job.steps)
     flops = formulas.fft_flops(n)
-    result = KernelResult(rate(flops, times) / 1e9, "GFLOP/s", times, warmup, {
-        "tiles": metric(fft.tiles, "count"),
-        "best": metric(formulas.gflops(flops, min(times)), "GFLOP/s")})
-    if verify:
+    result = KernelResult(
+        throughput=rate(flops, times) / 1e9, throughput_unit="GFLOP/s", step_times_s=times,
+        warmup_steps=job.warmup_steps, tile_size=tile, metrics={
+            "tiles": metric(fft.tiles, "count"),
+            "best": metric(formulas.gflops(flops, min(times)), "GFLOP/s")})
+    if job.option("verify"):
         expected = np.fft.fft(fft.input())
         error = np.abs(fft.result() - expected).max() / np.abs(expected).max()
         result.metrics["max_relative_error"] = metric(error, "1")
     return result
+
+
+SPEC = KernelSpec(
+    name="fft", help="1D complex128 FFT in interleaved tiles (GFLOP/s)", unit="GFLOP/s",
+    measures=FLOP_RATE, size_help="N, a power of two", run=run, steps=(1, 5),
+    tile_help="elements per tile, a power of two <= N (default one tile per worker)",
+    power_of_two=True, add_arguments=add_verify_option)

@@ -20,6 +20,7 @@ GFLOP/s counts 2N^3 - N^2 flops.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections import defaultdict
@@ -29,8 +30,8 @@ import numpy as np
 
 from archbench import metrics as formulas
 from archbench.kernels.cluster import Cluster
-from archbench.kernels.common import KernelResult, is_power_of_two, metric, rate, split, timed
-
+from archbench.kernels.common import KernelResult, KernelRun, is_power_of_two, metric, rate, split, timed
+from archbench.kernels.spec import FLOP_RATE, KernelSpec, Setting, add_verify_option
 
 CACHE_BYTES = 2 << 30  # per worker: loaded tiles kept for reuse within one multiply
 TILE = "tile"  # name of the one tensor in a tile's checkpoint bundle
@@ -50,7 +51,7 @@ def _sum_of_products(a_tiles, b_tiles):
 class TiledMatmul:
     """Tiles of A and B on disk, C as tiles on the reducers; ``multiply()`` computes C."""
 
-    def __init__(self, cluster: Cluster, n: int, tile: int | None = None, reducers: int = 1,
+    def __init__(self, cluster: Cluster, n: int, tile: int | None = None, *, reducers: int = 1,
                  scratch: str | None = None, seed: int = 0, cache_bytes: int = CACHE_BYTES):
         import tensorflow as tf
         tile = tile or default_tile(n)
@@ -99,9 +100,10 @@ class TiledMatmul:
 
         write().numpy()
 
-    def _load(self, tf, name: str, i: int, j: int, directory=None):
-        """Read tile (i, j) of ``name``; ``directory`` is a string tensor inside the graph
+    def _load(self, tf, key: tuple[str, int, int], directory=None):
+        """Read tile ``key`` = (name, i, j); ``directory`` is a string tensor inside the graph
         (a constant file name would let TensorFlow constant-fold the load and the product)."""
+        name, i, j = key
         path = self.path(name, i, j) if directory is None else tf.strings.join(
             [directory, f"/{name}_{i}_{j}"])
         data, = tf.raw_ops.RestoreV2(prefix=path, tensor_names=[TILE], shape_and_slices=[""],
@@ -125,8 +127,8 @@ class TiledMatmul:
                 done = []  # partial sums in order
                 for position, (i, j, k) in enumerate(share):
                     with tf.control_dependencies(done[-2:-1]):  # loads <= one tile ahead
-                        pairs[i, j].append((self._tile(tf, cache, "A", i, k, directory),
-                                            self._tile(tf, cache, "B", k, j, directory)))
+                        pairs[i, j].append((self._tile(tf, ("A", i, k), cache=cache, directory=directory),
+                                            self._tile(tf, ("B", k, j), cache=cache, directory=directory)))
                     if position + 1 == len(share) or share[position + 1][:2] != (i, j):
                         done.append(self._sum_of_products(*zip(*pairs.pop((i, j)))))
                         partials[i, j].append(done[-1])
@@ -140,12 +142,11 @@ class TiledMatmul:
         distinct = {("A", i, k) for i, _, k in share} | {("B", k, j) for _, j, k in share}
         return len(distinct) * 4 * self.tile**2 <= self.cache_bytes
 
-    def _tile(self, tf, cache: dict | None, name: str, i: int, j: int, directory):
-        """Tile (i, j) of ``name``, loaded once per multiply when the worker caches tiles."""
-        key = (name, i, j)
+    def _tile(self, tf, key: tuple[str, int, int], *, cache: dict | None, directory):
+        """Tile ``key`` = (name, i, j), loaded once per multiply when the worker caches tiles."""
         if cache is not None and key in cache:
             return cache[key]
-        value = self._load(tf, name, i, j, directory)
+        value = self._load(tf, key, directory)
         if cache is not None:
             cache[key] = value
         return value
@@ -157,7 +158,7 @@ class TiledMatmul:
 
     def _read(self, name: str, i: int, j: int) -> np.ndarray:
         import tensorflow as tf
-        return self._load(tf, name, i, j).numpy()
+        return self._load(tf, (name, i, j)).numpy()
 
     def _assemble(self, tile_of) -> np.ndarray:
         nt = self.tiles
@@ -177,19 +178,20 @@ class TiledMatmul:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def run(cluster: Cluster, n: int, tile: int | None = None, reducers: int = 1,
-        warmup: int = 1, steps: int = 3, scratch: str | None = None, seed: int = 0,
-        verify: bool = False) -> KernelResult:
+def run(cluster: Cluster, job: KernelRun) -> KernelResult:
     """Tiled N x N fp32 multiply on the cluster; GFLOP/s with 2N^3 - N^2 flops."""
-    mm = TiledMatmul(cluster, n, tile, reducers, scratch, seed)
+    n, tile, reducers = job.size, job.tile_size or default_tile(job.size), job.option("reducers")
+    mm = TiledMatmul(cluster, n, tile, reducers=reducers, scratch=job.option("scratch"), seed=job.seed)
     try:
-        times = timed(mm.multiply, warmup, steps)
+        times = timed(mm.multiply, job.warmup_steps, job.steps)
         flops = formulas.matmul_flops(n)
-        result = KernelResult(rate(flops, times) / 1e9, "GFLOP/s", times, warmup, {
-            "tile_products": metric(mm.tiles ** 3, "count"),
-            "reducers": metric(reducers, "count"),
-            "best": metric(formulas.gflops(flops, min(times)), "GFLOP/s")})
-        if verify:
+        result = KernelResult(
+            throughput=rate(flops, times) / 1e9, throughput_unit="GFLOP/s", step_times_s=times,
+            warmup_steps=job.warmup_steps, tile_size=tile, metrics={
+                "tile_products": metric(mm.tiles ** 3, "count"),
+                "reducers": metric(reducers, "count"),
+                "best": metric(formulas.gflops(flops, min(times)), "GFLOP/s")})
+        if job.option("verify"):
             a, b = mm.inputs()
             expected = a @ b
             error = np.abs(mm.result() - expected).max() / np.abs(expected).max()
@@ -197,3 +199,20 @@ def run(cluster: Cluster, n: int, tile: int | None = None, reducers: int = 1,
     finally:
         mm.cleanup()
     return result
+
+
+def _add_arguments(parser) -> None:
+    add_verify_option(parser)
+    parser.add_argument("--scratch", default=os.environ.get("ARCHBENCH_SCRATCH"),
+                        help="directory for the tile files, readable by all workers "
+                             "(default $ARCHBENCH_SCRATCH, else the system temp directory)")
+
+
+SPEC = KernelSpec(
+    name="matmul", help="tiled N x N fp32 matrix multiply (GFLOP/s)", unit="GFLOP/s",
+    measures=FLOP_RATE, size_help="N, a power of two", run=run, steps=(1, 3),
+    tile_help="tile edge, a power of two <= N (default min(N, 4096))", power_of_two=True,
+    settings=(Setting(name="reducers", type=int, default=1, minimum=1,
+                      help="workers accumulating the C tiles, capped at the worker count",
+                      adjust=min),),
+    add_arguments=_add_arguments)

@@ -19,8 +19,11 @@ pushed / wall time in MB/s (same MB).
 
 from __future__ import annotations
 
+from functools import partial
+
 from archbench.kernels.cluster import Cluster
-from archbench.kernels.common import KernelResult, metric, rate, timed
+from archbench.kernels.common import KernelResult, KernelRun, metric, rate, timed
+from archbench.kernels.spec import BANDWIDTH, KernelSpec
 
 SCALAR = 3.0
 OPS = ("copy", "scale", "add", "triad")
@@ -87,28 +90,29 @@ class StreamMemory:
         return [tuple(v.numpy() for v in arrays) for arrays in self.arrays]
 
 
-def run_memory(cluster: Cluster, n: int, warmup: int = 2, steps: int = 10,
-               seed: int = 0) -> KernelResult:
-    """STREAM memory bandwidth with ``n`` fp64 elements per array per worker (GB/s)."""
-    stream = StreamMemory(cluster, n, seed)
+def run_memory(cluster: Cluster, job: KernelRun) -> KernelResult:
+    """STREAM memory bandwidth with ``job.size`` fp64 elements per array per worker (GB/s)."""
+    n, warmup = job.size, job.warmup_steps
+    stream = StreamMemory(cluster, n, seed=job.seed)
     for _ in range(warmup):
         for name in OPS:
             stream.run_op(name)
     times = {name: [] for name in OPS}
-    for _ in range(steps):  # STREAM order: copy, scale, add, triad in every iteration
+    for _ in range(job.steps):  # STREAM order: copy, scale, add, triad in every iteration
         for name in OPS:
-            times[name] += timed(lambda: stream.run_op(name), 0, 1)
+            times[name] += timed(partial(stream.run_op, name), 0, 1)
     gbs = {name: rate(stream.bytes_moved(name), times[name]) / 1e9 for name in OPS}
     metrics = {name: metric(gbs[name], "GB/s") for name in OPS}
     metrics["triad_best"] = metric(stream.bytes_moved("triad") / min(times["triad"]) / 1e9, "GB/s")
     metrics["array_mb"] = metric(8 * n / 1e6, "MB")
-    return KernelResult(gbs["triad"], "GB/s", times["triad"], warmup, metrics)
+    return KernelResult(throughput=gbs["triad"], throughput_unit="GB/s", step_times_s=times["triad"],
+                        warmup_steps=warmup, metrics=metrics)
 
 
 class StreamComm:
     """A vector on task ``src`` pushed to task ``dst`` and added into a vector there."""
 
-    def __init__(self, cluster: Cluster, megabytes: int, src: int = 0, dst: int = 1,
+    def __init__(self, cluster: Cluster, megabytes: int, *, src: int = 0, dst: int = 1,
                  seed: int = 0):
         import tensorflow as tf
         if cluster.workers < 2:
@@ -133,13 +137,24 @@ class StreamComm:
         self._push().numpy()
 
 
-def run_comm(cluster: Cluster, megabytes: int, warmup: int = 2, steps: int = 10,
-             seed: int = 0) -> KernelResult:
-    """Bandwidth of pushing ``megabytes`` MB from worker 0 to worker 1 (MB/s)."""
-    comm = StreamComm(cluster, megabytes, seed=seed)
-    times = timed(comm.push, warmup, steps)
-    mbs = rate(megabytes, times)
+def run_comm(cluster: Cluster, job: KernelRun) -> KernelResult:
+    """Bandwidth of pushing ``job.size`` MB from worker 0 to worker 1 (MB/s)."""
+    megabytes = job.size
+    comm = StreamComm(cluster, megabytes, seed=job.seed)
+    times = timed(comm.push, job.warmup_steps, job.steps)
     metrics = {"message_mb": metric(megabytes, "MB"),
                "best": metric(megabytes / min(times), "MB/s"),
                "time_per_message": metric(sum(times) / len(times), "s")}
-    return KernelResult(mbs, "MB/s", times, warmup, metrics)
+    return KernelResult(throughput=rate(megabytes, times), throughput_unit="MB/s", step_times_s=times,
+                        warmup_steps=job.warmup_steps, metrics=metrics)
+
+
+STREAM = KernelSpec(
+    name="stream", help="STREAM copy/scale/add/triad memory bandwidth (GB/s)", unit="GB/s",
+    measures=BANDWIDTH, size_help="fp64 elements per array per worker", run=run_memory,
+    steps=(2, 10))
+
+STREAM_COMM = KernelSpec(
+    name="stream_comm", help="bandwidth of a vector pushed from task 0 to task 1 (MB/s)",
+    unit="MB/s", measures=BANDWIDTH, size_help="message size in MB (2**20 bytes)", run=run_comm,
+    steps=(2, 10), workers=2)

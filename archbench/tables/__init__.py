@@ -2,39 +2,66 @@
 
 Every table function takes the tidy measurements table (``results/tables/measurements.csv``
 plus imported rows) and returns a DataFrame with fixed columns and sorted rows; without
-data for its experiment it returns an empty table with the same headers. ``TABLES`` lists
-them by the file stem the workflow writes (``results/tables/<name>.{csv,md,tex}``).
+data for its experiment it returns an empty table with the same headers. ``TABLES``
+registers them by the file stem the workflow writes (``results/tables/<name>.{csv,md,tex}``);
+the report's caption of a table is its function's docstring. A new table is a function in
+a module here plus one line below.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
+from dataclasses import dataclass
 from typing import Callable
 
 import pandas as pd
 
+from archbench.tables import best, kernels, training
+from archbench.tables.best import best_hybrid
 from archbench.tables.common import normalise, summarise, summary_of
 from archbench.tables.kernels import fraction_of_peak, kernel_gflops, peak_gflops, stream_bandwidth
 from archbench.tables.training import (
-    best_hybrid, best_inter_intra, efficiency_heatmap, horovod_tuning, hybrid_configurations,
-    io_overhead, node_scaling, thread_efficiency, vendor_speedup,
+    best_inter_intra,
+    efficiency_heatmap,
+    horovod_tuning,
+    hybrid_configurations,
+    io_overhead,
+    node_scaling,
+    thread_efficiency,
+    vendor_speedup,
 )
 
-TableFunction = Callable[..., pd.DataFrame]
 
-TABLES: dict[str, TableFunction] = {
-    "summary": summary_of,
-    "thread_efficiency": thread_efficiency,
-    "vendor_speedup": vendor_speedup,
-    "hybrid_configurations": hybrid_configurations,
-    "hybrid_best": best_hybrid,
-    "inter_intra_best": best_inter_intra,
-    "node_scaling": node_scaling,
-    "efficiency_heatmap": efficiency_heatmap,
-    "io_overhead": io_overhead,
-    "horovod_tuning": horovod_tuning,
-    "kernel_gflops": kernel_gflops,
-    "stream_bandwidth": stream_bandwidth,
-    "fraction_of_peak": fraction_of_peak,
+@dataclass(frozen=True)
+class TableSpec:
+    """A registered table: ``build(tidy table or summary) -> DataFrame``; ``uses_peak``:
+    it also takes the campaign's measured peaks (``peak=`` keyword)."""
+
+    build: Callable[..., pd.DataFrame]
+    uses_peak: bool = False
+
+    @property
+    def caption(self) -> str:
+        """The report caption: the function's docstring, Sphinx roles as plain literals."""
+        text = inspect.getdoc(self.build) or ""
+        return re.sub(r":\w+:`([^`]*)`", r"``\1``", text)
+
+
+TABLES: dict[str, TableSpec] = {
+    "summary": TableSpec(summary_of),
+    "thread_efficiency": TableSpec(training.thread_efficiency),
+    "vendor_speedup": TableSpec(training.vendor_speedup),
+    "hybrid_configurations": TableSpec(training.hybrid_configurations),
+    "hybrid_best": TableSpec(best.best_hybrid),
+    "inter_intra_best": TableSpec(training.best_inter_intra),
+    "node_scaling": TableSpec(training.node_scaling),
+    "efficiency_heatmap": TableSpec(training.efficiency_heatmap),
+    "io_overhead": TableSpec(training.io_overhead),
+    "horovod_tuning": TableSpec(training.horovod_tuning),
+    "kernel_gflops": TableSpec(kernels.kernel_gflops),
+    "stream_bandwidth": TableSpec(kernels.stream_bandwidth),
+    "fraction_of_peak": TableSpec(kernels.fraction_of_peak, uses_peak=True),
 }
 
 
@@ -42,9 +69,8 @@ def build_table(name: str, df: pd.DataFrame, peak: dict | None = None) -> pd.Dat
     """Table ``name`` of ``TABLES`` from the tidy table (or its summary) ``df``."""
     if name not in TABLES:
         raise KeyError(f"unknown table '{name}' (known: {', '.join(TABLES)})")
-    if name == "fraction_of_peak":
-        return fraction_of_peak(df, peak or {})
-    return TABLES[name](df)
+    spec = TABLES[name]
+    return spec.build(df, peak=peak or {}) if spec.uses_peak else spec.build(df)
 
 
 def build_tables(df: pd.DataFrame, peak: dict | None = None) -> dict[str, pd.DataFrame]:
@@ -54,9 +80,8 @@ def build_tables(df: pd.DataFrame, peak: dict | None = None) -> dict[str, pd.Dat
 
 
 __all__ = [
-    "TABLES", "build_table", "build_tables", "normalise", "summarise", "summary_of",
+    "TABLES", "TableSpec", "build_table", "build_tables", "normalise", "summarise", "summary_of",
     "thread_efficiency", "vendor_speedup", "hybrid_configurations", "best_hybrid",
     "best_inter_intra", "node_scaling", "efficiency_heatmap", "io_overhead", "horovod_tuning",
-    "kernel_gflops",
-    "stream_bandwidth", "fraction_of_peak", "peak_gflops",
+    "kernel_gflops", "stream_bandwidth", "fraction_of_peak", "peak_gflops",
 ]

@@ -16,6 +16,7 @@ import pandas as pd
 from scipy import stats
 
 from archbench import metrics
+from archbench.experiment_types import feeding
 from archbench.record import CONFIG_FIELDS
 
 FAILURE_STATUSES = ("oom", "timeout", "failed")
@@ -207,14 +208,16 @@ def is_summary(df: pd.DataFrame) -> bool:
 
 
 def summary_of(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` summarised, unless it already is a summary."""
+    """Summary per configuration over its repetitions: n, mean, std, min, max, the 95%
+    confidence interval of the mean, error = max - min, a flag where the error exceeds 10%
+    of the mean, failures and status (``df`` as is when it already is a summary)."""
     return df if is_summary(df) else summarise(df)
 
 
-def of_type(summary: pd.DataFrame, types: Sequence[str], fallback: pd.Series | None = None) -> pd.DataFrame:
-    """Configurations of the experiment ``types``; rows without a type (imported
-    results) are kept where ``fallback`` is true."""
-    keep = summary["experiment_type"].isin(list(types)).fillna(False)
+def of_type(summary: pd.DataFrame, table: str, *, fallback: pd.Series | None = None) -> pd.DataFrame:
+    """Configurations of the experiment types that feed ``table`` (their registry entries
+    name it); rows without a type (imported results) are kept where ``fallback`` is true."""
+    keep = summary["experiment_type"].isin(feeding(table)).fillna(False)
     if fallback is not None:
         keep = keep | (summary["experiment_type"].isna() & fallback.fillna(False))
     return summary[keep.astype(bool)].copy()
@@ -238,7 +241,7 @@ def derived_status(own: pd.Series, other: pd.Series, other_label: str) -> pd.Ser
     return pd.Series(result, index=own.index, dtype=object)
 
 
-def with_baseline(frame: pd.DataFrame, axis: str, keys: Sequence[str],
+def with_baseline(frame: pd.DataFrame, axis: str, keys: Sequence[str], *,
                   value: int | None = None) -> pd.DataFrame:
     """Add ``baseline_<axis>``, ``baseline_mean`` and ``baseline_status`` per group of ``keys``:
     the row whose ``axis`` equals ``value``, or the smallest ``axis`` when ``value`` is None."""
@@ -258,7 +261,7 @@ def with_baseline(frame: pd.DataFrame, axis: str, keys: Sequence[str],
     return frame.drop(columns="_gid")
 
 
-def pair(summary: pd.DataFrame, axis: str, first: object, second: object,
+def pair(summary: pd.DataFrame, axis: str, *, first: object, second: object,
          keys: Sequence[str]) -> pd.DataFrame:
     """Configurations that differ only in ``axis`` (``first`` vs ``second``), side by side.
 
@@ -278,12 +281,12 @@ def pair(summary: pd.DataFrame, axis: str, first: object, second: object,
     return base.reset_index(drop=True)
 
 
-def pair_status(status_1: pd.Series, status_2: pd.Series, label_1: str, label_2: str) -> pd.Series:
+def pair_status(status_1: pd.Series, status_2: pd.Series, *, labels: tuple[str, str]) -> pd.Series:
     """"ok" when both sides have a mean, else which side failed or was not run."""
     result = []
     for a, b in zip(status_1.astype(object), status_2.astype(object)):
         parts = []
-        for label, s in ((label_1, a), (label_2, b)):
+        for label, s in zip(labels, (a, b)):
             if s is None or s is pd.NA or (isinstance(s, float) and np.isnan(s)):
                 parts.append(f"no {label}")
             elif s not in HAS_MEAN:

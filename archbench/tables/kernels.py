@@ -10,8 +10,15 @@ from __future__ import annotations
 import pandas as pd
 
 from archbench import metrics
+from archbench.kernels import KERNELS
+from archbench.kernels.spec import BANDWIDTH
 from archbench.tables.common import (
-    KEYS, derived_status, empty, sort_rows, summary_of, with_baseline,
+    KEYS,
+    derived_status,
+    empty,
+    sort_rows,
+    summary_of,
+    with_baseline,
 )
 
 FLOP_UNITS = {"flop/s": 1e-9, "kflop/s": 1e-6, "mflop/s": 1e-3, "gflop/s": 1.0,
@@ -41,13 +48,20 @@ def _factor(units: pd.Series, table: dict[str, float]) -> pd.Series:
     return key.map(table).astype(float)
 
 
+def measures_bandwidth(kernel: object) -> bool:
+    """Whether registered kernel ``kernel`` measures a bandwidth (its spec's ``measures``)."""
+    spec = KERNELS.get(kernel) if isinstance(kernel, str) else None
+    return spec is not None and spec.measures == BANDWIDTH
+
+
 def _kernels(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Kernel configurations split into (flop-rate, bandwidth) ones. A configuration whose
-    runs all failed has no unit; it goes by name (stream* is a bandwidth kernel)."""
+    runs all failed has no unit; it goes by what its kernel's spec measures (kernels not
+    registered count as flop kernels)."""
     s = summary[summary["kind"].eq("kernel").fillna(False).astype(bool)].copy()
     flop = _factor(s["unit"], FLOP_UNITS)
     band = _factor(s["unit"], BANDWIDTH_UNITS)
-    by_name = s["kernel"].fillna("").str.lower().str.startswith("stream").astype(bool)
+    by_name = s["kernel"].map(measures_bandwidth).astype(bool)
     unknown = flop.isna() & band.isna()
     is_band = band.notna() | (unknown & by_name)
     is_flop = flop.notna() | (unknown & ~by_name)

@@ -15,8 +15,17 @@ import pandas as pd
 
 from archbench import metrics
 from archbench.tables.common import (
-    HAS_MEAN, KEYS, derived_status, empty, group_ids, of_type, pair, pair_status, sort_rows,
-    summary_of, with_baseline,
+    HAS_MEAN,
+    KEYS,
+    derived_status,
+    empty,
+    group_ids,
+    of_type,
+    pair,
+    pair_status,
+    sort_rows,
+    summary_of,
+    with_baseline,
 )
 
 THREAD_EFFICIENCY_COLUMNS = (
@@ -34,11 +43,6 @@ HYBRID_COLUMNS = (
     "experiment", "system", "model", "data", "vendor_library_enabled", "configuration",
     "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "global_batch",
     "n", "img_s", "std", "min", "max", "error", "spread_flag", "n_failed", "status",
-)
-BEST_HYBRID_COLUMNS = (
-    "system", "model", "data", "configuration", "processes_per_node", "intra_threads",
-    "inter_threads", "batch_per_process", "global_batch", "img_s", "error", "experiment",
-    "n_configurations", "n_failed_configurations", "status",
 )
 INTER_INTRA_COLUMNS = (
     "experiment", "system", "model", "data", "vendor_library_enabled", "batch_per_process",
@@ -68,7 +72,6 @@ HOROVOD_TUNING_COLUMNS = (
     "relative_to_best", "status",
 )
 
-SCALING_TYPES = ("node_scaling", "ppn_sweep")
 LAYOUT = ("processes_per_node", "intra_threads")  # vary with the workers of a one-node series
 
 
@@ -83,7 +86,7 @@ def thread_efficiency(df: pd.DataFrame) -> pd.DataFrame:
     is left out; without a run at 1 thread the efficiency is empty ("no baseline")."""
     s = _train(summary_of(df))
     single = s["nodes"].eq(1) & s["processes_per_node"].eq(1)
-    s = of_type(s, ["thread_scaling"], fallback=single)
+    s = of_type(s, "thread_efficiency", fallback=single)
     s = s[s["intra_threads"].fillna(0) > 0]
     if s.empty:
         return empty(THREAD_EFFICIENCY_COLUMNS)
@@ -105,13 +108,13 @@ def vendor_speedup(df: pd.DataFrame) -> pd.DataFrame:
     s = s[s["vendor_library_enabled"].notna()]
     if s.empty:
         return empty(VENDOR_COLUMNS)
-    p = pair(s, "vendor_library_enabled", True, False, KEYS)
+    p = pair(s, "vendor_library_enabled", first=True, second=False, keys=KEYS)
     p = p[p["status_1"].notna() & p["status_2"].notna()]  # run both with and without
     if p.empty:
         return empty(VENDOR_COLUMNS)
     p["img_s_on"], p["img_s_off"] = p.pop("mean_1"), p.pop("mean_2")
     p["speedup"] = metrics.vendor_speedup(p["img_s_on"], p["img_s_off"])
-    p["status"] = pair_status(p["status_1"], p["status_2"], "on", "off")
+    p["status"] = pair_status(p["status_1"], p["status_2"], labels=("on", "off"))
     return sort_rows(p[list(VENDOR_COLUMNS)], VENDOR_COLUMNS[:11])
 
 
@@ -120,7 +123,7 @@ def hybrid_configurations(df: pd.DataFrame) -> pd.DataFrame:
     ``<processes>x<threads>`` with its repetition statistics."""
     s = _train(summary_of(df))
     fallback = s["nodes"].eq(1) & s["processes_per_node"].gt(1)
-    s = of_type(s, ["hybrid"], fallback=fallback)
+    s = of_type(s, "hybrid_configurations", fallback=fallback)
     if s.empty:
         return empty(HYBRID_COLUMNS)
     s["configuration"] = (s["processes_per_node"].astype(str) + "x"
@@ -131,7 +134,8 @@ def hybrid_configurations(df: pd.DataFrame) -> pd.DataFrame:
     return sort_rows(s[list(HYBRID_COLUMNS)], order)
 
 
-def _best(frame: pd.DataFrame, keys: Sequence[str], value: str, blank: Sequence[str]) -> pd.DataFrame:
+def best_per_group(frame: pd.DataFrame, *, keys: Sequence[str], value: str,
+                   blank: Sequence[str]) -> pd.DataFrame:
     """Per group of ``keys``, the row with the highest ``value`` (ties: the first in table
     order), with ``n_configurations`` and ``n_failed_configurations``; a group without any
     value keeps its first row with ``blank`` columns emptied and status "all failed"."""
@@ -151,34 +155,18 @@ def _best(frame: pd.DataFrame, keys: Sequence[str], value: str, blank: Sequence[
     return best.reset_index(drop=True)
 
 
-def best_hybrid(df: pd.DataFrame) -> pd.DataFrame:
-    """The best (highest mean img/s) processes x threads configuration per system, model
-    and data; "all failed" when no configuration produced a value."""
-    table = hybrid_configurations(df)
-    if table.empty:
-        return empty(BEST_HYBRID_COLUMNS)
-    keys = ["system", "model", "data"]
-    experiments = table.groupby(keys, dropna=False)["experiment"].transform(
-        lambda e: ", ".join(sorted(set(e.dropna()))))
-    table = table.assign(experiment=experiments)
-    blank = ("configuration", "processes_per_node", "intra_threads", "inter_threads",
-             "batch_per_process", "global_batch", "error")
-    out = _best(table, keys, "img_s", blank)[list(BEST_HYBRID_COLUMNS)]
-    return sort_rows(out, keys)
-
-
 def best_inter_intra(df: pd.DataFrame) -> pd.DataFrame:
     """Inter/intra-op sweep (experiment 3): per inter-op thread count, the intra-op thread
     count with the highest mean img/s (per system, model, data, vendor flag, batch and
     variant -- the variant hash separates e.g. MKL settings on/off)."""
-    s = of_type(_train(summary_of(df)), ["inter_intra"])
+    s = of_type(_train(summary_of(df)), "inter_intra_best")
     if s.empty:
         return empty(INTER_INTRA_COLUMNS)
     s = sort_rows(s, KEYS)
     s["best_intra_threads"] = s["intra_threads"]
     s["img_s"] = s["mean"]
     keys = [k for k in KEYS if k != "intra_threads"]
-    out = _best(s, keys, "img_s", ("best_intra_threads", "error"))[list(INTER_INTRA_COLUMNS)]
+    out = best_per_group(s, keys=keys, value="img_s", blank=("best_intra_threads", "error"))[list(INTER_INTRA_COLUMNS)]
     return sort_rows(out, INTER_INTRA_COLUMNS[:8])
 
 
@@ -192,7 +180,7 @@ def node_scaling(df: pd.DataFrame) -> pd.DataFrame:
     E = P_n / ((n / b) * P_b). Imported series without an experiment type are kept when
     they have at least two counts."""
     s = _train(summary_of(df))
-    s = of_type(s, SCALING_TYPES, fallback=pd.Series(True, index=s.index))
+    s = of_type(s, "node_scaling", fallback=pd.Series(True, index=s.index))
     if s.empty:
         return empty(SCALING_COLUMNS)
     keys = [k for k in KEYS if k not in ("nodes", "workers", "global_batch")]
@@ -255,13 +243,13 @@ def io_overhead(df: pd.DataFrame) -> pd.DataFrame:
     s = s[s["data"].notna()]
     if s.empty:
         return empty(IO_COLUMNS)
-    p = pair(s, "data", "synthetic", "real", KEYS)
+    p = pair(s, "data", first="synthetic", second="real", keys=KEYS)
     p = p[p["status_1"].notna() & p["status_2"].notna()]  # both inputs were run
     if p.empty:
         return empty(IO_COLUMNS)
     p["img_s_synthetic"], p["img_s_real"] = p.pop("mean_1"), p.pop("mean_2")
     p["io_overhead_percent"] = metrics.io_overhead_percent(p["img_s_synthetic"], p["img_s_real"])
-    p["status"] = pair_status(p["status_1"], p["status_2"], "synthetic", "real")
+    p["status"] = pair_status(p["status_1"], p["status_2"], labels=("synthetic", "real"))
     return sort_rows(p[list(IO_COLUMNS)], IO_COLUMNS[:11])
 
 
@@ -269,7 +257,7 @@ def horovod_tuning(df: pd.DataFrame) -> pd.DataFrame:
     """Horovod tuning (experiment 6): img/s per HOROVOD_CYCLE_TIME x fusion threshold with
     the allreduce operations a step needed (counted in Horovod's timeline, so fused
     batches count once) and img/s relative to the best setting of the same configuration."""
-    s = of_type(_train(summary_of(df)), ["horovod_tuning"])
+    s = of_type(_train(summary_of(df)), "horovod_tuning")
     if s.empty:
         return empty(HOROVOD_TUNING_COLUMNS)
     s["cycle_time_ms"] = s["horovod_cycle_time_ms"]

@@ -1,6 +1,7 @@
-"""Fabricated result records of every experiment kind, with known values.
+"""Test data: fabricated result records of every experiment kind, with known values.
 
-For tests, the reproducibility check and ``scripts/bench_aggregate.py``: every record is a
+Not used by the workflow. It lives in the package (not in tests/) because the benchmark
+script ``scripts/bench_aggregate.py`` needs it as well as the tests. Every record is a
 valid record (``archbench.record.make_record``), and its throughput follows
 :func:`true_throughput` times a repetition factor from ``NOISE`` whose mean is exactly 1,
 so the mean of a configuration is known in closed form. A few configurations fail on
@@ -12,8 +13,7 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from archbench.campaign import config_id
-from archbench.record import make_record
+from archbench.record import config_id, make_record
 
 # Repetition factors: the mean of NOISE[:reps] is 1 for reps 1..5, the spread 4% of the mean.
 NOISE = {1: (1.0,), 2: (0.98, 1.02), 3: (0.98, 1.0, 1.02), 4: (0.98, 0.99, 1.01, 1.02),
@@ -102,7 +102,7 @@ def _train(experiment: str, etype: str, system: str, **values) -> dict:
     return conf
 
 
-def _kernel(experiment: str, system: str, kernel: str, size: int, workers: int) -> dict:
+def _kernel(experiment: str, system: str, *, kernel: str, size: int, workers: int) -> dict:
     return {"experiment": experiment, "experiment_type": "kernel", "system": system,
             "arch": system_traits(system)[0], "kind": "kernel", "kernel": kernel,
             "problem_size": size, "tile_size": None if kernel == "stream" else size // 4,
@@ -143,9 +143,9 @@ def configurations(systems: tuple[str, ...] = ("sysa", "sysb"), threads: tuple[i
                                         intra_threads=4, batch_per_process=64))
         for size in (1024, 2048):
             for workers in (1, 2, 4):
-                confs.append(_kernel("kernels", system, "matmul", size, workers))
+                confs.append(_kernel("kernels", system, kernel="matmul", size=size, workers=workers))
         for size in (2**21, 2**23, 2**25):
-            confs.append(_kernel("stream", system, "stream", size, 1))
+            confs.append(_kernel("stream", system, kernel="stream", size=size, workers=1))
     return confs
 
 

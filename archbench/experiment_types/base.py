@@ -1,0 +1,137 @@
+"""What every experiment type is made of, and the helpers their expansions share.
+
+An experiment type is one module holding an :class:`ExperimentType`: its schema fragment
+(the keys it accepts, each with a description), its expansion of one experiment on one
+system into configurations, and the tables and figures it feeds. A configuration is a
+dict of record field names (see ``archbench.record``); settings that are not record
+fields go under ``tuning`` and become part of the configuration id.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import yaml
+
+from archbench.record import config_id
+from archbench.systems import cores_of
+from archbench.validate import ConfigError
+
+Expander = Callable[[dict, dict], list[dict]]
+
+
+@dataclass(frozen=True)
+class ExperimentType:
+    """A registered experiment type.
+
+    ``expand(experiment, system)`` returns its configurations; ``schema`` is its definition
+    under ``$defs`` of config/schemas/experiment.schema.yaml (it may ``$ref`` the shared
+    definitions there); ``tables`` and ``figures`` name the artifacts its results feed.
+    """
+
+    name: str
+    expand: Expander
+    schema: dict
+    tables: tuple[str, ...] = ()
+    figures: tuple[str, ...] = ()
+
+
+def schema_fragment(text: str) -> dict:
+    """A schema fragment written as YAML (descriptions read as in the schema files)."""
+    return yaml.safe_load(text)
+
+
+def on_off(value: Any) -> bool:
+    """YAML's on/off/true/false as a bool."""
+    return value in (True, "on")
+
+
+def product(**axes: Iterable) -> list[dict]:
+    """Cartesian product of named axes as a list of dicts (order of the axes kept)."""
+    names = list(axes)
+    return [dict(zip(names, values)) for values in itertools.product(*axes.values())]
+
+
+def thread_count(value: Any, cores: int) -> int:
+    """A thread count, with the token ``cores`` meaning all cores of the node (or pin)."""
+    return cores if value == "cores" else int(value)
+
+
+def powers_of_two(limit: int) -> list[int]:
+    """1, 2, 4, ... up to ``limit``."""
+    out, n = [], 1
+    while n <= limit:
+        out.append(n)
+        n *= 2
+    return out
+
+
+def node_counts(experiment: dict, system: dict, default: list[int] | str = (1,)) -> list[int]:
+    """The experiment's node counts that fit the system (``all`` = 1, 2, 4, ... nodes)."""
+    nodes = experiment.get("nodes", default)
+    if nodes == "all":
+        return powers_of_two(system["nodes"])
+    return [n for n in nodes if n <= system["nodes"]]
+
+
+def training_axes(experiment: dict) -> dict[str, list]:
+    """The axes every training type takes: models, vendor library on/off, data."""
+    return dict(model=experiment["models"],
+                vendor=experiment.get("vendor_library", ["on"]),
+                data=experiment.get("data", ["synthetic"]))
+
+
+def dedupe(configurations: list[dict]) -> list[dict]:
+    """Drop configurations identical to an earlier one (e.g. intra 'cores' == 2 on 2 cores)."""
+    seen, out = set(), []
+    for conf in configurations:
+        key = config_id(conf)
+        if key not in seen:
+            seen.add(key)
+            out.append(conf)
+    return out
+
+
+def controllers(experiment: dict, nodes: int) -> list[str]:
+    """Horovod controllers of an experiment on ``nodes`` nodes (Gloo runs on one node)."""
+    names = experiment.get("horovod_controller", ["mpi"])
+    if "gloo" in names and nodes > 1:
+        raise ConfigError(f"{experiment['type']}.horovod_controller: gloo is launched with "
+                          f"horovodrun on one node; {nodes} nodes need mpi")
+    return names
+
+
+def controller_tuning(controller: str) -> dict:
+    """The ``tuning`` entry of a Horovod controller (mpi is the default and adds none)."""
+    return {"horovod_controller": controller} if controller != "mpi" else {}
+
+
+def training_configuration(experiment: dict, system: dict, **values: Any) -> dict:
+    """A training configuration with the experiment's common settings and ``values``."""
+    conf = {
+        "kind": "train", "framework": "tensorflow", "data": "synthetic",
+        "strategy": "single", "nodes": 1, "processes_per_node": 1, "inter_threads": 1,
+        "image_size": experiment.get("image_size", 224),
+        "num_classes": experiment.get("num_classes", 1000),
+        "warmup_steps": experiment.get("warmup_steps", 10),
+        "measured_steps": experiment.get("steps", 100),
+        "data_format": experiment.get("data_format", "NHWC"),
+        "vendor_library": system["vendor_library"] if system["vendor_library"] != "none" else None,
+    }
+    conf.update(values)
+    conf["workers"] = conf["nodes"] * conf["processes_per_node"]
+    conf["global_batch"] = conf["batch_per_process"] * conf["workers"]
+    return conf
+
+
+def one_process_sweep(experiment: dict, system: dict, *, threads: list[int]) -> list[dict]:
+    """One process: models x batch sizes x ``threads`` x inter-op threads x vendor x data."""
+    cores = cores_of(system)
+    axes = product(batch=experiment["batch_sizes"], threads=threads,
+                   inter=experiment.get("inter_threads", [1]), **training_axes(experiment))
+    return dedupe([training_configuration(
+        experiment, system, model=a["model"], batch_per_process=a["batch"],
+        intra_threads=a["threads"], inter_threads=thread_count(a["inter"], cores),
+        vendor_library_enabled=on_off(a["vendor"]), data=a["data"]) for a in axes])

@@ -1,0 +1,28 @@
+"""Batch sweep: one process, batch sizes at fixed intra-op threads."""
+
+from __future__ import annotations
+
+from archbench.experiment_types.base import ExperimentType, one_process_sweep, schema_fragment
+from archbench.systems import cores_of
+
+SCHEMA = schema_fragment("""
+description: One process, batch sizes at fixed intra-op threads (default all cores of a node).
+allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}]
+required: [models, batch_sizes]
+unevaluatedProperties: false
+""")
+
+
+def expand(experiment: dict, system: dict) -> list[dict]:
+    """One process; batch sizes at fixed threads (default: all cores of the node)."""
+    cores = cores_of(system)
+    threads = experiment.get("threads", [cores])
+    if threads == "all":
+        threads = list(range(1, cores + 1))
+    return one_process_sweep(experiment, system, threads=threads)
+
+
+TYPE = ExperimentType(
+    "batch_sweep", expand, SCHEMA,
+    tables=("summary", "vendor_speedup", "io_overhead", "fraction_of_peak"),
+    figures=("vendor_speedup", "io_overhead"))

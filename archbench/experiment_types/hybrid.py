@@ -1,0 +1,71 @@
+"""Hybrid processes x threads filling one node (DESIGN.md experiment 2); its best layout
+feeds node_scaling's ``best`` (see ``archbench.tables.best``)."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from archbench.experiment_types.base import (
+    ExperimentType,
+    controller_tuning,
+    controllers,
+    dedupe,
+    on_off,
+    product,
+    schema_fragment,
+    thread_count,
+    training_axes,
+    training_configuration,
+)
+from archbench.systems import cores_of
+
+SCHEMA = schema_fragment("""
+description: >
+  Processes x threads filling one node with Horovod (experiment 2): every p dividing the
+  cores with t = cores / p (1 x 48, 2 x 24, ... 48 x 1 on 48 cores), per-process batch
+  sizes and inter-op threads. Its best configuration per system and model feeds
+  node_scaling's `best`.
+allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}, {$ref: "#/$defs/distributed"}]
+required: [models, batch_sizes]
+properties:
+  processes:
+    description: Processes per node to try (threads = cores // processes); `all` = every divisor of the cores (default).
+    oneOf: [{$ref: "#/$defs/positive_list"}, {const: all}]
+  batch_mode:
+    enum: [per_process, per_node]
+    description: "per_process (default): batch_sizes are per process; per_node: each is divided among the processes (batch // p)."
+unevaluatedProperties: false
+""")
+
+
+def hybrid_layouts(cores: int, processes: Iterable[int] | str = "all") -> list[tuple[int, int]]:
+    """(processes, threads) pairs filling ``cores``: every p dividing the cores with
+    t = cores / p (``all``), or the given process counts with t = cores // p."""
+    if processes == "all":
+        return [(p, cores // p) for p in range(1, cores + 1) if cores % p == 0]
+    return [(p, cores // p) for p in processes if p <= cores]
+
+
+def expand(experiment: dict, system: dict) -> list[dict]:
+    """Processes x threads filling one node (1 x cores ... cores x 1) with Horovod, per
+    process batch sizes (or per node: divided among the processes), inter-op threads."""
+    per_node = experiment.get("batch_mode", "per_process") == "per_node"
+    out = []
+    for p, t in hybrid_layouts(cores_of(system), experiment.get("processes", "all")):
+        for a in product(batch=experiment["batch_sizes"], inter=experiment.get("inter_threads", [1]),
+                         controller=controllers(experiment, 1), **training_axes(experiment)):
+            batch = a["batch"] // p if per_node else a["batch"]
+            if batch < 1:
+                continue
+            out.append(training_configuration(
+                experiment, system, model=a["model"], batch_per_process=batch,
+                strategy="horovod", processes_per_node=p, intra_threads=t,
+                inter_threads=thread_count(a["inter"], t), vendor_library_enabled=on_off(a["vendor"]),
+                data=a["data"], tuning=controller_tuning(a["controller"])))
+    return dedupe(out)
+
+
+TYPE = ExperimentType(
+    "hybrid", expand, SCHEMA,
+    tables=("summary", "hybrid_configurations", "hybrid_best", "vendor_speedup", "io_overhead"),
+    figures=("hybrid_configurations",))

@@ -1,0 +1,168 @@
+"""The ``kernel`` experiment type (DESIGN.md experiment 7): HPC kernels in TensorFlow.
+
+One experiment expands into kernels x sizes x tile sizes x workers x nodes. What a size
+means, whether sizes and tile sizes must be powers of two, whether the kernel is tiled
+(tile sizes apply to tiled kernels only; tiles larger than N are skipped), a fixed worker
+count (stream_comm: two), the default steps and the kernel's own experiment keys
+(``settings``) all come from the kernel's spec (``archbench.kernels.KERNELS``). ``sizes``
+is one list for all kernels or a mapping kernel -> list. Worker counts that do not fill
+the nodes evenly, and node counts beyond the system's, are skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from archbench.experiment_types.base import ExperimentType, product, schema_fragment
+from archbench.kernels import KERNELS, spec_of
+from archbench.kernels.common import is_power_of_two
+from archbench.kernels.spec import KernelSpec, Setting
+from archbench.systems import cores_of
+from archbench.validate import ConfigError
+
+# The keys every kernel experiment takes; the kernels' descriptions, sizes and defaults
+# and their own keys (settings) are added from the registry by _schema().
+BASE_SCHEMA = """
+description: >
+  HPC kernels written in TensorFlow (experiment 7), run on a cluster of TensorFlow
+  workers: kernels x sizes x tile_sizes x workers x nodes. Records GB/s (stream),
+  MB/s (stream_comm) or GFLOP/s (matmul, cg, fft).
+allOf: [{$ref: "#/$defs/common"}]
+required: [kernels, sizes]
+properties:
+  kernels:
+    type: array
+    minItems: 1
+    uniqueItems: true
+    items: {$ref: "#/$defs/kernel_name"}
+  sizes:
+    oneOf:
+      - {$ref: "#/$defs/positive_list"}
+      - type: object
+        minProperties: 1
+        propertyNames: {$ref: "#/$defs/kernel_name"}
+        additionalProperties: {$ref: "#/$defs/positive_list"}
+  tile_sizes: {$ref: "#/$defs/positive_list"}
+  workers: {$ref: "#/$defs/positive_list"}
+  nodes:
+    $ref: "#/$defs/positive_list"
+    description: >-
+      Nodes the workers spread over (workers must be a multiple); counts beyond the
+      system's nodes are skipped. Default [1].
+  warmup_steps: {type: integer, minimum: 0}
+  steps: {type: integer, minimum: 1}
+unevaluatedProperties: false
+"""
+
+
+def _each(specs: list[KernelSpec], value: Callable[[KernelSpec], object]) -> str:
+    """``"name: value; name: value"`` over ``specs``."""
+    return "; ".join(f"{spec.name}: {value(spec)}" for spec in specs)
+
+
+def settings() -> dict[str, tuple[KernelSpec, Setting]]:
+    """Every kernel's experiment keys: name -> (kernel, setting); a key two kernels
+    declare must be the same setting."""
+    found: dict[str, tuple[KernelSpec, Setting]] = {}
+    for spec in KERNELS.values():
+        for setting in spec.settings:
+            if setting.name in found and found[setting.name][1] != setting:
+                raise ValueError(f"kernels {found[setting.name][0].name} and {spec.name} declare "
+                                 f"different settings '{setting.name}'")
+            found.setdefault(setting.name, (spec, setting))
+    return found
+
+
+def _schema() -> dict:
+    """The experiment's schema: BASE_SCHEMA, the registry's descriptions and keys."""
+    schema = schema_fragment(BASE_SCHEMA)
+    properties, specs = schema["properties"], list(KERNELS.values())
+    tiled = [spec for spec in specs if spec.tiled]
+    fixed = [spec for spec in specs if spec.workers]
+    properties["kernels"]["description"] = f"Kernels to run: {_each(specs, lambda s: s.help)}."
+    properties["sizes"]["description"] = (
+        "Problem sizes, one list for all kernels or a mapping kernel -> list: "
+        f"{_each(specs, lambda s: s.size_help)}.")
+    properties["tile_sizes"]["description"] = (
+        f"Tile sizes of the tiled kernels, powers of two; tiles larger than N are skipped. "
+        f"{_each(tiled, lambda s: s.tile_help)}.")
+    properties["workers"]["description"] = "TensorFlow worker tasks (processes) per run. Default [1]." + (
+        f" Fixed for {_each(fixed, lambda s: s.workers)}." if fixed else "")
+    properties["warmup_steps"]["description"] = (
+        f"Untimed repetitions of the kernel in each run (default {_each(specs, lambda s: s.steps[0])}).")
+    properties["steps"]["description"] = (
+        f"Timed repetitions of the kernel in each run (default {_each(specs, lambda s: s.steps[1])}).")
+    for name, (spec, setting) in settings().items():
+        if name in properties:
+            raise ValueError(f"kernel {spec.name}: setting '{name}' clashes with an experiment key")
+        properties[name] = setting.schema(spec.name)
+    return schema
+
+
+SCHEMA = _schema()
+
+
+def sizes_of(experiment: dict, kernel: str) -> list[int]:
+    """The sizes one kernel runs with (``sizes`` as a list, or a per-kernel mapping)."""
+    sizes = experiment["sizes"]
+    if isinstance(sizes, dict):
+        if kernel not in sizes:
+            raise ConfigError(f"sizes: no sizes given for kernel '{kernel}'")
+        return sizes[kernel]
+    return sizes
+
+
+def kernel_configuration(experiment: dict, system: dict, *, spec: KernelSpec, axes: dict) -> dict:
+    """One configuration of ``spec`` at ``axes`` (size, tile, workers, nodes): record fields
+    plus the plan-only keys the worker needs (the kernel's settings)."""
+    size, tile, workers, nodes = axes["size"], axes["tile"], axes["workers"], axes["nodes"]
+    per_node = workers // nodes
+    conf = {
+        "kind": "kernel", "framework": "tensorflow", "kernel": spec.name, "problem_size": size,
+        "tile_size": tile, "workers": workers, "nodes": nodes, "processes_per_node": per_node,
+        "strategy": "workers", "intra_threads": max(1, cores_of(system) // per_node),
+        "throughput_unit": spec.unit,
+        "vendor_library": system["vendor_library"] if system["vendor_library"] != "none" else None,
+    }
+    conf["warmup_steps"] = experiment.get("warmup_steps", spec.steps[0])
+    conf["measured_steps"] = experiment.get("steps", spec.steps[1])
+    tuning = {}
+    for setting in spec.settings:
+        if not setting.in_tuning:
+            conf[setting.name] = setting.value(experiment.get(setting.name, setting.default), workers)
+        elif setting.name in experiment:
+            tuning[setting.name] = setting.value(experiment[setting.name], workers)
+    if tuning:  # plan-only; part of the configuration id
+        conf["tuning"] = tuning
+    return conf
+
+
+def expand(experiment: dict, system: dict) -> list[dict]:
+    """kernels x sizes x tile sizes (tiled kernels) x workers x nodes."""
+    configurations, seen = [], set()
+    for name in experiment["kernels"]:
+        spec = spec_of(name)
+        sizes = sizes_of(experiment, name)
+        if spec.power_of_two and not all(is_power_of_two(n) for n in sizes):
+            raise ConfigError(f"sizes: {name} needs powers of two, got {sizes}")
+        tiles = experiment.get("tile_sizes", [None]) if spec.tiled else [None]
+        if not all(t is None or is_power_of_two(t) for t in tiles):
+            raise ConfigError(f"tile_sizes: {name} needs powers of two, got {tiles}")
+        workers = [spec.workers] if spec.workers else experiment.get("workers", [1])
+        for a in product(size=sizes, tile=tiles, workers=workers, nodes=experiment.get("nodes", [1])):
+            if a["tile"] is not None and a["tile"] > a["size"]:
+                continue
+            if a["nodes"] > system["nodes"] or a["workers"] % a["nodes"]:
+                continue
+            key = (name, a["size"], a["tile"], a["workers"], a["nodes"])
+            if key in seen:
+                continue
+            seen.add(key)
+            configurations.append(kernel_configuration(experiment, system, spec=spec, axes=a))
+    return configurations
+
+
+TYPE = ExperimentType(
+    "kernel", expand, SCHEMA,
+    tables=("summary", "kernel_gflops", "stream_bandwidth", "fraction_of_peak"),
+    figures=("kernel_gflops", "stream_bandwidth"))

@@ -1,0 +1,132 @@
+"""Run one HPC kernel on a cluster of TensorFlow workers and write one JSON record.
+
+    python -m archbench.kernels matmul --size 4096 --tile-size 1024 --workers 2 --output run.json
+
+One subcommand per registered kernel (``archbench.kernels.KERNELS``), with the common
+options below and the kernel's own (``--size`` and its spec's options). Locally the
+command spawns ``--workers`` - 1 worker servers; under ``srun --ntasks=W`` every task
+runs this command and task 0 writes the record. Without ``--output`` the record is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import sys
+from types import MappingProxyType
+from typing import Sequence
+
+from archbench import provenance
+from archbench.failures import exception_failure
+from archbench.kernels import KERNELS
+from archbench.kernels import cluster as workers
+from archbench.kernels.common import KernelRun
+from archbench.record import config_id, make_record, write_record
+
+EXIT_BENCHMARK_FAILED = 3  # a failure record was written
+
+
+def _common_options() -> argparse.ArgumentParser:
+    """The options every kernel's subcommand takes."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--workers", type=int, default=1, help="TensorFlow worker tasks (default 1)")
+    common.add_argument("--threads", type=int, default=0,
+                        help="intra-op threads per worker (0 = the node's CPUs shared by its workers)")
+    common.add_argument("--warmup-steps", type=int, default=None,
+                        help="untimed repetitions first (default: the kernel's)")
+    common.add_argument("--steps", type=int, default=None, help="timed repetitions (default: the kernel's)")
+    common.add_argument("--seed", type=int, default=0)
+    common.add_argument("--cluster", dest="cluster_mode", choices=["auto", "local", "slurm"],
+                        default="auto",
+                        help="auto = Slurm tasks inside a multi-task srun step, else local processes")
+    common.add_argument("--output", default=None,
+                        help="where to write the JSON record (default: print it)")
+    ident = common.add_argument_group("record identity (the workflow's supervisor overrides these)")
+    ident.add_argument("--experiment", default="adhoc")
+    ident.add_argument("--system", default="local")
+    ident.add_argument("--config-id", default=None)
+    ident.add_argument("--repetition", type=int, default=0)
+    return common
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line: a subcommand per registered kernel."""
+    common = _common_options()
+    p = argparse.ArgumentParser(prog="python -m archbench.kernels", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="kernel", required=True, metavar="KERNEL")
+    for spec in KERNELS.values():
+        spec.add_options(sub.add_parser(spec.name, parents=[common], help=spec.help,
+                                        description=spec.help))
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> KernelRun:
+    """The run the command line asks for; unset step counts take the kernel's defaults."""
+    values = vars(parser().parse_args(argv))
+    own = {f.name for f in dataclasses.fields(KernelRun)}
+    run = {k: v for k, v in values.items() if k in own}
+    warmup, steps = KERNELS[run["kernel"]].steps
+    run["warmup_steps"] = warmup if run["warmup_steps"] is None else run["warmup_steps"]
+    run["steps"] = steps if run["steps"] is None else run["steps"]
+    options = MappingProxyType({k: v for k, v in values.items() if k not in own})
+    return KernelRun(**run, options=options)
+
+
+def base_fields(job: KernelRun, cluster: workers.Cluster | None = None, tile: int | None = None) -> dict:
+    """Record fields describing the configuration and where it ran."""
+    conf = dict(kind="kernel", kernel=job.kernel, problem_size=job.size, tile_size=tile,
+                workers=job.workers, nodes=cluster.nodes if cluster else 1,
+                processes_per_node=cluster.processes_per_node if cluster else job.workers,
+                strategy="workers", intra_threads=cluster.threads if cluster else job.threads)
+    fields = {**provenance.host_fields(), **conf, "experiment": job.experiment,
+               "system": job.system, "config_id": job.config_id or config_id(conf),
+               "repetition": job.repetition, "framework": "tensorflow",
+               "throughput_unit": KERNELS[job.kernel].unit, "warmup_steps": job.warmup_steps,
+               "measured_steps": job.steps}
+    if platform.machine() == "x86_64":  # on x86, matmul's dots run in oneDNN (through XLA)
+        fields.update(vendor_library="onednn",
+                       vendor_library_enabled=os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0")
+    if cluster:
+        fields["hosts"] = sorted(set(cluster.hosts))
+    return fields
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point: run, write the record; on an error write a failure record."""
+    job = parse_args(argv)
+    start = provenance.now()
+    cluster = None
+    pump = workers.quiet_stderr() if job.workers > 1 else None
+    try:
+        # Slurm tasks other than 0 serve inside start() and never return
+        cluster = workers.start(job.workers, threads=job.threads, mode=job.cluster_mode)
+        import tensorflow as tf
+        result = KERNELS[job.kernel].run(cluster, job)
+        record = make_record(**{
+            **base_fields(job, cluster, result.tile_size), "framework_version": tf.__version__,
+            "start_time": start, "end_time": provenance.now(),
+            "step_times_s": result.step_times_s, "warmup_steps": result.warmup_steps,
+            "measured_steps": result.measured_steps, "throughput": result.throughput,
+            "metrics": result.metrics})
+        code = 0
+    except Exception as exc:  # noqa: BLE001 - any error becomes a failure record
+        status, reason = exception_failure(exc)
+        record = make_record(**base_fields(job, cluster, job.tile_size), start_time=start,
+                             end_time=provenance.now(), status=status, reason=reason)
+        print(f"archbench.kernels: {status}: {reason}", file=sys.stderr)
+        code = EXIT_BENCHMARK_FAILED
+    if job.output:
+        write_record(job.output, record)
+    else:
+        print(json.dumps(record, indent=1, sort_keys=True))
+    if record["status"] == "ok":
+        print(f"{job.kernel} size={job.size} workers={job.workers}: "
+              f"{record['throughput']:.3f} {record['throughput_unit']}", file=sys.stderr)
+    if cluster is not None and cluster.mode != "inprocess":
+        cluster.close()
+        workers.flush_and_exit(code, pump)  # skip TF's remote-context teardown (workers are gone)
+    return code

@@ -1,0 +1,62 @@
+"""Training strategies: each is one module holding its Backend and its launcher, and one
+line of :data:`STRATEGIES`.
+
+* ``single``: one process.
+* ``horovod``: allreduce under mpirun, srun or horovodrun --gloo.
+* ``mirrored`` and ``parameter_server``: tf.distribute over a TF cluster started by srun
+  or, on one node, by ``python -m archbench.launch spawn``.
+
+To add a strategy, write ``archbench/strategies/<name>.py`` defining ``STRATEGY =
+Strategy(backend=..., launch=..., ...)`` (see :class:`~archbench.strategies.base.Strategy`)
+and register it below. The ``--strategy`` choices of ``archbench.train`` and the
+experiment schema's strategy names come from this registry.
+"""
+
+from __future__ import annotations
+
+from archbench.strategies import horovod, mirrored, parameter_server, single
+from archbench.strategies.base import Backend, Launch, Strategy
+from archbench.tfcluster import LaunchError
+from archbench.train_run import TrainRun
+
+STRATEGIES: dict[str, Strategy] = {
+    "single": single.STRATEGY,
+    "horovod": horovod.STRATEGY,
+    "mirrored": mirrored.STRATEGY,
+    "parameter_server": parameter_server.STRATEGY,
+}
+MULTI_PROCESS_STRATEGIES = tuple(name for name, s in STRATEGIES.items() if s.multi_process)
+
+__all__ = ["STRATEGIES", "MULTI_PROCESS_STRATEGIES", "Backend", "Launch", "Strategy", "check",
+           "launch_rank", "launcher_argv", "make_backend", "strategy"]
+
+
+def strategy(name: str) -> Strategy:
+    """The registered strategy ``name``; LaunchError naming the known ones otherwise."""
+    if name not in STRATEGIES:
+        raise LaunchError(f"unknown strategy '{name}' (known: {', '.join(STRATEGIES)})")
+    return STRATEGIES[name]
+
+
+def check(config: TrainRun) -> None:
+    """ValueError when ``config`` lacks what its strategy needs."""
+    if strategy(config.strategy).parameter_servers and config.parameter_servers < 1:
+        raise ValueError(f"--strategy {config.strategy} needs --parameter-servers >= 1")
+
+
+def make_backend(tf, config: TrainRun) -> Backend:
+    """The backend of ``config.strategy`` (initialises Horovod or the TF cluster)."""
+    return strategy(config.strategy).backend(tf, config)
+
+
+def launch_rank(name: str) -> int:
+    """This process's rank under strategy ``name`` as its launcher set it, before any
+    framework initialises: 0 for the process that writes the record."""
+    return strategy(name).launch_rank()
+
+
+def launcher_argv(measurement: dict, system: dict, worker: list[str]) -> list[str]:
+    """Full argv of ``measurement`` on ``system``: its strategy's launcher + ``worker`` (one
+    worker's argv, starting with the interpreter)."""
+    plan = Launch.of(measurement, system, worker)
+    return strategy(measurement.get("strategy", "single")).launch(plan)

@@ -1,0 +1,192 @@
+"""What every training strategy is made of: a :class:`Backend` that the training loop of
+``archbench.train`` drives in each process, and a launcher that starts the processes.
+
+A *backend* hides the strategy from the training loop: it builds the compiled step, feeds
+each worker its shard of the data, synchronises the workers at the edges of the measured
+window and combines per-worker values. Throughput follows DESIGN.md: images processed by
+ALL workers in the window / the window's wall time, where the window starts after a
+barrier and ends after a barrier, and its length is the maximum over workers.
+
+The base class is one process without communication (strategy ``single``); the other
+strategies override what they do differently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from archbench.systems import cpus_per_process
+from archbench.tfcluster import LaunchError
+from archbench.train_run import TrainRun
+
+
+@dataclass(frozen=True, kw_only=True)
+class Launch:
+    """What a launcher needs to start a measurement's processes on a system."""
+
+    worker: tuple[str, ...]  # one worker's argv, interpreter first
+    launcher: str  # the system's launcher: local | mpirun | srun
+    nodes: int
+    processes_per_node: int
+    cpus_per_process: int  # cores of a node // processes per node
+    tuning: Mapping[str, Any]  # the measurement's ``tuning``
+    env: Mapping[str, str]  # the measurement's ``env``
+
+    @classmethod
+    def of(cls, measurement: dict, system: dict, worker: Sequence[str]) -> Launch:
+        """The launch of ``measurement`` on ``system``, each process running ``worker``."""
+        nodes, ppn = int(measurement.get("nodes", 1)), int(measurement.get("processes_per_node", 1))
+        return cls(worker=tuple(worker), launcher=system.get("launcher", "local"), nodes=nodes,
+                   processes_per_node=ppn, cpus_per_process=cpus_per_process(system, ppn),
+                   tuning=measurement.get("tuning") or {},
+                   env={k: str(v) for k, v in (measurement.get("env") or {}).items()})
+
+    @property
+    def ranks(self) -> int:
+        """Training processes of the run: nodes x processes per node."""
+        return self.nodes * self.processes_per_node
+
+    def require_one_node_if_local(self) -> None:
+        """LaunchError when the local launcher is asked for several nodes."""
+        if self.launcher == "local" and self.nodes > 1:
+            raise LaunchError(f"launcher local runs on one node, not {self.nodes}")
+
+
+def unique(items: Sequence[str]) -> list[str]:
+    """``items`` in order, each once."""
+    return list(dict.fromkeys(items))
+
+
+class Backend:
+    """One process, no communication (strategy ``single``)."""
+
+    def __init__(self, tf, config: TrainRun):
+        self.tf = tf
+        self.config = config
+        self.rank, self.size = 0, 1
+
+    @property
+    def is_writer(self) -> bool:
+        """True for the one process that writes the record."""
+        return self.rank == 0
+
+    @property
+    def workers(self) -> int:
+        """Training workers (processes that compute gradients)."""
+        return self.size
+
+    def layout(self) -> tuple[int, int]:
+        """(nodes, processes per node) of the run; ``--nodes``/``--processes-per-node`` win."""
+        nodes = self.config.nodes or max(1, len(self.hosts()))
+        ppn = self.config.processes_per_node or max(1, self.workers // nodes)
+        if nodes * ppn != self.workers:
+            raise LaunchError(f"{self.workers} workers started, but nodes x processes per node "
+                              f"= {nodes} x {ppn}")
+        return nodes, ppn
+
+    def scope(self):
+        """Context in which the model and optimizer are created."""
+        return contextlib.nullcontext()
+
+    def make_step(self, model, optimizer, loss_fn: Callable) -> Callable:
+        """Compiled step(images, labels) -> loss: forward, backward, update."""
+        tf = self.tf
+
+        @tf.function
+        def step(images, labels):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(labels, model(images, training=True))
+            grads = self.gradients(tape, loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        return step
+
+    def gradients(self, tape, loss, variables):
+        """Gradients of ``loss`` (averaged over workers where they are combined)."""
+        return tape.gradient(loss, variables)
+
+    def batches(self, dataset_fn: Callable[[int, int], Any]) -> Iterator:
+        """Iterator over this worker's batches; ``dataset_fn(shard, shards)`` -> tf.data."""
+        return iter(dataset_fn(self.rank, self.size))
+
+    def start(self, model) -> None:
+        """Called once the model exists, before the first step (e.g. broadcast weights)."""
+
+    def barrier(self) -> None:
+        """Return when every worker has reached this point."""
+
+    def gather(self, values: Sequence[float]) -> list[list[float]]:
+        """Every worker's ``values`` (same length everywhere), one row per worker."""
+        return [list(map(float, values))]
+
+    def hosts(self) -> list[str]:
+        """Hosts of all workers, in rank order, each once."""
+        return [socket.gethostname()]
+
+    def window(self, step: Callable, batches: Iterator, *, warmup: int, steps: int,
+               batch_size: int) -> tuple[list[float], list[float], float, int]:
+        """Warm-up, then the measured window between two barriers.
+
+        Returns (this worker's step times, its losses, window wall time = max over
+        workers, images processed by all workers in the window).
+        """
+        for _ in range(warmup):
+            float(step(*next(batches)))
+        self.barrier()
+        times, losses = [], []
+        start = time.perf_counter()
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            losses.append(float(step(*next(batches))))
+            times.append(time.perf_counter() - t0)
+        self.barrier()
+        wall = time.perf_counter() - start
+        rows = self.gather([wall, batch_size * steps])
+        return times, losses, max(r[0] for r in rows), int(sum(r[1] for r in rows))
+
+    def weight_spread(self, model) -> float | None:
+        """Largest difference between workers of per-variable checksums (sum and sum of
+        absolute values, in float64) of the trainable weights: 0 when replicas agree;
+        None when there are no replicas to compare."""
+        if self.workers < 2:
+            return None
+        tf = self.tf
+        sums = []
+        for v in model.trainable_variables:
+            w = tf.cast(tf.convert_to_tensor(v), tf.float64)
+            sums += [float(tf.reduce_sum(w)), float(tf.reduce_sum(tf.abs(w)))]
+        rows = self.gather(sums)
+        return max((max(col) - min(col) for col in zip(*rows)), default=0.0)
+
+    def metrics(self, model) -> dict:
+        """Strategy-specific record metrics."""
+        return {}
+
+
+def rank_zero() -> int:
+    """The launch rank of a one-process run."""
+    return 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Strategy:
+    """A registered training strategy: how its processes train and how they are started.
+
+    ``backend`` is the :class:`Backend` class every process of a run builds;
+    ``launch(plan)`` is the full argv that starts all processes of a :class:`Launch`
+    (launcher + worker argv); ``launch_rank()`` is this process's rank as its launcher set
+    it, before any framework initialises (0 = the process that writes the record);
+    ``parameter_servers``: the run has parameter-server tasks (``--parameter-servers``);
+    ``multi_process``: the strategy runs several processes (experiments may sweep it).
+    """
+
+    backend: type[Backend]
+    launch: Callable[[Launch], list[str]]
+    help: str
+    launch_rank: Callable[[], int] = rank_zero
+    parameter_servers: bool = False
+    multi_process: bool = True

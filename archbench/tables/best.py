@@ -1,0 +1,84 @@
+"""The best layout of a hybrid sweep (DESIGN.md experiment 2): ONE choice, published by
+the ``hybrid_best`` table and run by node scaling's ``best: <hybrid experiment>``.
+
+Per hybrid experiment, system, model, data and vendor-library setting, the processes x
+threads x batch configuration with the highest mean img/s over its successful runs; ties
+go to the first in table order (fewer processes, then fewer threads, inter-op threads,
+smaller batch). A group whose configurations all failed keeps a row with status
+"all failed" and no layout.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from archbench.record import config_id
+from archbench.tables.common import empty, sort_rows
+from archbench.tables.training import best_per_group, hybrid_configurations
+
+GROUP = ("experiment", "system", "model", "data", "vendor_library_enabled")
+LAYOUT_FIELDS = ("processes_per_node", "intra_threads", "inter_threads", "batch_per_process")
+BEST_HYBRID_COLUMNS = (
+    *GROUP, "configuration", *LAYOUT_FIELDS, "global_batch", "img_s", "error",
+    "n_configurations", "n_failed_configurations", "status",
+)
+
+
+def best_hybrid(df: pd.DataFrame) -> pd.DataFrame:
+    """The best processes x threads configuration per hybrid experiment, system, model,
+    data and vendor setting (highest mean img/s); "all failed" when none has a value."""
+    table = hybrid_configurations(df)
+    if table.empty:
+        return empty(BEST_HYBRID_COLUMNS)
+    blank = ("configuration", *LAYOUT_FIELDS, "global_batch", "error")
+    out = best_per_group(table, keys=GROUP, value="img_s", blank=blank)
+    return sort_rows(out[list(BEST_HYBRID_COLUMNS)], GROUP)
+
+
+def best_layout(df: pd.DataFrame, measurement: dict) -> dict | None:
+    """The best layout of hybrid sweep ``measurement["best_of"]`` for the measurement's
+    system and model (the same data and vendor setting preferred when the sweep ran
+    them), as {processes_per_node, intra_threads, inter_threads, batch_per_process, img_s};
+    None when the sweep has no successful run for them."""
+    best = best_hybrid(df)
+    rows = best[best["status"].eq("ok") & best["experiment"].eq(measurement["best_of"])
+                & best["system"].eq(measurement["system"]) & best["model"].eq(measurement["model"])]
+    for column in ("data", "vendor_library_enabled"):
+        value = measurement.get(column)
+        same = rows[column].eq(value).fillna(False).astype(bool)
+        if value is not None and same.any():
+            rows = rows[same]
+    if rows.empty:
+        return None
+    row = rows.loc[rows["img_s"].astype(float).idxmax()]
+    return {k: int(row[k]) for k in LAYOUT_FIELDS} | {"img_s": float(row["img_s"])}
+
+
+def resolve_best(measurements: list[dict], df: pd.DataFrame, *, on_missing: str = "raise") -> list[dict]:
+    """Replace every ``best_of`` placeholder of ``measurements`` with :func:`best_layout`
+    of ``df`` (tidy measurements or their summary). Other measurements pass unchanged.
+
+    The resolved measurement keeps ``tuning.best_of`` (so its id shows where the layout came
+    from), loses the top-level marker, and gets workers, global batch and config_id anew.
+    ``on_missing``: ``raise`` (ValueError) or ``drop`` when the sweep has no successful run.
+    """
+    out = []
+    for m in measurements:
+        name = m.get("best_of")
+        if not name:
+            out.append(m)
+            continue
+        best = best_layout(df, m)
+        if best is None:
+            if on_missing == "drop":
+                continue
+            raise ValueError(f"{m['experiment']}: no successful run of '{name}' for system "
+                             f"{m['system']} and model {m['model']} to take the best configuration from")
+        resolved = {k: v for k, v in m.items() if k != "best_of"}
+        resolved.update({k: best[k] for k in LAYOUT_FIELDS})
+        resolved["tuning"] = {**(m.get("tuning") or {}), "best_of": name}
+        resolved["workers"] = resolved["nodes"] * resolved["processes_per_node"]
+        resolved["global_batch"] = resolved["batch_per_process"] * resolved["workers"]
+        resolved["config_id"] = config_id(resolved)
+        out.append(resolved)
+    return out

@@ -1,0 +1,92 @@
+"""The package's structure: no import circle (counting imports inside functions too, so a
+circle cannot hide behind a lazy import), and every module importable on its own."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+PACKAGE = REPO / "archbench"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports_of(path: Path, name: str) -> set[str]:
+    """archbench modules ``path`` imports anywhere in it (``from a import b``: a.b when b
+    is a module, else a; relative imports resolved)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}".rstrip(".")
+            found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base
+                      for a in node.names}
+    return {m for m in found if m in MODULES and m != name}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` as a list of modules, or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_no_import_circle_in_the_package():
+    graph = {name: imports_of(path, name) for name, path in MODULES.items()}
+    cycle = find_cycle(graph)
+    assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_a_circle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+LIGHT = [m for m in MODULES if not m.endswith("__main__")]
+
+
+@pytest.mark.parametrize("chunk", [LIGHT[i::2] for i in range(2)], ids=["even", "odd"])
+def test_every_module_imports_first_in_a_fresh_interpreter(chunk):
+    """Each module imported first, alone, in a new interpreter (an import that works only
+    after some other module was imported first fails here)."""
+    script = ("import importlib, subprocess, sys\n"
+              "bad = []\n"
+              "for m in sys.argv[1:]:\n"
+              "    r = subprocess.run([sys.executable, '-c', f'import {m}'], capture_output=True, text=True)\n"
+              "    if r.returncode: bad.append(f'{m}: ' + r.stderr.strip().splitlines()[-1])\n"
+              "print('\\n'.join(bad)); sys.exit(1 if bad else 0)\n")
+    proc = subprocess.run([sys.executable, "-c", script, *chunk], capture_output=True, text=True,
+                          cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
