@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from archbench.files import atomic_write_text
 from archbench.systems import cores_of, cpus_per_process
 
 # Slack added to a run's time limit for start-up and record writing.
@@ -70,3 +71,12 @@ def plan_markdown(name: str, table: pd.DataFrame) -> str:
             "Upper bounds: every run is charged its full time limit.\n\n"
             f"{body}\n\n**Total:** {int(total['jobs'])} jobs, {total['node_hours']:.2f} node-hours, "
             f"{total['core_hours']:.2f} core-hours.\n")
+
+
+def write_plan(name: str, measurements: list[dict], systems: dict[str, dict], *,
+               csv: str, markdown: str) -> pd.DataFrame:
+    """Write the plan of campaign ``name`` as CSV and Markdown; return its table."""
+    table = plan_table(measurements, systems)
+    atomic_write_text(csv, table.to_csv(index=False, float_format="%.4f", lineterminator="\n"))
+    atomic_write_text(markdown, plan_markdown(name, table))
+    return table

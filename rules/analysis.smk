@@ -1,20 +1,5 @@
 # Derived tables (CSV, Markdown, LaTeX) from the collected measurements plus imported
 # published results. One rule per table, named make_<table>_table.
-from archbench.importer import mapping_files
-from archbench.tables import TABLES
-
-TABLE_NAMES = sorted(TABLES)
-IMPORT_MAPPING_DIRS = ["config/imports"]
-
-
-def get_imports():
-    """Import CSVs listed in the campaign (`imports:`)."""
-    return config.get("imports", [])
-
-
-def get_import_mappings():
-    """The mapping sidecars those imports use: editing one rebuilds the merged table."""
-    return mapping_files(get_imports(), IMPORT_MAPPING_DIRS)
 
 
 rule merge_measurements:
@@ -54,9 +39,3 @@ for _table in TABLE_NAMES:
             peak=config.get("peak", {}),
         script:
             "../scripts/make_table.py"
-
-
-def analysis_targets():
-    """Every table and figure the workflow produces."""
-    tables = [f"results/tables/{t}.{ext}" for t in TABLE_NAMES for ext in ("csv", "md", "tex")]
-    return tables + figure_targets()

@@ -1,4 +1,6 @@
 # One job per measurement: the supervisor runs the benchmark and always leaves a record.
+# No conda:/container: directive: each measurement runs inside its system's image through
+# the supervisor (archbench.run), with srun/mpirun outside it (see scripts/lint_workflow.sh).
 
 
 rule run_measurement:

@@ -28,9 +28,6 @@ rule plan_campaign:
         csv=f"results/plan/{CAMPAIGN.name}.csv",
     log:
         f"logs/plan_campaign/{CAMPAIGN.name}.log",
-    params:
-        name=CAMPAIGN.name,
     run:
-        table = archbench_plan.plan_table(CAMPAIGN.measurements, SYSTEMS)
-        table.to_csv(output.csv, index=False, float_format="%.4f")
-        Path(output.markdown).write_text(archbench_plan.plan_markdown(params.name, table))
+        archbench_plan.write_plan(CAMPAIGN.name, CAMPAIGN.measurements, SYSTEMS,
+                                  csv=output.csv, markdown=output.markdown)

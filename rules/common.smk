@@ -5,8 +5,12 @@ from pathlib import Path
 
 from archbench import plan as archbench_plan
 from archbench.campaign import ConfigError, load_campaign, raw_path
+from archbench.containers import build_command, shell_join
+from archbench.figures import FIGURES
+from archbench.importer import mapping_files
 from archbench.models import spec as model_spec
 from archbench.integrity import quarantine_invalid
+from archbench.tables import TABLES
 
 try:
     CAMPAIGN = load_campaign(config, system_dir=Path(workflow.basedir) / "config" / "systems")
@@ -19,6 +23,9 @@ SYSTEMS = CAMPAIGN.systems
 # from the records already on disk and runs no benchmark.
 REGENERATE_ONLY = bool(config.get("regenerate_only", False))
 DRY_RUN = workflow.output_settings.dryrun
+TABLE_NAMES = sorted(TABLES)
+FIGURE_NAMES = sorted(FIGURES)
+IMPORT_MAPPING_DIRS = ["config/imports"]
 # The small JPEG TFRecord set rule make_tfrecords writes (a system's data_dir may name it).
 GENERATED_TFRECORDS = "results/data/tfrecords"
 
@@ -93,8 +100,63 @@ def get_resources(wildcards):
 
 
 def get_final_outputs():
-    """Everything `snakemake` (rule all) builds. The records are listed too: a record
+    """Everything `snakemake` (its target "all") builds. The records are listed too: a record
     deleted or quarantined after its table was built is then rerun (Snakemake leaves a
     missing intermediate file alone while the files made from it are up to date)."""
     return (get_record_paths() + ["results/tables/measurements.csv",
                                   f"results/plan/{CAMPAIGN.name}.md"] + analysis_targets())
+
+
+# ---------------------------------------------------------------- images
+
+def image_systems():
+    """image variant -> the first system that runs it inside a container."""
+    images = {}
+    for name, system in SYSTEMS.items():
+        if system["container_runtime"] != "none" and system.get("image"):
+            images.setdefault(system["image"], system)
+    return images
+
+
+def get_image_for_measurement(wildcards):
+    """The image a measurement runs in ([] for runtime none)."""
+    system = SYSTEMS[get_measurement(wildcards)["system"]]
+    if system["container_runtime"] == "none":
+        return []
+    return f"results/images/{system['image']}.sif"
+
+
+def get_build_command(wildcards, output):
+    system = image_systems()[wildcards.image]
+    return shell_join(build_command(system["container_runtime"],
+                                    f"containers/{wildcards.image}.def", output.image))
+
+
+# ---------------------------------------------------------------- tables, figures, paper
+
+def get_imports():
+    """Import CSVs listed in the campaign (`imports:`)."""
+    return config.get("imports", [])
+
+
+def get_import_mappings():
+    """The mapping sidecars those imports use: editing one rebuilds the merged table."""
+    return mapping_files(get_imports(), IMPORT_MAPPING_DIRS)
+
+
+def analysis_targets():
+    """Every table and figure the workflow produces."""
+    tables = [f"results/tables/{t}.{ext}" for t in TABLE_NAMES for ext in ("csv", "md", "tex")]
+    return tables + figure_targets()
+
+
+def figure_targets():
+    return [f"results/figures/{f}.{ext}" for f in FIGURE_NAMES for ext in ("png", "pdf", "svg")]
+
+
+def get_paper_inputs(wildcards):
+    """Every table and figure, when collection is restricted to the records on disk."""
+    if not REGENERATE_ONLY:
+        raise WorkflowError("archbench: `paper` rebuilds from the records on disk only: "
+                            "run it with --config regenerate_only=true (or `make paper`)")
+    return analysis_targets()

@@ -1,11 +1,4 @@
 # Publication figures (PNG, PDF, SVG), one rule per figure type, named plot_<figure>.
-from archbench.figures import FIGURES
-
-FIGURE_NAMES = sorted(FIGURES)
-
-
-def figure_targets():
-    return [f"results/figures/{f}.{ext}" for f in FIGURE_NAMES for ext in ("png", "pdf", "svg")]
 
 
 for _figure in FIGURE_NAMES:

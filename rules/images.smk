@@ -1,29 +1,5 @@
 # Container images: one per image variant used by a system with a container runtime.
 # Built on a node of the system (its partition), so the image matches its architecture.
-from archbench.containers import build_command, shell_join
-
-
-def image_systems():
-    """image variant -> the first system that runs it inside a container."""
-    images = {}
-    for name, system in SYSTEMS.items():
-        if system["container_runtime"] != "none" and system.get("image"):
-            images.setdefault(system["image"], system)
-    return images
-
-
-def get_image_for_measurement(wildcards):
-    """The image a measurement runs in ([] for runtime none)."""
-    system = SYSTEMS[get_measurement(wildcards)["system"]]
-    if system["container_runtime"] == "none":
-        return []
-    return f"results/images/{system['image']}.sif"
-
-
-def get_build_command(wildcards, output):
-    system = image_systems()[wildcards.image]
-    return shell_join(build_command(system["container_runtime"],
-                                    f"containers/{wildcards.image}.def", output.image))
 
 
 rule build_image:

@@ -6,14 +6,6 @@
 report: "../report/workflow.rst"
 
 
-def get_paper_inputs(wildcards):
-    """Every table and figure, when collection is restricted to the records on disk."""
-    if not REGENERATE_ONLY:
-        raise WorkflowError("archbench: `paper` rebuilds from the records on disk only: "
-                            "run it with --config regenerate_only=true (or `make paper`)")
-    return analysis_targets()
-
-
 # `snakemake paper --config regenerate_only=true`: every table and figure rebuilt from
 # results/raw and imports; runs no benchmark (collection reads the records on disk).
 rule paper:

@@ -348,7 +348,8 @@ def test_supervisor_runs_a_kernel_measurement(tmp_path):
     loaded = load_campaign(campaign({"kernels": ["cg"], "sizes": [64], "iterations": 10,
                                      "tolerance": 1e-30, "workers": [1]}))
     (measurement,) = loaded.measurements
-    record = supervise(measurement, loaded.systems["box"], tmp_path / "rep0.json", tmp_path / "log")
+    record = supervise(measurement, loaded.systems["box"], output=tmp_path / "rep0.json",
+                       log_path=tmp_path / "log")
     assert record["status"] == "ok", record["reason"]
     assert record["config_id"] == measurement["config_id"] and record["experiment"] == "kern"
     assert record["metrics"]["iterations"]["value"] == 10

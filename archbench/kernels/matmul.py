@@ -20,6 +20,7 @@ GFLOP/s counts 2N^3 - N^2 flops.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import tempfile
@@ -201,7 +202,8 @@ def run(cluster: Cluster, job: KernelRun) -> KernelResult:
     return result
 
 
-def _add_arguments(parser) -> None:
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    """matmul's command-line-only options: --verify, --scratch."""
     add_verify_option(parser)
     parser.add_argument("--scratch", default=os.environ.get("ARCHBENCH_SCRATCH"),
                         help="directory for the tile files, readable by all workers "

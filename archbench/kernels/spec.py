@@ -2,7 +2,8 @@
 
 The CLI (subcommand, options, help), the worker command line (``command_for``), the
 ``kernel`` experiment type (axes, defaults, per-kernel keys, schema) and the kernel
-tables (flop rate or bandwidth) all read the spec; nothing else names a kernel.
+tables (flop rate or bandwidth) all read the spec; no other module branches on a kernel's
+name.
 This module stays free of TensorFlow imports: the campaign loader imports the specs.
 """
 
