@@ -22,11 +22,11 @@ from archbench.experiment_types import EXPERIMENT_TYPES
 from archbench.kernels import KERNELS
 from archbench.models import MODELS
 from archbench.record import config_id
+from archbench.strategies import MULTI_PROCESS_STRATEGIES
 from archbench.systems import resolve_system
 from archbench.validate import ConfigError, check, load_schema
 
 DEFAULT_REPETITIONS = 5
-MULTI_PROCESS_STRATEGIES = ("horovod", "mirrored", "parameter_server")
 
 
 @lru_cache(maxsize=1)

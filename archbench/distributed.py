@@ -8,11 +8,6 @@ from __future__ import annotations
 
 import os
 
-# archbench.run names a failed run's Horovod settings with this; it lives with its strategy.
-from archbench.strategies.horovod import horovod_knobs
-
-__all__ = ["horovod_knobs", "pin_cores"]
-
 
 def pin_cores(cores: int, index: int = 0) -> list[int]:
     """Restrict this process to ``cores`` CPUs: block ``index`` of the CPUs it may use.

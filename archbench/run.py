@@ -23,9 +23,9 @@ from typing import Sequence
 from archbench import provenance
 from archbench.containers import exec_prefix
 from archbench.containers import image_digest as hash_file
-from archbench.distributed import horovod_knobs
 from archbench.failures import exit_failure
 from archbench.record import RecordError, make_record, read_record, schema, write_record
+from archbench.strategies.horovod import horovod_knobs
 from archbench.tfenv import FRAMEWORK_ENV
 
 # The module whose command_for(measurement, system) gives a measurement's argv, per kind.
