@@ -5,7 +5,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL := 2
 SNAKEMAKE := snakemake --profile profiles/local
-PAPER := $(SNAKEMAKE) paper --config regenerate_only=true
+PAPER := $(SNAKEMAKE) paper --config regenerate_only=True
 
 .PHONY: setup run test lint dryrun paper report clean
 

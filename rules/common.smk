@@ -19,7 +19,7 @@ except ConfigError as exc:
 
 MEASUREMENTS = {f"results/{raw_path(m)}": m for m in CAMPAIGN.measurements}
 SYSTEMS = CAMPAIGN.systems
-# --config regenerate_only=true (`make paper`) rebuilds tables, figures and the report
+# --config regenerate_only=True (`make paper`) rebuilds tables, figures and the report
 # from the records already on disk and runs no benchmark.
 REGENERATE_ONLY = bool(config.get("regenerate_only", False))
 DRY_RUN = workflow.output_settings.dryrun
@@ -158,5 +158,5 @@ def get_paper_inputs(wildcards):
     """Every table and figure, when collection is restricted to the records on disk."""
     if not REGENERATE_ONLY:
         raise WorkflowError("archbench: `paper` rebuilds from the records on disk only: "
-                            "run it with --config regenerate_only=true (or `make paper`)")
+                            "run it with --config regenerate_only=True (or `make paper`)")
     return analysis_targets()

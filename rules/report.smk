@@ -6,7 +6,7 @@
 report: "../report/workflow.rst"
 
 
-# `snakemake paper --config regenerate_only=true`: every table and figure rebuilt from
+# `snakemake paper --config regenerate_only=True`: every table and figure rebuilt from
 # results/raw and imports; runs no benchmark (collection reads the records on disk).
 rule paper:
     localrule: True

@@ -154,7 +154,7 @@ def test_paper_regenerates_byte_identical_artifacts_without_benchmarks(tiny_run)
     raw_before = {p: p.stat().st_mtime_ns for p in (tiny_run / "results/raw").rglob("*.json")}
     for _ in range(2):
         proc = snakemake(tiny_run, "paper", "--profile", "profiles/local", "--configfile", "tiny.yaml",
-                         "--config", "regenerate_only=true", "--forcerun", "collect_measurements",
+                         "--config", "regenerate_only=True", "--forcerun", "collect_measurements",
                          timeout=900)
         assert "run_measurement" not in proc.stdout + proc.stderr
         assert artifacts() == before
@@ -164,7 +164,7 @@ def test_paper_regenerates_byte_identical_artifacts_without_benchmarks(tiny_run)
 def test_paper_without_regenerate_only_says_how_and_runs_nothing(tiny_run):
     proc = snakemake(tiny_run, "paper", "--profile", "profiles/local", "--configfile", "tiny.yaml",
                      "-n", check=False)
-    assert proc.returncode != 0 and "regenerate_only=true" in proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "regenerate_only=True" in proc.stdout + proc.stderr
 
 
 def test_editing_an_import_sidecar_rebuilds_the_merged_table(workflow_copy):
@@ -172,12 +172,12 @@ def test_editing_an_import_sidecar_rebuilds_the_merged_table(workflow_copy):
     (workflow_copy / "imp.yaml").write_text((workflow_copy / "tiny.yaml").read_text()
                                             + "imports: [config/imports/cesga-2018-table3.csv]\n")
     snakemake(workflow_copy, "results/tables/measurements_all.csv", "--profile", "profiles/local",
-              "--configfile", "imp.yaml", "--config", "regenerate_only=true", timeout=300)
+              "--configfile", "imp.yaml", "--config", "regenerate_only=True", timeout=300)
     sidecar = imports / "cesga-2018-table3.yaml"
     sidecar.write_text(sidecar.read_text() + "\n# edited\n")
     proc = snakemake(workflow_copy, "results/tables/measurements_all.csv", "--profile",
                      "profiles/local", "--configfile", "imp.yaml", "--config",
-                     "regenerate_only=true", "-n", timeout=300)
+                     "regenerate_only=True", "-n", timeout=300)
     assert "merge_measurements" in proc.stdout + proc.stderr
 
 
