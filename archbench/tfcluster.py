@@ -97,8 +97,8 @@ def cluster_resolver(*, chief: bool = False, parameter_servers: int = 0):
     import tensorflow as tf
     if os.environ.get("TF_CONFIG"):
         return tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    ntasks = int(os.environ.get("SLURM_STEP_NUM_TASKS") or os.environ.get("SLURM_NTASKS") or 0)
-    if "SLURM_PROCID" in os.environ and ntasks > 1:
+    ntasks = slurm.step_tasks()
+    if ntasks:
         workers = ntasks - int(chief) - parameter_servers
         if workers < 1:
             raise LaunchError(f"{ntasks} Slurm tasks cannot hold {'a chief, ' if chief else ''}"

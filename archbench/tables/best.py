@@ -35,12 +35,12 @@ def best_hybrid(df: pd.DataFrame) -> pd.DataFrame:
     return sort_rows(out[list(BEST_HYBRID_COLUMNS)], GROUP)
 
 
-def best_layout(df: pd.DataFrame, measurement: dict) -> dict | None:
-    """The best layout of hybrid sweep ``measurement["best_of"]`` for the measurement's
-    system and model (the same data and vendor setting preferred when the sweep ran
-    them), as {processes_per_node, intra_threads, inter_threads, batch_per_process, img_s};
-    None when the sweep has no successful run for them."""
-    best = best_hybrid(df)
+def best_layout(best: pd.DataFrame, measurement: dict) -> dict | None:
+    """From the :func:`best_hybrid` table ``best``: the best layout of hybrid sweep
+    ``measurement["best_of"]`` for the measurement's system and model (the same data and
+    vendor setting preferred when the sweep ran them), as {processes_per_node,
+    intra_threads, inter_threads, batch_per_process, img_s}; None when the sweep has no
+    successful run for them."""
     rows = best[best["status"].eq("ok") & best["experiment"].eq(measurement["best_of"])
                 & best["system"].eq(measurement["system"]) & best["model"].eq(measurement["model"])]
     for column in ("data", "vendor_library_enabled"):
@@ -62,13 +62,14 @@ def resolve_best(measurements: list[dict], df: pd.DataFrame, *, on_missing: str 
     from), loses the top-level marker, and gets workers, global batch and config_id anew.
     ``on_missing``: ``raise`` (ValueError) or ``drop`` when the sweep has no successful run.
     """
+    table = best_hybrid(df) if any(m.get("best_of") for m in measurements) else None
     out = []
     for m in measurements:
         name = m.get("best_of")
         if not name:
             out.append(m)
             continue
-        best = best_layout(df, m)
+        best = best_layout(table, m)
         if best is None:
             if on_missing == "drop":
                 continue
