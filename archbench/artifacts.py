@@ -200,15 +200,18 @@ def merge_measurements(measurements: str | os.PathLike, imports: Sequence[str | 
 
 
 def make_table_files(name: str, source: str | os.PathLike, *, outputs: Mapping[str, str],
-                     peak: dict | None = None) -> pd.DataFrame:
-    """Build table ``name`` from the tidy table at ``source``; write csv/md/tex ``outputs``."""
+                     peak: dict | None = None, statistic: str | None = None) -> pd.DataFrame:
+    """Build table ``name`` from the tidy table at ``source`` (reporting ``statistic``);
+    write csv/md/tex ``outputs``."""
     from archbench.tables import build_table
-    table = build_table(name, read_measurements(source), peak=peak)
+    table = build_table(name, read_measurements(source), peak=peak, statistic=statistic)
     write_table(table, csv=outputs.get("csv"), md=outputs.get("md"), tex=outputs.get("tex"))
     return table
 
 
-def make_figure_files(name: str, source: str | os.PathLike, outputs: Sequence[str]) -> None:
-    """Draw figure ``name`` from the tidy table at ``source``; save it to ``outputs``."""
+def make_figure_files(name: str, source: str | os.PathLike, outputs: Sequence[str], *,
+                      statistic: str | None = None) -> None:
+    """Draw figure ``name`` from the tidy table at ``source`` (``statistic`` of the
+    repetitions); save it to ``outputs``."""
     from archbench.figures import build_figure
-    save_figure(build_figure(name, read_measurements(source)), outputs)
+    save_figure(build_figure(name, read_measurements(source), statistic), outputs)

@@ -34,7 +34,8 @@ DEFAULTS: dict[str, Any] = {
     "image_sha256": None, "framework": "tensorflow", "framework_version": "",
     "vendor_library": None, "vendor_library_enabled": None, "model": None,
     "kernel": None, "data": None, "strategy": None, "nodes": 1, "processes_per_node": 1,
-    "workers": 1, "intra_threads": 0, "inter_threads": 0, "batch_per_process": None,
+    "workers": 1, "gpus": None, "gpus_per_node": None, "parameter_servers": None,
+    "variable_update": None, "scaling_unit": None, "intra_threads": 0, "inter_threads": 0, "batch_per_process": None,
     "global_batch": None, "image_size": None, "problem_size": None, "tile_size": None,
     "warmup_steps": None, "measured_steps": None, "step_times_s": [],
     "throughput": None, "throughput_unit": "", "metrics": {}, "loss_first": None,
@@ -67,6 +68,8 @@ def config_id(configuration: dict) -> str:
         parts = [c["model"], f"b{c['batch_per_process']}", f"N{c['nodes']}",
                  f"p{c['processes_per_node']}", f"t{c['intra_threads']}",
                  f"i{c['inter_threads']}", vendor, c["data"], c["strategy"]]
+        if c.get("parameter_servers"):
+            parts.append(f"ps{c['parameter_servers']}")
     extra = dict(sorted(c.get("tuning", {}).items()))
     if c.get("env"):
         extra["env"] = c["env"]

@@ -148,7 +148,7 @@ def failure(identity: dict, *, start: str, status: str, reason: str,
                        metrics=metrics or {})
 
 
-def resolve_best_layout(measurement: dict, best_records: list[str]) -> dict:
+def resolve_best_layout(measurement: dict, best_records: list[str], statistic: str = "mean") -> dict:
     """Fill a `best` placeholder from the hybrid sweep's records (identity kept).
 
     Raises ValueError when the sweep has no successful run for this system and model.
@@ -157,7 +157,7 @@ def resolve_best_layout(measurement: dict, best_records: list[str]) -> dict:
     from archbench.collect import collect
     from archbench.tables.best import resolve_best
     frame, _errors = collect(best_records)
-    resolved = resolve_best([measurement], frame)[0]
+    resolved = resolve_best([measurement], frame, statistic=statistic)[0]
     resolved["config_id"] = measurement["config_id"]  # the planned path stays the identity
     return resolved
 
@@ -174,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     measurement = spec["measurement"]
     if measurement.get("best_of"):
         try:
-            measurement = resolve_best_layout(measurement, spec.get("best_records", []))
+            measurement = resolve_best_layout(measurement, spec.get("best_records", []),
+                                              spec.get("statistic", "mean"))
         except ValueError as exc:
             record = failure(identity_fields(measurement, args.log), start=provenance.now(),
                              status="failed", reason=str(exc))

@@ -254,7 +254,7 @@ def worker_argv(measurement: dict, system: dict) -> list[str]:
             "--nodes", str(m.get("nodes", 1)),
             "--processes-per-node", str(m.get("processes_per_node", 1))]
     if strategies.strategy(m.get("strategy", "single")).parameter_servers:
-        argv += ["--parameter-servers", str(tuning.get("parameter_servers", 1))]
+        argv += ["--parameter-servers", str(m.get("parameter_servers") or 1)]
     if tuning.get("horovod_cycle_time_ms") is not None:
         argv += ["--horovod-cycle-time", f"{tuning['horovod_cycle_time_ms']:g}"]
     if tuning.get("horovod_fusion_threshold_bytes") is not None:

@@ -37,5 +37,6 @@ for _table in TABLE_NAMES:
             name=_table,
             caption=TABLES[_table].caption,
             peak=config.get("peak", {}),
+            statistic=config.get("statistic", "mean"),
         script:
             "../scripts/make_table.py"

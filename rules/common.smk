@@ -82,8 +82,11 @@ def get_data_inputs(wildcards):
 def get_spec(wildcards):
     """The supervisor's input: the measurement, its system, and records it depends on."""
     m = get_measurement(wildcards)
-    return json.dumps({"measurement": m, "system": SYSTEMS[m["system"]],
-                       "best_records": get_best_inputs(wildcards)}, sort_keys=True)
+    spec = {"measurement": m, "system": SYSTEMS[m["system"]],
+            "best_records": get_best_inputs(wildcards)}
+    if m.get("best_of"):  # the best layout is chosen by the statistic the tables report
+        spec["statistic"] = config.get("statistic", "mean")
+    return json.dumps(spec, sort_keys=True)
 
 
 def get_threads(wildcards):

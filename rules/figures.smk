@@ -19,5 +19,6 @@ for _figure in FIGURE_NAMES:
         params:
             name=_figure,
             caption=FIGURES[_figure].caption,
+            statistic=config.get("statistic", "mean"),
         script:
             "../scripts/plot_figure.py"

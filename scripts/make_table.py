@@ -7,5 +7,6 @@ snakemake = globals()["snakemake"]
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(message)s")
 table = make_table_files(snakemake.params.name, snakemake.input.measurements,
                          outputs={k: snakemake.output[k] for k in ("csv", "md", "tex")},
-                         peak=snakemake.params.peak)
+                         peak=snakemake.params.peak,
+                         statistic=snakemake.params.statistic)
 logging.info("%s: %d rows", snakemake.params.name, len(table))

@@ -138,7 +138,7 @@ def test_multi_worker_mirrored_two_workers_agree(tmp_path):
 
 
 def test_parameter_server_one_ps_two_workers(tmp_path):
-    m = {**TINY, "strategy": "parameter_server", "tuning": {"parameter_servers": 1}}
+    m = {**TINY, "strategy": "parameter_server", "parameter_servers": 1}
     r = launch(m, tmp_path, weights=False)
     assert_two_worker_record(r, "parameter_server")
     assert r["metrics"]["parameter_servers"]["value"] == 1

@@ -105,7 +105,8 @@ def test_node_scaling_explicit_with_every_strategy():
                       for s in ("horovod", "mirrored", "parameter_server") for n in (1, 2, 4)}
     assert {m["intra_threads"] for m in ms} == {4}
     ps = [m for m in ms if m["strategy"] == "parameter_server"]
-    assert {m["tuning"]["parameter_servers"] for m in ps} == {1, 2}
+    assert {m["parameter_servers"] for m in ps} == {1, 2}
+    assert len({m["config_id"] for m in ps}) == len(ps)
     assert len({raw_path(m) for m in ms}) == len(ms)
     for m in ms:
         assert command_for(m, SYSTEM)[0] == "srun"

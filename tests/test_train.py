@@ -188,7 +188,7 @@ def test_gloo_uses_horovodrun_on_one_node_only():
 
 
 def test_tf_strategies_spawn_locally_and_srun_on_clusters():
-    ps = m_(strategy="parameter_server", processes_per_node=2, tuning={"parameter_servers": 3})
+    ps = m_(strategy="parameter_server", processes_per_node=2, parameter_servers=3)
     argv = train.command_for(ps, SYSTEM)
     assert argv[:4] == [sys.executable, "-m", "archbench.launch", "spawn"]
     assert value(argv, "--workers") == "2" and value(argv, "--ps") == "3" and "--chief" in argv

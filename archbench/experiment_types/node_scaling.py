@@ -82,10 +82,11 @@ def expand(experiment: dict, system: dict) -> list[dict]:
             for a in product(ps=ps_list, controller=names, batch=batches, inter=inters,
                              **training_axes(experiment)):
                 tuning = controller_tuning(a["controller"])
-                if strategy == "parameter_server":
-                    tuning["parameter_servers"] = a["ps"]
                 values = dict(model=a["model"], strategy=strategy, nodes=nodes,
-                              vendor_library_enabled=on_off(a["vendor"]), data=a["data"])
+                              vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
+                              scaling_unit="nodes")
+                if strategy == "parameter_server":
+                    values["parameter_servers"] = a["ps"]
                 if best:  # placeholder: layout and batch come from the hybrid sweep
                     conf = training_configuration(
                         experiment, system, **values, processes_per_node=1, intra_threads=0,

@@ -58,7 +58,7 @@ def expand(experiment: dict, system: dict) -> list[dict]:
                 strategy="horovod", nodes=nodes, processes_per_node=a["ppn"],
                 intra_threads=intra, inter_threads=thread_count(a["inter"], intra),
                 vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
-                tuning=controller_tuning(a["controller"])))
+                scaling_unit="workers", tuning=controller_tuning(a["controller"])))
     return dedupe(out)
 
 

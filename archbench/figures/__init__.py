@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from archbench.figures import kernels, training
 from archbench.figures.style import NO_DATA, no_data, style
+from archbench.tables.common import normalise, summary_of
 
 
 @dataclass(frozen=True)
@@ -74,11 +75,12 @@ FIGURES: dict[str, FigureSpec] = {
 }
 
 
-def build_figure(name: str, df: pd.DataFrame) -> Figure:
-    """Figure ``name`` of ``FIGURES`` from the tidy table ``df``."""
+def build_figure(name: str, df: pd.DataFrame, statistic: str | None = None) -> Figure:
+    """Figure ``name`` of ``FIGURES`` from the tidy table ``df`` (or its summary), drawing
+    ``statistic`` (mean or median of the repetitions; default mean)."""
     if name not in FIGURES:
         raise KeyError(f"unknown figure '{name}' (known: {', '.join(FIGURES)})")
-    return FIGURES[name].draw(df)
+    return FIGURES[name].draw(summary_of(normalise(df) if "variant" not in df else df, statistic))
 
 
 __all__ = ["FIGURES", "NO_DATA", "FigureSpec", "build_figure", "no_data", "style"]

@@ -34,6 +34,7 @@ class Launch:
     processes_per_node: int
     cpus_per_process: int  # cores of a node // processes per node
     tuning: Mapping[str, Any]  # the measurement's ``tuning``
+    parameter_servers: int  # the measurement's parameter-server tasks (0: none)
     env: Mapping[str, str]  # the measurement's ``env``
 
     @classmethod
@@ -43,6 +44,7 @@ class Launch:
         return cls(worker=tuple(worker), launcher=system.get("launcher", "local"), nodes=nodes,
                    processes_per_node=ppn, cpus_per_process=cpus_per_process(system, ppn),
                    tuning=measurement.get("tuning") or {},
+                   parameter_servers=int(measurement.get("parameter_servers") or 0),
                    env={k: str(v) for k, v in (measurement.get("env") or {}).items()})
 
     @property

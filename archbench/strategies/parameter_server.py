@@ -91,9 +91,8 @@ class ParameterServerBackend(Backend):
 
 def launch(plan: Launch) -> list[str]:
     """A TF cluster of a chief (the coordinator), the workers and the parameter servers
-    (``tuning.parameter_servers``, default 1)."""
-    return tf_cluster_launch(plan, chief=True,
-                             parameter_servers=int(plan.tuning.get("parameter_servers", 1)))
+    (the measurement's ``parameter_servers``, default 1)."""
+    return tf_cluster_launch(plan, chief=True, parameter_servers=plan.parameter_servers or 1)
 
 
 STRATEGY = Strategy(backend=ParameterServerBackend, launch=launch, launch_rank=tf_task_rank,

@@ -65,17 +65,21 @@ TABLES: dict[str, TableSpec] = {
 }
 
 
-def build_table(name: str, df: pd.DataFrame, peak: dict | None = None) -> pd.DataFrame:
-    """Table ``name`` of ``TABLES`` from the tidy table (or its summary) ``df``."""
+def build_table(name: str, df: pd.DataFrame, peak: dict | None = None,
+                statistic: str | None = None) -> pd.DataFrame:
+    """Table ``name`` of ``TABLES`` from the tidy table (or its summary) ``df``, reporting
+    ``statistic`` (mean or median of the repetitions; default mean)."""
     if name not in TABLES:
         raise KeyError(f"unknown table '{name}' (known: {', '.join(TABLES)})")
     spec = TABLES[name]
-    return spec.build(df, peak=peak or {}) if spec.uses_peak else spec.build(df)
+    summary = summary_of(normalise(df) if "variant" not in df else df, statistic)
+    return spec.build(summary, peak=peak or {}) if spec.uses_peak else spec.build(summary)
 
 
-def build_tables(df: pd.DataFrame, peak: dict | None = None) -> dict[str, pd.DataFrame]:
+def build_tables(df: pd.DataFrame, peak: dict | None = None,
+                 statistic: str | None = None) -> dict[str, pd.DataFrame]:
     """Every table of ``TABLES``, summarising ``df`` once."""
-    summary = summary_of(normalise(df) if "variant" not in df else df)
+    summary = summary_of(normalise(df) if "variant" not in df else df, statistic)
     return {name: build_table(name, summary, peak) for name in TABLES}
 
 

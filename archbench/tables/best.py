@@ -2,7 +2,8 @@
 the ``hybrid_best`` table and run by node scaling's ``best: <hybrid experiment>``.
 
 Per hybrid experiment, system, model, data and vendor-library setting, the processes x
-threads x batch configuration with the highest mean img/s over its successful runs; ties
+threads x batch configuration with the highest img/s (the campaign's statistic, mean by
+default) over its successful runs; ties
 go to the first in table order (fewer processes, then fewer threads, inter-op threads,
 smaller batch). A group whose configurations all failed keeps a row with status
 "all failed" and no layout.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from archbench.record import config_id
-from archbench.tables.common import empty, sort_rows
+from archbench.tables.common import empty, sort_rows, summary_of
 from archbench.tables.training import best_per_group, hybrid_configurations
 
 GROUP = ("experiment", "system", "model", "data", "vendor_library_enabled")
@@ -26,7 +27,7 @@ BEST_HYBRID_COLUMNS = (
 
 def best_hybrid(df: pd.DataFrame) -> pd.DataFrame:
     """The best processes x threads configuration per hybrid experiment, system, model,
-    data and vendor setting (highest mean img/s); "all failed" when none has a value."""
+    data and vendor setting (highest img/s); "all failed" when none has a value."""
     table = hybrid_configurations(df)
     if table.empty:
         return empty(BEST_HYBRID_COLUMNS)
@@ -54,15 +55,18 @@ def best_layout(best: pd.DataFrame, measurement: dict) -> dict | None:
     return {k: int(row[k]) for k in LAYOUT_FIELDS} | {"img_s": float(row["img_s"])}
 
 
-def resolve_best(measurements: list[dict], df: pd.DataFrame, *, on_missing: str = "raise") -> list[dict]:
+def resolve_best(measurements: list[dict], df: pd.DataFrame, *, on_missing: str = "raise",
+                 statistic: str = "mean") -> list[dict]:
     """Replace every ``best_of`` placeholder of ``measurements`` with :func:`best_layout`
     of ``df`` (tidy measurements or their summary). Other measurements pass unchanged.
 
     The resolved measurement keeps ``tuning.best_of`` (so its id shows where the layout came
     from), loses the top-level marker, and gets workers, global batch and config_id anew.
     ``on_missing``: ``raise`` (ValueError) or ``drop`` when the sweep has no successful run.
+    ``statistic``: the one the campaign's tables report, so the run and the table agree.
     """
-    table = best_hybrid(df) if any(m.get("best_of") for m in measurements) else None
+    wanted = any(m.get("best_of") for m in measurements)
+    table = best_hybrid(summary_of(df, statistic)) if wanted else None
     out = []
     for m in measurements:
         name = m.get("best_of")

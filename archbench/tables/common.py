@@ -53,8 +53,10 @@ _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "
 # settings (e.g. MKL settings on/off); those are not record fields of their own.
 KEYS = tuple(CONFIG_FIELDS) + ("variant",)
 
+STATISTICS = ("mean", "median")  # what a campaign's tables report (``statistic:``)
 SUMMARY_STATS = (
-    "unit", "n", "mean", "std", "min", "max", "ci95_low", "ci95_high", "error",
+    "unit", "n", "statistic", "value", "mean", "median", "std", "min", "max", "ci95_low",
+    "ci95_high", "error",
     "spread_flag", "n_failed", "failures", "status", *SUMMARY_METRICS, "source",
 )
 SUMMARY_COLUMNS = KEYS + SUMMARY_STATS
@@ -140,11 +142,12 @@ def _summary_status(n_ok: int, counts: Counter) -> str:
     return max(FAILURE_STATUSES, key=lambda s: (counts[s], -FAILURE_STATUSES.index(s)))
 
 
-def summarise(df: pd.DataFrame) -> pd.DataFrame:
+def summarise(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     """Summary per configuration (DESIGN.md "Repetitions").
 
     One row per configuration (``KEYS``): over the runs with status ok, ``n``, ``mean``,
-    ``std`` (sample), ``min``, ``max``, the 95% confidence interval of the mean
+    ``median``, ``value`` (the one of them named by ``statistic``, the number every derived
+    table reports; ``statistic`` names it in each row), ``std`` (sample), ``min``, ``max``, the 95% confidence interval of the mean
     (t-distribution, n-1 degrees of freedom; empty for n < 2), ``error`` = max - min
     (:func:`metrics.spread`; an imported row's published error when it is a single value),
     ``spread_flag`` (:func:`metrics.spread_flag`, error > 10% of the mean), ``n_failed``,
@@ -152,6 +155,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
     dominant failure (oom|timeout|failed) when no run succeeded -- then every value is empty,
     never zero.
     """
+    check_statistic(statistic)
     frame = df if "variant" in df else normalise(df)
     if frame.empty:
         return empty(SUMMARY_COLUMNS)
@@ -162,10 +166,12 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
 
     good = frame[ok]
     values = good.groupby("_gid")["throughput"].agg(list)
-    stats_ = good.groupby("_gid")["throughput"].agg(["count", "mean", "std", "min", "max"])
+    stats_ = good.groupby("_gid")["throughput"].agg(["count", "mean", "median", "std", "min", "max"])
     out["n"] = stats_["count"].reindex(out.index).fillna(0).astype(int)
-    for name in ("mean", "std", "min", "max"):
+    for name in ("mean", "median", "std", "min", "max"):
         out[name] = stats_[name].reindex(out.index).astype(float)
+    out["statistic"] = statistic
+    out["value"] = out[statistic]
     out["unit"] = good.groupby("_gid")["throughput_unit"].first().reindex(out.index)
     missing_unit = out["unit"].isna()
     if missing_unit.any():  # a configuration that only failed: keep any unit its records carry
@@ -207,11 +213,24 @@ def is_summary(df: pd.DataFrame) -> bool:
     return "n_failed" in df and "mean" in df and "variant" in df
 
 
-def summary_of(df: pd.DataFrame) -> pd.DataFrame:
-    """Summary per configuration over its repetitions: n, mean, std, min, max, the 95%
-    confidence interval of the mean, error = max - min, a flag where the error exceeds 10%
-    of the mean, failures and status (``df`` as is when it already is a summary)."""
-    return df if is_summary(df) else summarise(df)
+def check_statistic(statistic: str) -> None:
+    """Raise ValueError unless ``statistic`` is one a campaign may report."""
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic: '{statistic}' is not one of {', '.join(STATISTICS)}")
+
+
+def summary_of(df: pd.DataFrame, statistic: str | None = None) -> pd.DataFrame:
+    """Summary per configuration over its repetitions: n, mean, median, std, min, max, the
+    95% confidence interval of the mean, error = max - min, a flag where the error exceeds
+    10% of the mean, failures and status; ``value`` is the reported statistic (mean unless
+    ``statistic`` says median). ``df`` passes as is when it already is a summary and no
+    other statistic is asked for."""
+    if not is_summary(df):
+        return summarise(df, statistic or "mean")
+    if statistic is None or df.empty:
+        return df
+    check_statistic(statistic)
+    return df.assign(statistic=statistic, value=df[statistic])
 
 
 def of_type(summary: pd.DataFrame, table: str, *, fallback: pd.Series | None = None) -> pd.DataFrame:
@@ -243,11 +262,11 @@ def derived_status(own: pd.Series, other: pd.Series, other_label: str) -> pd.Ser
 
 def with_baseline(frame: pd.DataFrame, axis: str, keys: Sequence[str], *,
                   value: int | None = None) -> pd.DataFrame:
-    """Add ``baseline_<axis>``, ``baseline_mean`` and ``baseline_status`` per group of ``keys``:
+    """Add ``baseline_<axis>``, ``baseline_value`` and ``baseline_status`` per group of ``keys``:
     the row whose ``axis`` equals ``value``, or the smallest ``axis`` when ``value`` is None."""
     frame = frame.copy()
     if frame.empty:
-        for name in (f"baseline_{axis}", "baseline_mean", "baseline_status"):
+        for name in (f"baseline_{axis}", "baseline_value", "baseline_status"):
             frame[name] = pd.Series(dtype=object)
         return frame
     frame["_gid"] = group_ids(frame, keys)
@@ -256,7 +275,7 @@ def with_baseline(frame: pd.DataFrame, axis: str, keys: Sequence[str], *,
         ordered = ordered[ordered[axis] == value]
     base = ordered.drop_duplicates("_gid").set_index("_gid")
     frame[f"baseline_{axis}"] = frame["_gid"].map(base[axis]).astype("Int64")
-    frame["baseline_mean"] = frame["_gid"].map(base["mean"]).astype(float)
+    frame["baseline_value"] = frame["_gid"].map(base["value"]).astype(float)
     frame["baseline_status"] = frame["_gid"].map(base["status"])
     return frame.drop(columns="_gid")
 
@@ -265,18 +284,18 @@ def pair(summary: pd.DataFrame, axis: str, *, first: object, second: object,
          keys: Sequence[str]) -> pd.DataFrame:
     """Configurations that differ only in ``axis`` (``first`` vs ``second``), side by side.
 
-    Returns the ``keys`` and ``mean_1``, ``status_1``, ``mean_2``, ``status_2`` for every
+    Returns the ``keys`` and ``value_1``, ``status_1``, ``value_2``, ``status_2`` for every
     group that has at least one of the two; a side that was not run is empty.
     """
     keys = [k for k in keys if k != axis]
     sub = summary[summary[axis].isin([first, second]).fillna(False).astype(bool)].copy()
     if sub.empty:
-        return empty(keys + ["mean_1", "status_1", "mean_2", "status_2"])
+        return empty(keys + ["value_1", "status_1", "value_2", "status_2"])
     sub["_gid"] = group_ids(sub, keys)
     base = sub.drop_duplicates("_gid").set_index("_gid")[keys]
     for index, side in ((1, first), (2, second)):
         part = sub[sub[axis] == side].drop_duplicates("_gid").set_index("_gid")
-        base[f"mean_{index}"] = part["mean"].reindex(base.index).astype(float)
+        base[f"value_{index}"] = part["value"].reindex(base.index).astype(float)
         base[f"status_{index}"] = part["status"].reindex(base.index)
     return base.reset_index(drop=True)
 

@@ -71,7 +71,7 @@ def _kernels(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _scaled(s: pd.DataFrame, prefix: str) -> pd.DataFrame:
     factor = s["_factor"].fillna(1.0)
-    s[prefix] = s["mean"] * factor
+    s[prefix] = s["value"] * factor
     s[f"{prefix}_min"] = s["min"] * factor
     s[f"{prefix}_max"] = s["max"] * factor
     s["error"] = s["error"] * factor
@@ -88,8 +88,8 @@ def kernel_gflops(df: pd.DataFrame) -> pd.DataFrame:
     # a series varies the workers (and with them nodes, processes per node and threads)
     keys = [k for k in KEYS if k not in ("workers", "nodes", "processes_per_node", "intra_threads")]
     # the baseline in GFLOP/s: rows of one series may report different units
-    s = with_baseline(s.assign(mean=s["gflops"]), "workers", keys)
-    s["gflops_baseline"] = s["baseline_mean"]
+    s = with_baseline(s.assign(value=s["gflops"]), "workers", keys)
+    s["gflops_baseline"] = s["baseline_value"]
     s["speedup"] = metrics.speedup(s["gflops"], s["gflops_baseline"])
     s["status"] = derived_status(s["status"], s["baseline_status"], "baseline")
     order = ("experiment", "system", "kernel", "problem_size", "tile_size", "workers", "nodes")
@@ -135,10 +135,10 @@ def fraction_of_peak(df: pd.DataFrame, peak: dict | None = None) -> pd.DataFrame
     """
     s = summary_of(df)
     flop, _ = _kernels(s)
-    flop["achieved_gflops"] = flop["mean"] * flop["_factor"].fillna(1.0)
+    flop["achieved_gflops"] = flop["value"] * flop["_factor"].fillna(1.0)
     train = s[s["kind"].eq("train").fillna(False).astype(bool)
               & s["flops_per_image"].notna()].copy()
-    train["achieved_gflops"] = metrics.gflops(train["mean"] * train["flops_per_image"], 1.0)
+    train["achieved_gflops"] = metrics.gflops(train["value"] * train["flops_per_image"], 1.0)
     rows = pd.concat([flop, train], ignore_index=True) if len(flop) or len(train) else flop
     if rows.empty:
         return empty(PEAK_COLUMNS)

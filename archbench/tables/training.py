@@ -93,10 +93,10 @@ def thread_efficiency(df: pd.DataFrame) -> pd.DataFrame:
     keys = [k for k in KEYS if k != "intra_threads"]
     s = with_baseline(s, "intra_threads", keys, value=1)
     s["threads"] = s["intra_threads"]
-    s["img_s"], s["img_s_min"], s["img_s_max"] = s["mean"], s["min"], s["max"]
-    s["img_s_1thread"] = s["baseline_mean"]
+    s["img_s"], s["img_s_min"], s["img_s_max"] = s["value"], s["min"], s["max"]
+    s["img_s_1thread"] = s["baseline_value"]
     s["efficiency"] = metrics.thread_efficiency(
-        s["mean"], s["threads"].astype(float), s["baseline_mean"])
+        s["value"], s["threads"].astype(float), s["baseline_value"])
     s["status"] = derived_status(s["status"], s["baseline_status"], "baseline")
     return sort_rows(s[list(THREAD_EFFICIENCY_COLUMNS)], THREAD_EFFICIENCY_COLUMNS[:10])
 
@@ -112,7 +112,7 @@ def vendor_speedup(df: pd.DataFrame) -> pd.DataFrame:
     p = p[p["status_1"].notna() & p["status_2"].notna()]  # run both with and without
     if p.empty:
         return empty(VENDOR_COLUMNS)
-    p["img_s_on"], p["img_s_off"] = p.pop("mean_1"), p.pop("mean_2")
+    p["img_s_on"], p["img_s_off"] = p.pop("value_1"), p.pop("value_2")
     p["speedup"] = metrics.vendor_speedup(p["img_s_on"], p["img_s_off"])
     p["status"] = pair_status(p["status_1"], p["status_2"], labels=("on", "off"))
     return sort_rows(p[list(VENDOR_COLUMNS)], VENDOR_COLUMNS[:11])
@@ -128,7 +128,7 @@ def hybrid_configurations(df: pd.DataFrame) -> pd.DataFrame:
         return empty(HYBRID_COLUMNS)
     s["configuration"] = (s["processes_per_node"].astype(str) + "x"
                           + s["intra_threads"].astype(str))
-    s["img_s"] = s["mean"]
+    s["img_s"] = s["value"]
     order = ("experiment", "system", "model", "data", "vendor_library_enabled",
              "processes_per_node", "intra_threads", "inter_threads", "batch_per_process")
     return sort_rows(s[list(HYBRID_COLUMNS)], order)
@@ -164,7 +164,7 @@ def best_inter_intra(df: pd.DataFrame) -> pd.DataFrame:
         return empty(INTER_INTRA_COLUMNS)
     s = sort_rows(s, KEYS)
     s["best_intra_threads"] = s["intra_threads"]
-    s["img_s"] = s["mean"]
+    s["img_s"] = s["value"]
     keys = [k for k in KEYS if k != "intra_threads"]
     out = best_per_group(s, keys=keys, value="img_s", blank=("best_intra_threads", "error"))[list(INTER_INTRA_COLUMNS)]
     return sort_rows(out, INTER_INTRA_COLUMNS[:8])
@@ -202,11 +202,11 @@ def node_scaling(df: pd.DataFrame) -> pd.DataFrame:
     if s.empty:
         return empty(SCALING_COLUMNS)
     s = with_baseline(s.drop(columns="_gid"), "count", keys + ["scaling_unit"])
-    s["img_s"] = s["mean"]
-    s["img_s_baseline"] = s["baseline_mean"]
+    s["img_s"] = s["value"]
+    s["img_s_baseline"] = s["baseline_value"]
     relative = s["count"].astype(float) / s["baseline_count"].astype(float)
-    s["speedup"] = metrics.speedup(s["mean"], s["baseline_mean"])
-    s["efficiency"] = metrics.parallel_efficiency(s["mean"], relative, s["baseline_mean"])
+    s["speedup"] = metrics.speedup(s["value"], s["baseline_value"])
+    s["efficiency"] = metrics.parallel_efficiency(s["value"], relative, s["baseline_value"])
     s["status"] = derived_status(s["status"], s["baseline_status"], "baseline")
     order = SCALING_COLUMNS[:11] + ("count",)
     return sort_rows(s[list(SCALING_COLUMNS)], order)
@@ -247,7 +247,7 @@ def io_overhead(df: pd.DataFrame) -> pd.DataFrame:
     p = p[p["status_1"].notna() & p["status_2"].notna()]  # both inputs were run
     if p.empty:
         return empty(IO_COLUMNS)
-    p["img_s_synthetic"], p["img_s_real"] = p.pop("mean_1"), p.pop("mean_2")
+    p["img_s_synthetic"], p["img_s_real"] = p.pop("value_1"), p.pop("value_2")
     p["io_overhead_percent"] = metrics.io_overhead_percent(p["img_s_synthetic"], p["img_s_real"])
     p["status"] = pair_status(p["status_1"], p["status_2"], labels=("synthetic", "real"))
     return sort_rows(p[list(IO_COLUMNS)], IO_COLUMNS[:11])
@@ -262,7 +262,7 @@ def horovod_tuning(df: pd.DataFrame) -> pd.DataFrame:
         return empty(HOROVOD_TUNING_COLUMNS)
     s["cycle_time_ms"] = s["horovod_cycle_time_ms"]
     s["fusion_threshold_mb"] = s["horovod_fusion_threshold_bytes"] / 2**20
-    s["img_s"] = s["mean"]
+    s["img_s"] = s["value"]
     layout = ["experiment", "system", "model", "data", "vendor_library_enabled", "nodes",
               "processes_per_node", "intra_threads", "inter_threads", "batch_per_process"]
     best = s.groupby(group_ids(s, layout))["img_s"].transform("max")
