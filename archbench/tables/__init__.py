@@ -65,7 +65,7 @@ TABLES: dict[str, TableSpec] = {
 }
 
 
-def build_table(name: str, df: pd.DataFrame, peak: dict | None = None,
+def build_table(name: str, df: pd.DataFrame, peak: dict | None = None, *,
                 statistic: str | None = None) -> pd.DataFrame:
     """Table ``name`` of ``TABLES`` from the tidy table (or its summary) ``df``, reporting
     ``statistic`` (mean or median of the repetitions; default mean)."""
@@ -76,7 +76,7 @@ def build_table(name: str, df: pd.DataFrame, peak: dict | None = None,
     return spec.build(summary, peak=peak or {}) if spec.uses_peak else spec.build(summary)
 
 
-def build_tables(df: pd.DataFrame, peak: dict | None = None,
+def build_tables(df: pd.DataFrame, peak: dict | None = None, *,
                  statistic: str | None = None) -> dict[str, pd.DataFrame]:
     """Every table of ``TABLES``, summarising ``df`` once."""
     summary = summary_of(normalise(df) if "variant" not in df else df, statistic)
