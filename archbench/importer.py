@@ -17,10 +17,20 @@ experiment_type        no        thread_scaling, hybrid, node_scaling, kernel, .
 arch                   no        CPU architecture
 data                   no        synthetic | real
 strategy               no        single | horovod | mirrored | parameter_server | workers
-nodes                  no        node count (default 1)
-workers                no        worker processes in total (default nodes x processes)
-gpus                   no        GPU count; scales like workers (stored as ``workers``)
-processes_per_node     no        processes per node (default 1)
+scaling_unit           no        nodes | workers | gpus: what the row's scaling series counts
+                                 (default: gpus when the row has ``gpus``, else workers for
+                                 strategy parameter_server, else nodes when the file gives
+                                 ``nodes``; otherwise the row is not part of a scaling series)
+nodes                  no        node count (default 1; for GPU rows gpus / gpus_per_node, or
+                                 unknown when neither nodes nor gpus_per_node is given)
+workers                no        worker processes in total (default: gpus, else nodes x processes)
+gpus                   no        GPUs used in total
+gpus_per_node          no        GPUs used per node
+processes_per_node     no        processes per node (default 1; for GPU rows gpus_per_node)
+parameter_servers      no        parameter-server tasks (0 allowed); rows of one size that differ
+                                 only in it, or in variable_update, reduce to the best one
+variable_update        no        how variables are updated: parameter_server,
+                                 distributed_replicated, replicated, horovod, ...
 threads                no        intra-op threads per process
 inter_threads          no        inter-op threads
 batch                  no        batch size per process
@@ -32,16 +42,33 @@ vendor_library_enabled no        true | false (also on/off, yes/no, 1/0)
 repetition             no        repetition index when rows are single runs
 =====================  ========  ==========================================================
 
+A scaling series is every row that agrees on all identifying columns except the counts
+that grow with its unit (``archbench.tables.scaling``): over nodes, the per-node layout
+(processes or GPUs per node, threads) stays fixed; over workers or GPUs, the packing on
+nodes may change with the count (1 to 8 GPUs on one node, then 16 on two). Its baseline is
+its smallest count. For example, CSCS 2017 Table 1 (Piz Daint, one P100 per node) as a
+file in this format, with the best parameter-server count per size as published::
+
+    system,model,batch,gpus,gpus_per_node,parameter_servers,variable_update,data,throughput,unit
+    piz-daint,inception3,64,1,1,1,parameter_server,synthetic,138.23,img/s
+    piz-daint,inception3,64,2,1,1,parameter_server,synthetic,264.57,img/s
+    piz-daint,inception3,64,8,1,2,parameter_server,synthetic,1018.18,img/s
+    piz-daint,inception3,64,8,1,2,parameter_server,real,911.84,img/s
+
+gives parallel efficiency 1018.18 / (8 x 138.23) = 92.07 % at 8 GPUs.
+
 Files whose columns are named differently import as-is through a *mapping*: a dict (or a
 YAML sidecar ``<file stem>.yaml`` beside the CSV or in a mapping directory) with
-``columns`` (file column -> import column; ``null`` drops the column) and ``constants``
-(import column -> value for every row), e.g. for the CESGA 2018 Table 3::
+``columns`` (file column -> import column; ``null`` drops the column), ``constants``
+(import column -> value for every row) and ``values`` (import column -> {file text ->
+import value}, e.g. ``data: {"TRUE": real, "FALSE": synthetic}`` for a "Real Data"
+column), e.g. for the CESGA 2018 Table 3::
 
     columns: {tasks_nodes: nodes, workers: workers, img_s_mean: throughput,
               img_s_error: error, speedup_published: null}
     constants: {system: cesga-haswell, model: resnet50, batch: 64, unit: img/s,
-                strategy: parameter_server, data: synthetic, experiment_type: node_scaling,
-                source: "CESGA 2018, Table 3"}
+                strategy: parameter_server, parameter_servers: 1, scaling_unit: workers,
+                data: synthetic, experiment_type: node_scaling, source: "CESGA 2018, Table 3"}
 
 Every row becomes a tidy-table row (as ``archbench.record.flatten`` gives) with status
 ``ok``, ``kind`` train or kernel, plus ``reported_error`` and ``source``. A malformed file
@@ -66,13 +93,15 @@ import yaml
 
 REQUIRED = ("system", "throughput", "unit")
 TEXT_COLUMNS = ("system", "model", "kernel", "unit", "source", "experiment",
-                "experiment_type", "arch", "vendor_library")
-INT_COLUMNS = ("nodes", "workers", "gpus", "processes_per_node", "threads", "inter_threads",
-               "batch", "global_batch", "problem_size", "tile_size", "repetition")
-ZERO_ALLOWED = ("threads", "inter_threads", "repetition")
+                "experiment_type", "arch", "vendor_library", "variable_update")
+INT_COLUMNS = ("nodes", "workers", "gpus", "gpus_per_node", "processes_per_node", "threads",
+               "inter_threads", "batch", "global_batch", "problem_size", "tile_size",
+               "repetition", "parameter_servers")
+ZERO_ALLOWED = ("threads", "inter_threads", "repetition", "parameter_servers")
 FLOAT_COLUMNS = ("throughput", "error")
 CHOICES = {"data": ("synthetic", "real"),
-           "strategy": ("single", "horovod", "mirrored", "parameter_server", "workers")}
+           "strategy": ("single", "horovod", "mirrored", "parameter_server", "workers"),
+           "scaling_unit": ("nodes", "workers", "gpus")}
 BOOL_COLUMNS = ("vendor_library_enabled",)
 KNOWN = set(TEXT_COLUMNS) | set(INT_COLUMNS) | set(FLOAT_COLUMNS) | set(CHOICES) | set(BOOL_COLUMNS)
 _BOOL = {"true": True, "false": False, "on": True, "off": False, "yes": True, "no": False,
@@ -84,7 +113,7 @@ class ImportFormatError(ValueError):
 
 
 def load_mapping(path: str | os.PathLike) -> dict:
-    """Read a mapping sidecar (YAML with ``columns`` and/or ``constants``)."""
+    """Read a mapping sidecar (YAML with ``columns``, ``constants`` and/or ``values``)."""
     try:
         mapping = yaml.safe_load(Path(path).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
@@ -95,13 +124,18 @@ def load_mapping(path: str | os.PathLike) -> dict:
 
 
 def check_mapping(mapping: Any, where: str = "mapping") -> None:
-    """Raise ImportFormatError unless ``mapping`` has only ``columns`` and ``constants`` dicts
-    whose targets are import columns."""
-    if not isinstance(mapping, dict) or set(mapping) - {"columns", "constants"}:
-        raise ImportFormatError(f"{where}: a mapping has only 'columns' and 'constants'")
-    for key in ("columns", "constants"):
+    """Raise ImportFormatError unless ``mapping`` has only ``columns``, ``constants`` and
+    ``values`` dicts whose targets are import columns."""
+    if not isinstance(mapping, dict) or set(mapping) - {"columns", "constants", "values"}:
+        raise ImportFormatError(f"{where}: a mapping has only 'columns', 'constants' and 'values'")
+    for key in ("columns", "constants", "values"):
         if not isinstance(mapping.get(key, {}), dict):
             raise ImportFormatError(f"{where}: {key}: expected a mapping")
+    for name, table in mapping.get("values", {}).items():
+        if name not in KNOWN:
+            raise ImportFormatError(f"{where}: values.{name}: unknown import column")
+        if not isinstance(table, dict):
+            raise ImportFormatError(f"{where}: values.{name}: expected a mapping of file text to value")
     for source, target in mapping.get("columns", {}).items():
         if target is not None and target not in KNOWN:
             raise ImportFormatError(f"{where}: columns.{source}: unknown import column '{target}'")
@@ -154,6 +188,8 @@ def read_import(path: str | os.PathLike, mapping: dict | None = None) -> pd.Data
     check_mapping(mapping, f"{path}: mapping")
     rename = mapping.get("columns", {})
     constants = mapping.get("constants", {})
+    translate = {name: {str(k).strip(): str(v) for k, v in table.items()}
+                 for name, table in mapping.get("values", {}).items()}
     rows: list[tuple[int, list[str]]] = []  # (line number, cells) of non-blank lines
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:
@@ -197,6 +233,7 @@ def read_import(path: str | os.PathLike, mapping: dict | None = None) -> pd.Data
         for name, target, cell in zip(header, targets, cells):
             if target is None or cell.strip() == "":
                 continue
+            cell = translate.get(target, {}).get(cell.strip(), cell)
             try:
                 values[target] = _parse(cell, target)
             except ValueError as exc:
@@ -207,6 +244,9 @@ def read_import(path: str | os.PathLike, mapping: dict | None = None) -> pd.Data
         if not values.get("model") and not values.get("kernel"):
             raise ImportFormatError(f"{where}: column 'model': empty "
                                     "(a model or a kernel is required)")
+        unit = scaling_unit(values)
+        if unit and values.get(unit) is None and not (unit == "nodes" and "gpus" not in values):
+            raise ImportFormatError(f"{where}: column '{unit}': empty (the row scales over {unit})")
         out.append(_tidy_row(path, number, values))
     return pd.DataFrame(out)
 
@@ -214,9 +254,12 @@ def read_import(path: str | os.PathLike, mapping: dict | None = None) -> pd.Data
 def _tidy_row(path: Path, number: int, v: dict) -> dict:
     """One import row as a tidy-table row."""
     kind = "train" if v.get("model") else "kernel"
-    nodes = v.get("nodes", 1)
-    ppn = v.get("processes_per_node", 1)
-    workers = v.get("workers", v.get("gpus", nodes * ppn))
+    gpus, per_node = v.get("gpus"), v.get("gpus_per_node")
+    nodes = v.get("nodes", 1 if gpus is None else None)
+    if nodes is None and per_node:
+        nodes = -(-gpus // per_node)  # the last node may be partly used
+    ppn = v.get("processes_per_node", per_node or (1 if gpus is None else None))
+    workers = v.get("workers", gpus or (nodes or 1) * ppn)
     batch = v.get("batch")
     global_batch = v.get("global_batch", batch * workers if batch else None)
     experiment = v.get("experiment", path.stem)
@@ -226,7 +269,10 @@ def _tidy_row(path: Path, number: int, v: dict) -> dict:
         "experiment_type": v.get("experiment_type"), "system": v["system"],
         "arch": v.get("arch"), "kind": kind, "model": v.get("model"), "kernel": v.get("kernel"),
         "data": v.get("data"), "strategy": v.get("strategy"), "nodes": nodes,
-        "processes_per_node": ppn, "workers": workers, "intra_threads": v.get("threads"),
+        "processes_per_node": ppn, "workers": workers, "gpus": gpus, "gpus_per_node": per_node,
+        "parameter_servers": v.get("parameter_servers"),
+        "variable_update": v.get("variable_update"), "scaling_unit": scaling_unit(v),
+        "intra_threads": v.get("threads"),
         "inter_threads": v.get("inter_threads"), "batch_per_process": batch,
         "global_batch": global_batch, "problem_size": v.get("problem_size"),
         "tile_size": v.get("tile_size"), "vendor_library": v.get("vendor_library"),
@@ -235,6 +281,18 @@ def _tidy_row(path: Path, number: int, v: dict) -> dict:
         "reason": "", "reported_error": v.get("error"),
         "source": v.get("source", path.name),
     }
+
+
+def scaling_unit(values: dict) -> str | None:
+    """The row's scaling unit: given, else gpus for a GPU row, workers for parameter
+    servers, nodes when the file gives nodes; None: not part of a scaling series."""
+    if values.get("scaling_unit"):
+        return values["scaling_unit"]
+    if values.get("gpus") is not None:
+        return "gpus"
+    if values.get("strategy") == "parameter_server":
+        return "workers"
+    return "nodes" if values.get("nodes") is not None else None
 
 
 def import_files(paths: Iterable[str | os.PathLike], mappings: dict | None = None,
@@ -284,7 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         mapping = load_mapping(args.mapping) if args.mapping else {}
         mapping = {"columns": {**mapping.get("columns", {}), **_pairs(args.map, "--map")},
-                   "constants": {**mapping.get("constants", {}), **_pairs(args.set, "--set")}}
+                   "constants": {**mapping.get("constants", {}), **_pairs(args.set, "--set")},
+                   "values": mapping.get("values", {})}
         frame = read_import(args.file, mapping)
     except ImportFormatError as exc:
         print(f"error: {exc}", file=sys.stderr)

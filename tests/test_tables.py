@@ -218,37 +218,55 @@ def ppn_run(value, ppn, nodes=1, **fields):
                intra_threads=max(1, 4 // ppn - 1), **fields)
 
 
-def test_ppn_sweep_on_one_node_is_one_series_over_workers():
+def test_ppn_sweep_on_one_node_scales_over_workers_at_fixed_threads():
+    # on 4 cores: 1 ppn x 3 threads, 2 ppn x 1 thread, 4 ppn x 1 thread. Only the last two
+    # keep the threads per process: they are the series over workers; 1 x 3 is no point
+    # of it (the single- vs multi-process comparison is the process_layout table).
     df = pd.DataFrame([ppn_run(10.0, 1), ppn_run(18.0, 2), ppn_run(30.0, 4)])
     t = tables.node_scaling(df).sort_values("count")
-    assert set(t["scaling_unit"]) == {"workers"} and t["count"].tolist() == [1, 2, 4]
-    assert t["processes_per_node"].tolist() == [1, 2, 4]  # the rows keep their layout
-    assert t["speedup"].tolist() == pytest.approx([1.0, 1.8, 3.0])
-    assert t["efficiency"].tolist() == pytest.approx([1.0, 0.9, 0.75])
+    assert set(t["scaling_unit"]) == {"workers"} and t["count"].tolist() == [2, 4]
+    assert t["processes_per_node"].tolist() == [2, 4]  # the rows keep their layout
+    assert t["speedup"].tolist() == pytest.approx([1.0, 30.0 / 18.0])
+    assert t["efficiency"].tolist() == pytest.approx([1.0, 30.0 / (2 * 18.0)])
     h = tables.efficiency_heatmap(df)
-    assert len(h) == 1 and pd.isna(h["processes_per_node"].iloc[0])
-    assert [float(h[c].iloc[0]) for c in ("1", "2", "4")] == pytest.approx([1.0, 0.9, 0.75])
+    assert len(h) == 1 and h["series"].iloc[0] == t["series"].iloc[0]
+    assert [float(h[c].iloc[0]) for c in ("2", "4")] == pytest.approx([1.0, 30.0 / 36.0])
 
 
 def test_ppn_sweep_over_nodes_scales_each_layout_over_nodes():
-    df = pd.DataFrame([ppn_run(10.0, 1), ppn_run(18.0, 1, nodes=2),
-                       ppn_run(16.0, 2), ppn_run(32.0, 2, nodes=2)])
+    df = pd.DataFrame([ppn_run(10.0, 1, scaling_unit="nodes"),
+                       ppn_run(18.0, 1, nodes=2, scaling_unit="nodes"),
+                       ppn_run(16.0, 2, scaling_unit="nodes"),
+                       ppn_run(32.0, 2, nodes=2, scaling_unit="nodes")])
     t = tables.node_scaling(df)
     assert set(t["scaling_unit"]) == {"nodes"}
     assert only(t, processes_per_node=1, count=2)["speedup"] == pytest.approx(1.8)
     assert only(t, processes_per_node=2, count=2)["speedup"] == pytest.approx(2.0)
+    assert t["series"].nunique() == 2
     assert len(tables.efficiency_heatmap(df)) == 2
+
+
+def test_two_packings_of_one_worker_count_stay_two_series():
+    # 8 workers as 8 ppn x 1 node and as 4 ppn x 2 nodes (1 thread each) never share a point
+    df = pd.DataFrame([ppn_run(40.0, 4), ppn_run(70.0, 8), ppn_run(76.0, 4, nodes=2),
+                       ppn_run(140.0, 8, nodes=2)])
+    t = tables.node_scaling(df)
+    assert not t.duplicated(["series", "count"]).any()
+    assert t.groupby("series")["count"].apply(sorted).tolist() == [[4, 8], [8, 16]]
+    assert only(t, processes_per_node=4, count=8)["efficiency"] == pytest.approx(76.0 / 80.0)
 
 
 def test_efficiency_heatmap_is_system_by_data_by_nodes(scaling_input):
     h = tables.efficiency_heatmap(scaling_input)
     assert len(h) == 4  # 2 systems x 2 data
-    assert {(r.system, r.data) for r in h.itertuples()} == {
-        ("sysa", "synthetic"), ("sysa", "real"), ("sysb", "synthetic"), ("sysb", "real")}
+    assert {(r.system, r.series.split(",")[0]) for r in h.itertuples()} == {
+        ("sysa", "synthetic data"), ("sysa", "real data"), ("sysb", "synthetic data"),
+        ("sysb", "real data")}
     assert [c for c in h.columns if c.isdigit()] == ["1", "2", "4"]
-    cell = only(h, system="sysa", data="real")["4"]
+    real = h["series"].str.startswith("real")
+    cell = h[real & h["system"].eq("sysa")]["4"].iloc[0]
     assert float(cell) == pytest.approx(280.0 / (4 * 80.0))
-    assert only(h, system="sysb", data="real")["4"] == "failed"
+    assert h[real & h["system"].eq("sysb")]["4"].iloc[0] == "failed"
 
 
 # ------------------------------------------------------------------------ I/O overhead

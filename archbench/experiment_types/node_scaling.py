@@ -103,5 +103,6 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 
 TYPE = ExperimentType(
     "node_scaling", expand, SCHEMA,
-    tables=("summary", "node_scaling", "efficiency_heatmap", "io_overhead", "vendor_speedup"),
+    tables=("summary", "node_scaling", "best_per_size", "efficiency_heatmap", "io_overhead",
+            "vendor_speedup"),
     figures=("node_scaling", "efficiency_heatmap", "io_overhead"))

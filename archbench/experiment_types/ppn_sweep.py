@@ -48,7 +48,10 @@ def expand(experiment: dict, system: dict) -> list[dict]:
     ppns = experiment.get("processes_per_node", "all")
     ppns = powers_of_two(cores) if ppns == "all" else [p for p in ppns if p <= cores]
     out = []
-    for nodes in node_counts(experiment, system):
+    nodes_list = node_counts(experiment, system)
+    # on one node a series grows the workers; over several nodes each layout grows the nodes
+    unit = "workers" if len(nodes_list) == 1 else "nodes"
+    for nodes in nodes_list:
         for a in product(ppn=ppns, batch=experiment["batch_sizes"],
                          inter=experiment.get("inter_threads", [1]),
                          controller=controllers(experiment, nodes), **training_axes(experiment)):
@@ -58,7 +61,7 @@ def expand(experiment: dict, system: dict) -> list[dict]:
                 strategy="horovod", nodes=nodes, processes_per_node=a["ppn"],
                 intra_threads=intra, inter_threads=thread_count(a["inter"], intra),
                 vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
-                scaling_unit="workers", tuning=controller_tuning(a["controller"])))
+                scaling_unit=unit, tuning=controller_tuning(a["controller"])))
     return dedupe(out)
 
 

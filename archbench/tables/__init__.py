@@ -17,17 +17,15 @@ from typing import Callable
 
 import pandas as pd
 
-from archbench.tables import best, kernels, training
+from archbench.tables import best, kernels, scaling, training
 from archbench.tables.best import best_hybrid
 from archbench.tables.common import normalise, summarise, summary_of
 from archbench.tables.kernels import fraction_of_peak, kernel_gflops, peak_gflops, stream_bandwidth
+from archbench.tables.scaling import best_per_size, efficiency_heatmap, io_overhead, node_scaling
 from archbench.tables.training import (
     best_inter_intra,
-    efficiency_heatmap,
     horovod_tuning,
     hybrid_configurations,
-    io_overhead,
-    node_scaling,
     thread_efficiency,
     vendor_speedup,
 )
@@ -55,9 +53,10 @@ TABLES: dict[str, TableSpec] = {
     "hybrid_configurations": TableSpec(training.hybrid_configurations),
     "hybrid_best": TableSpec(best.best_hybrid),
     "inter_intra_best": TableSpec(training.best_inter_intra),
-    "node_scaling": TableSpec(training.node_scaling),
-    "efficiency_heatmap": TableSpec(training.efficiency_heatmap),
-    "io_overhead": TableSpec(training.io_overhead),
+    "best_per_size": TableSpec(scaling.best_per_size),
+    "node_scaling": TableSpec(scaling.node_scaling),
+    "efficiency_heatmap": TableSpec(scaling.efficiency_heatmap),
+    "io_overhead": TableSpec(scaling.io_overhead),
     "horovod_tuning": TableSpec(training.horovod_tuning),
     "kernel_gflops": TableSpec(kernels.kernel_gflops),
     "stream_bandwidth": TableSpec(kernels.stream_bandwidth),
@@ -86,6 +85,6 @@ def build_tables(df: pd.DataFrame, peak: dict | None = None, *,
 __all__ = [
     "TABLES", "TableSpec", "build_table", "build_tables", "normalise", "summarise", "summary_of",
     "thread_efficiency", "vendor_speedup", "hybrid_configurations", "best_hybrid",
-    "best_inter_intra", "node_scaling", "efficiency_heatmap", "io_overhead", "horovod_tuning",
+    "best_inter_intra", "best_per_size", "node_scaling", "efficiency_heatmap", "io_overhead", "horovod_tuning",
     "kernel_gflops", "stream_bandwidth", "fraction_of_peak", "peak_gflops",
 ]

@@ -25,12 +25,12 @@ HAS_MEAN = ("ok", "partial")  # summary statuses whose mean is a measurement
 STRING_FIELDS = (
     "experiment", "experiment_type", "system", "arch", "kind", "model", "kernel", "data",
     "strategy", "vendor_library", "status", "reason", "throughput_unit", "config_id",
-    "run_id", "source",
+    "run_id", "source", "variable_update", "scaling_unit",
 )
 INT_FIELDS = (
     "nodes", "processes_per_node", "workers", "intra_threads", "inter_threads",
     "batch_per_process", "global_batch", "image_size", "problem_size", "tile_size",
-    "repetition",
+    "repetition", "gpus", "gpus_per_node", "parameter_servers",
 )
 BOOL_FIELDS = ("vendor_library_enabled",)
 # record metrics a configuration's summary carries, by summary column: measured ones as
@@ -48,10 +48,13 @@ FLOAT_FIELDS = ("throughput", "reported_error", *SUMMARY_METRICS.values())
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False,
               "yes": True, "no": False}
 
-# The identity of a configuration: the record's CONFIG_FIELDS plus the variant, the hash
-# suffix campaign.config_id appends when a configuration carries tuning or environment
-# settings (e.g. MKL settings on/off); those are not record fields of their own.
-KEYS = tuple(CONFIG_FIELDS) + ("variant",)
+# The identity of a configuration: the record's CONFIG_FIELDS, what GPU and parameter-
+# server studies add (GPUs, the parameter-server count, the variable update) and the
+# scaling unit, plus the variant, the hash suffix campaign.config_id appends when a
+# configuration carries tuning or environment settings (e.g. MKL settings on/off); those
+# are not record fields of their own.
+SERIES_FIELDS = ("gpus", "gpus_per_node", "parameter_servers", "variable_update", "scaling_unit")
+KEYS = tuple(CONFIG_FIELDS) + SERIES_FIELDS + ("variant",)
 
 STATISTICS = ("mean", "median")  # what a campaign's tables report (``statistic:``)
 SUMMARY_STATS = (

@@ -49,21 +49,6 @@ INTER_INTRA_COLUMNS = (
     "variant", "inter_threads", "best_intra_threads", "img_s", "error", "n_configurations",
     "status",
 )
-SCALING_COLUMNS = (
-    "experiment", "system", "model", "data", "strategy", "vendor_library_enabled",
-    "processes_per_node", "intra_threads", "inter_threads", "batch_per_process",
-    "scaling_unit", "count", "nodes", "workers", "global_batch", "n", "img_s", "error",
-    "baseline_count", "img_s_baseline", "speedup", "efficiency", "status",
-)
-HEATMAP_INDEX = (
-    "experiment", "system", "model", "data", "strategy", "vendor_library_enabled",
-    "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "scaling_unit",
-)
-IO_COLUMNS = (
-    "experiment", "system", "model", "strategy", "vendor_library_enabled", "processes_per_node",
-    "intra_threads", "inter_threads", "batch_per_process", "nodes", "workers",
-    "img_s_synthetic", "img_s_real", "io_overhead_percent", "status",
-)
 
 HOROVOD_TUNING_COLUMNS = (
     "experiment", "system", "model", "data", "vendor_library_enabled", "nodes",
@@ -71,8 +56,6 @@ HOROVOD_TUNING_COLUMNS = (
     "cycle_time_ms", "fusion_threshold_mb", "allreduces_per_step", "n", "img_s", "error",
     "relative_to_best", "status",
 )
-
-LAYOUT = ("processes_per_node", "intra_threads")  # vary with the workers of a one-node series
 
 
 def _train(summary: pd.DataFrame) -> pd.DataFrame:
@@ -168,89 +151,6 @@ def best_inter_intra(df: pd.DataFrame) -> pd.DataFrame:
     keys = [k for k in KEYS if k != "intra_threads"]
     out = best_per_group(s, keys=keys, value="img_s", blank=("best_intra_threads", "error"))[list(INTER_INTRA_COLUMNS)]
     return sort_rows(out, INTER_INTRA_COLUMNS[:8])
-
-
-def node_scaling(df: pd.DataFrame) -> pd.DataFrame:
-    """Multi-node scaling (experiments 4, 5): S_n = P_n / P_1 and E_n = P_n / (n * P_1)
-    (:func:`metrics.speedup`, :func:`metrics.parallel_efficiency`).
-
-    The unit ``n`` counts nodes, or workers for parameter-server runs and for series whose
-    node count does not change (e.g. imported worker scaling). The baseline is the
-    smallest count of the series (normally 1); with baseline b, S = P_n / P_b and
-    E = P_n / ((n / b) * P_b). Imported series without an experiment type are kept when
-    they have at least two counts."""
-    s = _train(summary_of(df))
-    s = of_type(s, "node_scaling", fallback=pd.Series(True, index=s.index))
-    if s.empty:
-        return empty(SCALING_COLUMNS)
-    keys = [k for k in KEYS if k not in ("nodes", "workers", "global_batch")]
-    # on one node, a series over processes (ppn sweep: threads change with them) is one
-    # series over workers, its layout columns left out of the series' identity
-    fixed = [k for k in keys if k not in LAYOUT]
-    one_node = s.groupby(group_ids(s, fixed))["nodes"].transform("nunique").eq(1)
-    over_processes = one_node & s["processes_per_node"].eq(s["workers"]).fillna(False)
-    for column in LAYOUT:
-        s[f"_{column}"] = s[column].mask(over_processes.astype(bool))
-    keys = fixed + [f"_{column}" for column in LAYOUT]
-    s["_gid"] = group_ids(s, keys)
-    varies_nodes = s.groupby("_gid")["nodes"].transform("nunique") > 1
-    by_workers = s["strategy"].eq("parameter_server").fillna(False) | ~varies_nodes
-    s["scaling_unit"] = np.where(by_workers, "workers", "nodes")
-    s["count"] = s["workers"].where(by_workers, s["nodes"]).astype("Int64")
-    typed = s["experiment_type"].notna()
-    s = s[typed | (s.groupby("_gid")["count"].transform("nunique") > 1)]
-    if s.empty:
-        return empty(SCALING_COLUMNS)
-    s = with_baseline(s.drop(columns="_gid"), "count", keys + ["scaling_unit"])
-    s["img_s"] = s["value"]
-    s["img_s_baseline"] = s["baseline_value"]
-    relative = s["count"].astype(float) / s["baseline_count"].astype(float)
-    s["speedup"] = metrics.speedup(s["value"], s["baseline_value"])
-    s["efficiency"] = metrics.parallel_efficiency(s["value"], relative, s["baseline_value"])
-    s["status"] = derived_status(s["status"], s["baseline_status"], "baseline")
-    order = SCALING_COLUMNS[:11] + ("count",)
-    return sort_rows(s[list(SCALING_COLUMNS)], order)
-
-
-def efficiency_heatmap(df: pd.DataFrame) -> pd.DataFrame:
-    """Parallel efficiency as a heat-map table: one row per scaling series (system, data,
-    ...), one column per node (or worker) count; a failed cell holds its status."""
-    table = node_scaling(df)
-    if table.empty:
-        return empty(HEATMAP_INDEX)
-    table = table.copy()
-    table["cell"] = table["efficiency"].astype(object).where(
-        table["efficiency"].notna(), table["status"])
-    counts = sorted(int(c) for c in table["count"].dropna().unique())
-    index = list(HEATMAP_INDEX)
-    over_processes = (table["scaling_unit"].eq("workers") & table["nodes"].eq(1)
-                      & table["processes_per_node"].eq(table["workers"])).fillna(False)
-    series = table[index].copy()
-    for column in LAYOUT:  # one row per series over processes (see node_scaling)
-        series[column] = series[column].mask(over_processes.astype(bool))
-    table["_gid"] = group_ids(series, index)
-    rows = series.assign(_gid=table["_gid"]).drop_duplicates("_gid").set_index("_gid")[index]
-    for count in counts:
-        part = table[table["count"] == count].drop_duplicates("_gid").set_index("_gid")
-        rows[str(count)] = part["cell"].reindex(rows.index)
-    return sort_rows(rows.reset_index(drop=True), index)
-
-
-def io_overhead(df: pd.DataFrame) -> pd.DataFrame:
-    """I/O overhead (%) = (img/s synthetic - img/s real) / img/s synthetic * 100
-    (:func:`metrics.io_overhead_percent`) for every configuration run with both inputs."""
-    s = _train(summary_of(df))
-    s = s[s["data"].notna()]
-    if s.empty:
-        return empty(IO_COLUMNS)
-    p = pair(s, "data", first="synthetic", second="real", keys=KEYS)
-    p = p[p["status_1"].notna() & p["status_2"].notna()]  # both inputs were run
-    if p.empty:
-        return empty(IO_COLUMNS)
-    p["img_s_synthetic"], p["img_s_real"] = p.pop("value_1"), p.pop("value_2")
-    p["io_overhead_percent"] = metrics.io_overhead_percent(p["img_s_synthetic"], p["img_s_real"])
-    p["status"] = pair_status(p["status_1"], p["status_2"], labels=("synthetic", "real"))
-    return sort_rows(p[list(IO_COLUMNS)], IO_COLUMNS[:11])
 
 
 def horovod_tuning(df: pd.DataFrame) -> pd.DataFrame:
