@@ -20,7 +20,7 @@ from archbench.tables.training import best_per_group, hybrid_configurations
 GROUP = ("experiment", "system", "model", "data", "vendor_library_enabled")
 LAYOUT_FIELDS = ("processes_per_node", "intra_threads", "inter_threads", "batch_per_process")
 BEST_HYBRID_COLUMNS = (
-    *GROUP, "configuration", *LAYOUT_FIELDS, "global_batch", "img_s", "error",
+    *GROUP, "configuration", *LAYOUT_FIELDS, "global_batch", "statistic", "img_s", "error",
     "n_configurations", "n_failed_configurations", "status",
 )
 

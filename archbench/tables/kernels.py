@@ -27,12 +27,12 @@ BANDWIDTH_UNITS = {"b/s": 1e-9, "kb/s": 1e-6, "mb/s": 1e-3, "gb/s": 1.0, "tb/s":
                    "kib/s": 2**10 / 1e9, "mib/s": 2**20 / 1e9, "gib/s": 2**30 / 1e9}
 
 GFLOPS_COLUMNS = (
-    "experiment", "system", "kernel", "problem_size", "tile_size", "nodes", "workers", "n",
+    "experiment", "system", "kernel", "problem_size", "tile_size", "nodes", "workers", "statistic", "n",
     "gflops", "gflops_min", "gflops_max", "error", "baseline_workers", "gflops_baseline",
     "speedup", "status",
 )
 STREAM_COLUMNS = (
-    "experiment", "system", "kernel", "problem_size", "tile_size", "nodes", "workers", "n",
+    "experiment", "system", "kernel", "problem_size", "tile_size", "nodes", "workers", "statistic", "n",
     "bandwidth_gb_s", "bandwidth_min", "bandwidth_max", "error", "unit", "status",
 )
 PEAK_COLUMNS = (

@@ -30,19 +30,21 @@ from archbench.tables.common import (
 
 THREAD_EFFICIENCY_COLUMNS = (
     "experiment", "system", "arch", "model", "data", "vendor_library", "vendor_library_enabled",
-    "batch_per_process", "inter_threads", "threads", "n", "img_s", "img_s_min", "img_s_max",
+    "batch_per_process", "inter_threads", "threads", "statistic", "n", "img_s", "img_s_min",
+    "img_s_max",
     "error", "img_s_1thread",
     "efficiency", "status",
 )
 VENDOR_COLUMNS = (
     "experiment", "system", "vendor_library", "model", "data", "strategy", "nodes",
-    "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "img_s_on",
-    "img_s_off", "speedup", "status",
+    "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "statistic",
+    "img_s_on", "img_s_off", "speedup", "status",
 )
 HYBRID_COLUMNS = (
     "experiment", "system", "model", "data", "vendor_library_enabled", "configuration",
     "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "global_batch",
-    "n", "img_s", "std", "min", "max", "error", "spread_flag", "n_failed", "status",
+    "statistic", "n", "img_s", "img_s_min", "img_s_max", "std", "error", "spread_flag", "n_failed",
+    "status",
 )
 INTER_INTRA_COLUMNS = (
     "experiment", "system", "model", "data", "vendor_library_enabled", "batch_per_process",
@@ -53,8 +55,8 @@ INTER_INTRA_COLUMNS = (
 HOROVOD_TUNING_COLUMNS = (
     "experiment", "system", "model", "data", "vendor_library_enabled", "nodes",
     "processes_per_node", "intra_threads", "batch_per_process", "global_batch",
-    "cycle_time_ms", "fusion_threshold_mb", "allreduces_per_step", "n", "img_s", "error",
-    "relative_to_best", "status",
+    "cycle_time_ms", "fusion_threshold_mb", "allreduces_per_step", "statistic", "n", "img_s",
+    "img_s_min", "img_s_max", "error", "relative_to_best", "status",
 )
 
 
@@ -96,6 +98,7 @@ def vendor_speedup(df: pd.DataFrame) -> pd.DataFrame:
     if p.empty:
         return empty(VENDOR_COLUMNS)
     p["img_s_on"], p["img_s_off"] = p.pop("value_1"), p.pop("value_2")
+    p["statistic"] = s["statistic"].iloc[0]
     p["speedup"] = metrics.vendor_speedup(p["img_s_on"], p["img_s_off"])
     p["status"] = pair_status(p["status_1"], p["status_2"], labels=("on", "off"))
     return sort_rows(p[list(VENDOR_COLUMNS)], VENDOR_COLUMNS[:11])
@@ -111,7 +114,7 @@ def hybrid_configurations(df: pd.DataFrame) -> pd.DataFrame:
         return empty(HYBRID_COLUMNS)
     s["configuration"] = (s["processes_per_node"].astype(str) + "x"
                           + s["intra_threads"].astype(str))
-    s["img_s"] = s["value"]
+    s["img_s"], s["img_s_min"], s["img_s_max"] = s["value"], s["min"], s["max"]
     order = ("experiment", "system", "model", "data", "vendor_library_enabled",
              "processes_per_node", "intra_threads", "inter_threads", "batch_per_process")
     return sort_rows(s[list(HYBRID_COLUMNS)], order)
@@ -147,7 +150,7 @@ def best_inter_intra(df: pd.DataFrame) -> pd.DataFrame:
         return empty(INTER_INTRA_COLUMNS)
     s = sort_rows(s, KEYS)
     s["best_intra_threads"] = s["intra_threads"]
-    s["img_s"] = s["value"]
+    s["img_s"], s["img_s_min"], s["img_s_max"] = s["value"], s["min"], s["max"]
     keys = [k for k in KEYS if k != "intra_threads"]
     out = best_per_group(s, keys=keys, value="img_s", blank=("best_intra_threads", "error"))[list(INTER_INTRA_COLUMNS)]
     return sort_rows(out, INTER_INTRA_COLUMNS[:8])
@@ -162,7 +165,7 @@ def horovod_tuning(df: pd.DataFrame) -> pd.DataFrame:
         return empty(HOROVOD_TUNING_COLUMNS)
     s["cycle_time_ms"] = s["horovod_cycle_time_ms"]
     s["fusion_threshold_mb"] = s["horovod_fusion_threshold_bytes"] / 2**20
-    s["img_s"] = s["value"]
+    s["img_s"], s["img_s_min"], s["img_s_max"] = s["value"], s["min"], s["max"]
     layout = ["experiment", "system", "model", "data", "vendor_library_enabled", "nodes",
               "processes_per_node", "intra_threads", "inter_threads", "batch_per_process"]
     best = s.groupby(group_ids(s, layout))["img_s"].transform("max")
