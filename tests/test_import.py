@@ -89,8 +89,14 @@ def test_well_formed_file_imports(tmp_path):
      "sysa,resnet50,10,img/s,imaginary\n", "row 2", "data"),
     ("system,model,throughput,unit,nodes\nsysa,resnet50,10,img/s,1.5\n", "row 1", "nodes"),
     ("system,throughput,unit\nsysa,10,img/s\n", "row 0", "model"),
+    ("system,model,throughput,unit,scaling_unit\nsysa,resnet50,10,img/s,gpus\n", "row 1", "gpus"),
+    ("system,model,throughput,unit,scaling_unit\nsysa,resnet50,10,img/s,cores\n", "row 1",
+     "scaling_unit"),
+    ("system,model,throughput,unit,gpus,parameter_servers\nsysa,resnet50,10,img/s,4,-1\n",
+     "row 1", "parameter_servers"),
 ], ids=["missing-column", "non-numeric", "negative", "unknown-column", "bad-choice",
-        "fractional-nodes", "no-model-or-kernel"])
+        "fractional-nodes", "no-model-or-kernel", "gpu-unit-without-gpus", "unknown-unit",
+        "negative-parameter-servers"])
 def test_malformed_file_names_file_row_and_column(tmp_path, text, row, column):
     path = tmp_path / "bad.csv"
     path.write_text(text)
@@ -118,3 +124,16 @@ def test_mapping_to_unknown_column_is_rejected(tmp_path):
     path.write_text(GOOD)
     with pytest.raises(ImportFormatError, match="speed"):
         read_import(path, {"columns": {"throughput": "speed"}})
+
+
+def test_value_map_translates_file_text(tmp_path):
+    path = tmp_path / "daint.csv"
+    path.write_text("system,model,throughput,unit,gpus,Real Data\n"
+                    "d,inception3,138.23,img/s,1,FALSE\nd,inception3,137.03,img/s,1,TRUE\n")
+    mapping = {"columns": {"Real Data": "data"},
+               "values": {"data": {"TRUE": "real", "FALSE": "synthetic"}}}
+    rows = read_import(path, mapping)
+    assert rows["data"].tolist() == ["synthetic", "real"]
+    assert rows["scaling_unit"].tolist() == ["gpus", "gpus"] and rows["gpus"].tolist() == [1, 1]
+    with pytest.raises(ImportFormatError, match="values.colour"):
+        read_import(path, {**mapping, "values": {"colour": {"a": "b"}}})
