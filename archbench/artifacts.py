@@ -200,11 +200,13 @@ def merge_measurements(measurements: str | os.PathLike, imports: Sequence[str | 
 
 
 def make_table_files(name: str, source: str | os.PathLike, *, outputs: Mapping[str, str],
-                     peak: dict | None = None, statistic: str | None = None) -> pd.DataFrame:
-    """Build table ``name`` from the tidy table at ``source`` (reporting ``statistic``);
-    write csv/md/tex ``outputs``."""
+                     peak: dict | None = None, statistic: str | None = None,
+                     systems: dict | None = None) -> pd.DataFrame:
+    """Build table ``name`` from the tidy table at ``source`` (reporting ``statistic``;
+    ``systems``: the campaign's resolved systems); write csv/md/tex ``outputs``."""
     from archbench.tables import build_table
-    table = build_table(name, read_measurements(source), peak=peak, statistic=statistic)
+    table = build_table(name, read_measurements(source), peak=peak, statistic=statistic,
+                        systems=systems)
     write_table(table, csv=outputs.get("csv"), md=outputs.get("md"), tex=outputs.get("tex"))
     return table
 

@@ -145,9 +145,30 @@ def read_records(paths: Iterable[str | os.PathLike]) -> tuple[list[dict], list[s
     return records, errors
 
 
+# The MKL/OpenMP runtime's environment variables (Intel OpenMP KMP_*, OpenMP OMP_*, GNU
+# OpenMP GOMP_*, MKL_*): what CESGA 2018 calls a run's MKL settings (e.g. KMP_BLOCKTIME=0).
+MKL_ENV_PREFIXES = ("KMP_", "OMP_", "GOMP_", "MKL_")
+
+
+def env_text(env: dict) -> str:
+    """An environment as one text: ``NAME=value`` pairs sorted by name, joined by "; "."""
+    return "; ".join(f"{name}={env[name]}" for name in sorted(env))
+
+
+def mkl_env_text(env: dict) -> str:
+    """The MKL/OpenMP runtime variables of ``env`` (names starting with one of
+    ``MKL_ENV_PREFIXES``) as :func:`env_text`, or "none" when it sets none."""
+    return env_text({k: v for k, v in env.items() if k.startswith(MKL_ENV_PREFIXES)}) or "none"
+
+
 def flatten(record: dict) -> dict:
-    """One tidy-table row: lists joined, ``metrics`` spread into ``metric_<name>`` columns."""
+    """One tidy-table row: lists joined, ``metrics`` spread into ``metric_<name>`` columns,
+    the environment the run had as ``env`` (:func:`env_text`) and its MKL/OpenMP part as
+    ``mkl_env`` (:func:`mkl_env_text`)."""
     row = {k: v for k, v in record.items() if k not in ("metrics", "env", "step_times_s")}
+    env = record.get("env") or {}
+    row["env"] = env_text(env)
+    row["mkl_env"] = mkl_env_text(env)
     row["hosts"] = ",".join(record.get("hosts", []))
     steps = record.get("step_times_s") or []
     row["n_steps_recorded"] = len(steps)

@@ -112,8 +112,10 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path) 
     timeout_s = float(measurement.get("timeout_minutes", 30)) * 60
     argv = worker_command(measurement, system) + ["--output", str(scratch)]
     identity = identity_fields(measurement, log_path)
-    tuning = measurement.get("tuning") or {}  # a failed run still names its Horovod setting
-    knobs = horovod_knobs(tuning.get("horovod_cycle_time_ms"), tuning.get("horovod_fusion_threshold_bytes"))
+    tuning = measurement.get("tuning") or {}  # a failed run still names its settings
+    knobs = {**horovod_knobs(tuning.get("horovod_cycle_time_ms"), tuning.get("horovod_fusion_threshold_bytes")),
+             **pinned_cores(tuning)}
+    settings_env = measurement.get("env", {})
     start = provenance.now()
     for attempt in range(1 + int(measurement.get("retries", 0))):
         scratch.unlink(missing_ok=True)
@@ -124,14 +126,16 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path) 
         except RecordError:
             worker_record = None
         if worker_record is not None:
-            record = {**worker_record, **identity, "env": {**worker_record.get("env", {}),
-                                                           **measurement.get("env", {})}}
+            record = {**worker_record, **identity,
+                      "env": {**worker_record.get("env", {}), **settings_env},
+                      "metrics": {**knobs, **worker_record.get("metrics", {})}}
         elif code is None:
-            record = failure(identity, start=start, status="timeout", metrics=knobs,
+            record = failure(identity, start=start, status="timeout", metrics=knobs, env=settings_env,
                              reason=f"exceeded {timeout_s:.0f} s wall time (attempt {attempt + 1})")
         else:
             status, reason = exit_failure(code, log_text)
-            record = failure(identity, start=start, status=status, reason=reason, metrics=knobs)
+            record = failure(identity, start=start, status=status, reason=reason, metrics=knobs,
+                             env=settings_env)
         if record["status"] == "ok":
             break
     scratch.unlink(missing_ok=True)
@@ -140,12 +144,20 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path) 
 
 
 def failure(identity: dict, *, start: str, status: str, reason: str,
-            metrics: dict | None = None) -> dict:
+            metrics: dict | None = None, env: dict | None = None) -> dict:
     """A failure record: the configuration, where it ran, status and reason, no throughput
-    (``metrics``: settings the run was given)."""
-    return make_record(**{**provenance.host_fields(), **identity}, start_time=start,
-                       end_time=provenance.now(), status=status, reason=reason,
-                       metrics=metrics or {})
+    (``metrics``: settings the run was given; ``env``: the environment it was given, over
+    the supervisor's own, as a worker's record has it)."""
+    host = provenance.host_fields()
+    return make_record(**{**host, **identity, "env": {**host["env"], **(env or {})}},
+                       start_time=start, end_time=provenance.now(), status=status,
+                       reason=reason, metrics=metrics or {})
+
+
+def pinned_cores(tuning: dict) -> dict:
+    """The cores a run is pinned to (``tuning.cores``) as a record metric, as the worker
+    records it; empty when it is not pinned."""
+    return {"cores": {"value": tuning["cores"], "unit": "cores"}} if tuning.get("cores") else {}
 
 
 def resolve_best_layout(measurement: dict, best_records: list[str], statistic: str = "mean") -> dict:
@@ -178,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                               spec.get("statistic", "mean"))
         except ValueError as exc:
             record = failure(identity_fields(measurement, args.log), start=provenance.now(),
-                             status="failed", reason=str(exc))
+                             status="failed", reason=str(exc), env=measurement.get("env"))
             write_record(args.output, record)
             print(f"{args.output}: failed {exc}")
             return 0

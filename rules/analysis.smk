@@ -38,5 +38,7 @@ for _table in TABLE_NAMES:
             caption=TABLES[_table].caption,
             peak=config.get("peak", {}),
             statistic=config.get("statistic", "mean"),
+            # the campaign's resolved systems, for the tables that describe them
+            systems=SYSTEMS if TABLES[_table].uses_systems else {},
         script:
             "../scripts/make_table.py"

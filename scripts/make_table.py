@@ -8,5 +8,6 @@ logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(mes
 table = make_table_files(snakemake.params.name, snakemake.input.measurements,
                          outputs={k: snakemake.output[k] for k in ("csv", "md", "tex")},
                          peak=snakemake.params.peak,
-                         statistic=snakemake.params.statistic)
+                         statistic=snakemake.params.statistic,
+                         systems=snakemake.params.systems)
 logging.info("%s: %d rows", snakemake.params.name, len(table))

@@ -82,6 +82,18 @@ def test_failed_horovod_setting_is_still_named(tmp_path, monkeypatch):
     assert supervise(tmp_path, measurement())["metrics"] == {}  # none given, none named
 
 
+def test_failed_run_names_its_pinned_cores_and_environment(tmp_path, monkeypatch):
+    """A failure record of an inter/intra sweep run carries the cores it was pinned to and
+    the environment it was given (MKL settings), as a worker's record does, so the sweep
+    tables place the failure under the right MKL setting."""
+    monkeypatch.setattr(run, "worker_command", lambda m, s: [sys.executable, "-c", "raise SystemExit(3)"])
+    m = measurement(tuning={"cores": 2}, env={"KMP_BLOCKTIME": "0"})
+    r = supervise(tmp_path, m)
+    assert r["status"] == "failed"
+    assert r["metrics"] == {"cores": {"value": 2, "unit": "cores"}}
+    assert r["env"]["KMP_BLOCKTIME"] == "0"
+
+
 def test_killed_worker_is_classified_oom(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "worker_command", lambda m, s: [
         sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])

@@ -24,5 +24,5 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 
 TYPE = ExperimentType(
     "batch_sweep", expand, SCHEMA,
-    tables=("summary", "vendor_speedup", "io_overhead", "fraction_of_peak"),
+    tables=("summary", "batch_scaling", "vendor_speedup", "io_overhead", "fraction_of_peak"),
     figures=("vendor_speedup", "io_overhead"))

@@ -67,5 +67,6 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 
 TYPE = ExperimentType(
     "ppn_sweep", expand, SCHEMA,
-    tables=("summary", "node_scaling", "efficiency_heatmap", "vendor_speedup", "io_overhead"),
+    tables=("summary", "process_layout", "node_scaling", "efficiency_heatmap", "vendor_speedup",
+            "io_overhead"),
     figures=("node_scaling", "efficiency_heatmap"))

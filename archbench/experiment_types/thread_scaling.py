@@ -24,5 +24,6 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 
 TYPE = ExperimentType(
     "thread_scaling", expand, SCHEMA,
-    tables=("summary", "thread_efficiency", "vendor_speedup", "io_overhead", "fraction_of_peak"),
+    tables=("summary", "thread_efficiency", "batch_scaling", "vendor_speedup", "io_overhead",
+            "fraction_of_peak"),
     figures=("thread_scaling", "thread_efficiency", "vendor_speedup", "io_overhead"))

@@ -17,13 +17,25 @@ from typing import Callable
 
 import pandas as pd
 
-from archbench.tables import best, kernels, scaling, training
+from archbench.tables import (
+    batches,
+    best,
+    inter_intra,
+    kernels,
+    platforms,
+    processes,
+    scaling,
+    training,
+)
+from archbench.tables.batches import batch_scaling
 from archbench.tables.best import best_hybrid
-from archbench.tables.common import normalise, summarise, summary_of
+from archbench.tables.common import is_summary, normalise, summarise, summary_of
+from archbench.tables.inter_intra import inter_intra_best, inter_intra_sweep
 from archbench.tables.kernels import fraction_of_peak, kernel_gflops, peak_gflops, stream_bandwidth
+from archbench.tables.platforms import platform
+from archbench.tables.processes import process_layout
 from archbench.tables.scaling import best_per_size, efficiency_heatmap, io_overhead, node_scaling
 from archbench.tables.training import (
-    best_inter_intra,
     horovod_tuning,
     hybrid_configurations,
     thread_efficiency,
@@ -33,11 +45,15 @@ from archbench.tables.training import (
 
 @dataclass(frozen=True)
 class TableSpec:
-    """A registered table: ``build(tidy table or summary) -> DataFrame``; ``uses_peak``:
-    it also takes the campaign's measured peaks (``peak=`` keyword)."""
+    """A registered table: ``build(summary) -> DataFrame``; ``uses_peak``: it also takes the
+    campaign's measured peaks (``peak=`` keyword); ``uses_systems``: it also takes the
+    campaign's resolved systems (``systems=`` keyword, name -> system definition);
+    ``uses_runs``: it takes the tidy table itself (one row per run), not the summary."""
 
     build: Callable[..., pd.DataFrame]
     uses_peak: bool = False
+    uses_systems: bool = False
+    uses_runs: bool = False
 
     @property
     def caption(self) -> str:
@@ -52,7 +68,11 @@ TABLES: dict[str, TableSpec] = {
     "vendor_speedup": TableSpec(training.vendor_speedup),
     "hybrid_configurations": TableSpec(training.hybrid_configurations),
     "hybrid_best": TableSpec(best.best_hybrid),
-    "inter_intra_best": TableSpec(training.best_inter_intra),
+    "inter_intra_sweep": TableSpec(inter_intra.inter_intra_sweep),
+    "inter_intra_best": TableSpec(inter_intra.inter_intra_best),
+    "process_layout": TableSpec(processes.process_layout),
+    "batch_scaling": TableSpec(batches.batch_scaling),
+    "platform": TableSpec(platforms.platform, uses_systems=True, uses_runs=True),
     "best_per_size": TableSpec(scaling.best_per_size),
     "node_scaling": TableSpec(scaling.node_scaling),
     "efficiency_heatmap": TableSpec(scaling.efficiency_heatmap),
@@ -65,26 +85,36 @@ TABLES: dict[str, TableSpec] = {
 
 
 def build_table(name: str, df: pd.DataFrame, peak: dict | None = None, *,
-                statistic: str | None = None) -> pd.DataFrame:
+                statistic: str | None = None, systems: dict | None = None) -> pd.DataFrame:
     """Table ``name`` of ``TABLES`` from the tidy table (or its summary) ``df``, reporting
-    ``statistic`` (mean or median of the repetitions; default mean)."""
+    ``statistic`` (mean or median of the repetitions; default mean); ``systems``: the
+    campaign's resolved systems, for the tables that take them."""
     if name not in TABLES:
         raise KeyError(f"unknown table '{name}' (known: {', '.join(TABLES)})")
     spec = TABLES[name]
-    summary = summary_of(normalise(df) if "variant" not in df else df, statistic)
-    return spec.build(summary, peak=peak or {}) if spec.uses_peak else spec.build(summary)
+    tidy = normalise(df) if "variant" not in df else df
+    if spec.uses_runs and is_summary(tidy):
+        raise ValueError(f"table '{name}' is built from the tidy table (one row per run), not a summary")
+    data = tidy if spec.uses_runs else summary_of(tidy, statistic)
+    extra = {"peak": peak or {}} if spec.uses_peak else {}
+    if spec.uses_systems:
+        extra["systems"] = systems or {}
+    return spec.build(data, **extra)
 
 
 def build_tables(df: pd.DataFrame, peak: dict | None = None, *,
-                 statistic: str | None = None) -> dict[str, pd.DataFrame]:
+                 statistic: str | None = None, systems: dict | None = None) -> dict[str, pd.DataFrame]:
     """Every table of ``TABLES``, summarising ``df`` once."""
-    summary = summary_of(normalise(df) if "variant" not in df else df, statistic)
-    return {name: build_table(name, summary, peak) for name in TABLES}
+    tidy = normalise(df) if "variant" not in df else df
+    summary = summary_of(tidy, statistic)
+    return {name: build_table(name, tidy if spec.uses_runs else summary, peak, systems=systems)
+            for name, spec in TABLES.items()}
 
 
 __all__ = [
     "TABLES", "TableSpec", "build_table", "build_tables", "normalise", "summarise", "summary_of",
     "thread_efficiency", "vendor_speedup", "hybrid_configurations", "best_hybrid",
-    "best_inter_intra", "best_per_size", "node_scaling", "efficiency_heatmap", "io_overhead", "horovod_tuning",
+    "best_per_size", "node_scaling", "efficiency_heatmap", "io_overhead", "horovod_tuning",
     "kernel_gflops", "stream_bandwidth", "fraction_of_peak", "peak_gflops",
+    "inter_intra_sweep", "inter_intra_best", "process_layout", "batch_scaling", "platform",
 ]

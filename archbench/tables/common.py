@@ -25,7 +25,7 @@ HAS_MEAN = ("ok", "partial")  # summary statuses whose mean is a measurement
 STRING_FIELDS = (
     "experiment", "experiment_type", "system", "arch", "kind", "model", "kernel", "data",
     "strategy", "vendor_library", "status", "reason", "throughput_unit", "config_id",
-    "run_id", "source", "variable_update", "scaling_unit",
+    "run_id", "source", "variable_update", "scaling_unit", "env", "mkl_env",
 )
 INT_FIELDS = (
     "nodes", "processes_per_node", "workers", "intra_threads", "inter_threads",
@@ -42,7 +42,11 @@ MEASURED_METRICS = {
 SETTING_METRICS = {
     "horovod_cycle_time_ms": "metric_horovod_cycle_time",
     "horovod_fusion_threshold_bytes": "metric_horovod_fusion_threshold",
+    "cores": "metric_cores",  # cores the process was pinned to (inter/intra sweep)
 }
+# settings recorded as text, by summary column: the value of the ok runs (of any run when
+# none is ok); runs that disagree give their values joined by " | "
+SETTING_TEXT = ("mkl_env",)  # the MKL/OpenMP environment the runs had (record.mkl_env_text)
 SUMMARY_METRICS = {**MEASURED_METRICS, **SETTING_METRICS}
 FLOAT_FIELDS = ("throughput", "reported_error", *SUMMARY_METRICS.values())
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False,
@@ -60,7 +64,7 @@ STATISTICS = ("mean", "median")  # what a campaign's tables report (``statistic:
 SUMMARY_STATS = (
     "unit", "n", "statistic", "value", "mean", "median", "std", "min", "max", "ci95_low",
     "ci95_high", "error",
-    "spread_flag", "n_failed", "failures", "status", *SUMMARY_METRICS, "source",
+    "spread_flag", "n_failed", "failures", "status", *SUMMARY_METRICS, *SETTING_TEXT, "source",
 )
 SUMMARY_COLUMNS = KEYS + SUMMARY_STATS
 
@@ -128,6 +132,19 @@ def group_ids(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
     if frame.empty:
         return np.zeros(0, dtype=int)
     return frame.groupby(list(keys), dropna=False, sort=True).ngroup().to_numpy()
+
+
+def _distinct_text(frame: pd.DataFrame, column: str) -> pd.Series:
+    """Per ``_gid`` of ``frame``: the distinct values of ``column``, sorted and joined by
+    " | " (groups without a value are left out)."""
+    pairs = frame.loc[frame[column].notna(), ["_gid", column]].astype({column: str})
+    pairs = pairs.drop_duplicates().sort_values(["_gid", column], kind="mergesort")
+    text = pairs.drop_duplicates("_gid").set_index("_gid")[column].astype(object)
+    several = pairs["_gid"].duplicated(keep=False)
+    if several.any():  # rare: runs of one configuration that disagree
+        joined = pairs[several].groupby("_gid")[column].agg(" | ".join)
+        text.loc[joined.index] = joined
+    return text
 
 
 def _failure_text(counts: Counter) -> str:
@@ -207,6 +224,10 @@ def summarise(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
         out[name] = good.groupby("_gid")[column].mean().reindex(out.index).astype(float)
     for name, column in SETTING_METRICS.items():
         out[name] = frame.groupby("_gid")[column].first().reindex(out.index).astype(float)
+    for name in SETTING_TEXT:
+        own = _distinct_text(good, name).reindex(out.index)
+        anyrun = _distinct_text(frame, name).reindex(out.index)
+        out[name] = own.where(own.notna(), anyrun).astype("string")
     out["source"] = frame.groupby("_gid")["source"].first().reindex(out.index)
     return sort_rows(out[list(SUMMARY_COLUMNS)], KEYS)
 
@@ -226,8 +247,10 @@ def summary_of(df: pd.DataFrame, statistic: str | None = None) -> pd.DataFrame:
     """Summary per configuration over its repetitions: n, mean, median, std, min, max, the
     95% confidence interval of the mean, error = max - min, a flag where the error exceeds
     10% of the mean, failures and status; ``value`` is the reported statistic (mean unless
-    ``statistic`` says median). ``df`` passes as is when it already is a summary and no
-    other statistic is asked for."""
+    ``statistic`` says median); settings the runs recorded: the ``cores`` a process was
+    pinned to and ``mkl_env``, the MKL/OpenMP environment variables the runs had ("none":
+    none set). ``df`` passes as is when it already is a summary and no other statistic is
+    asked for."""
     if not is_summary(df):
         return summarise(df, statistic or "mean")
     if statistic is None or df.empty:

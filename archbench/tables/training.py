@@ -46,11 +46,6 @@ HYBRID_COLUMNS = (
     "statistic", "n", "img_s", "img_s_min", "img_s_max", "std", "error", "spread_flag", "n_failed",
     "status",
 )
-INTER_INTRA_COLUMNS = (
-    "experiment", "system", "model", "data", "vendor_library_enabled", "batch_per_process",
-    "variant", "inter_threads", "best_intra_threads", "img_s", "error", "n_configurations",
-    "status",
-)
 
 HOROVOD_TUNING_COLUMNS = (
     "experiment", "system", "model", "data", "vendor_library_enabled", "nodes",
@@ -139,21 +134,6 @@ def best_per_group(frame: pd.DataFrame, *, keys: Sequence[str], value: str,
     for name in blank:
         best[name] = best[name].mask(none)  # keeps the column's dtype (Int64 stays numeric)
     return best.reset_index(drop=True)
-
-
-def best_inter_intra(df: pd.DataFrame) -> pd.DataFrame:
-    """Inter/intra-op sweep (experiment 3): per inter-op thread count, the intra-op thread
-    count with the highest mean img/s (per system, model, data, vendor flag, batch and
-    variant -- the variant hash separates e.g. MKL settings on/off)."""
-    s = of_type(_train(summary_of(df)), "inter_intra_best")
-    if s.empty:
-        return empty(INTER_INTRA_COLUMNS)
-    s = sort_rows(s, KEYS)
-    s["best_intra_threads"] = s["intra_threads"]
-    s["img_s"], s["img_s_min"], s["img_s_max"] = s["value"], s["min"], s["max"]
-    keys = [k for k in KEYS if k != "intra_threads"]
-    out = best_per_group(s, keys=keys, value="img_s", blank=("best_intra_threads", "error"))[list(INTER_INTRA_COLUMNS)]
-    return sort_rows(out, INTER_INTRA_COLUMNS[:8])
 
 
 def horovod_tuning(df: pd.DataFrame) -> pd.DataFrame:
