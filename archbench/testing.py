@@ -178,3 +178,125 @@ def fabricate_records(repetitions: int = 3, **kwargs) -> Iterator[dict]:
             if failure:
                 record["throughput_unit"] = ""
             yield make_record(**record)
+
+
+# ------------------------------------------------------------- two values on every axis
+AXIS_MKL_ENV = {"KMP_BLOCKTIME": "0", "KMP_AFFINITY": "granularity=fine,compact,1,0"}
+AXIS_SYSTEMS = ("sysa", "sysb")
+AXIS_MODELS = ("alexnet", "resnet50")
+
+
+def _grid(*axes: tuple) -> list[tuple]:
+    """The cartesian product of ``axes`` as a list of tuples."""
+    out: list[tuple] = [()]
+    for axis in axes:
+        out = [(*head, value) for head in out for value in axis]
+    return out
+
+
+def _training_axes(system: str, model: str, *, vendor: bool, data: str) -> list[dict]:
+    """Configurations of every training experiment type for one system, model, vendor
+    setting and input, two values on each of their own axes."""
+    common = dict(model=model, vendor_library_enabled=vendor, data=data)
+    confs = []
+    for experiment, batch, threads, inter in _grid(("threads", "threads2"), (16, 64), (1, 2), (1, 2)):
+        confs.append(_train(experiment, "thread_scaling", system, batch_per_process=batch,
+                            intra_threads=threads, inter_threads=inter, **common))
+    for batch, threads in _grid((16, 64), (2, 4)):
+        confs.append(_train("batches", "batch_sweep", system, batch_per_process=batch,
+                            intra_threads=threads, **common))
+    for (ppn, threads), batch, inter in _grid(((1, 4), (2, 2)), (16, 64), (1, 2)):
+        confs.append(_train("hybrid", "hybrid", system, strategy="horovod", processes_per_node=ppn,
+                            intra_threads=threads, batch_per_process=batch, inter_threads=inter,
+                            **common))
+    for cores, inter, intra, mkl, batch in _grid((2, 4), (1, "cores"), (1, "cores"), (False, True),
+                                                 (16, 64)):
+        confs.append(_train("sweep", "inter_intra", system, batch_per_process=batch,
+                            inter_threads=cores if inter == "cores" else inter,
+                            intra_threads=cores if intra == "cores" else intra,
+                            tuning={"cores": cores}, env=dict(AXIS_MKL_ENV) if mkl else {},
+                            **common))
+    for (experiment, nodes_list, unit), ppn, batch, inter in _grid(
+            (("ppn", (1,), "workers"), ("ppn-nodes", (1, 2), "nodes")), (1, 2, 4), (16, 64), (1, 2)):
+        for nodes in nodes_list:
+            confs.append(_train(experiment, "ppn_sweep", system, strategy="horovod", nodes=nodes,
+                                processes_per_node=ppn, intra_threads=max(1, 4 // ppn - 1),
+                                batch_per_process=batch, inter_threads=inter, scaling_unit=unit,
+                                **common))
+    for nodes, (strategy, ps), ppn, batch in _grid(
+            (1, 2, 4), (("horovod", None), ("parameter_server", 1), ("parameter_server", 2)), (1, 2),
+            (16, 64)):
+        extra = {"parameter_servers": ps} if ps else {}
+        confs.append(_train("scaling", "node_scaling", system, strategy=strategy, nodes=nodes,
+                            processes_per_node=ppn, intra_threads=4 // ppn, batch_per_process=batch,
+                            scaling_unit="nodes", **extra, **common))
+    for nodes, cycle, fusion, batch in _grid((1, 2), (1, 10), (0, 64 << 20), (16, 64)):
+        confs.append(_train("tuning", "horovod_tuning", system, strategy="horovod", nodes=nodes,
+                            processes_per_node=4, batch_per_process=batch, tuning={
+                                "horovod_cycle_time_ms": cycle,
+                                "horovod_fusion_threshold_bytes": fusion}, **common))
+    return confs
+
+
+def axis_configurations() -> list[dict]:
+    """Configurations of every experiment type with two values on every axis their tables
+    vary: system, model, input data, vendor library on/off, batch size, intra-op and inter-op
+    threads, processes per node, nodes, strategy and parameter-server count, MKL settings on/
+    off and pinned cores (inter/intra sweep), Horovod cycle time and fusion threshold, two
+    experiments of one type, kernel problem and tile sizes, workers and nodes."""
+    confs: list[dict] = []
+    for system, model, vendor, data in _grid(AXIS_SYSTEMS, AXIS_MODELS, (True, False),
+                                             ("synthetic", "real")):
+        confs += _training_axes(system, model, vendor=vendor, data=data)
+    for system in AXIS_SYSTEMS:
+        for nodes, size, tiles, workers in _grid((1, 2), (1024, 2048), (4, 2), (1, 2)):
+            conf = _kernel("kernels", system, kernel="matmul", size=size, workers=workers)
+            confs.append({**conf, "nodes": nodes, "tile_size": size // tiles})
+        for size, workers in _grid((2**21, 2**23), (1, 2)):
+            confs.append(_kernel("stream", system, kernel="stream", size=size, workers=workers))
+    return confs
+
+
+def _axis_value(conf: dict, tuning: dict, env: dict) -> float:
+    """The mean of a configuration of :func:`axis_configurations`: :func:`true_throughput`
+    with intra-op 0 as all pinned cores, a little faster with the MKL settings."""
+    if conf["kind"] == "kernel":
+        return true_throughput(conf)
+    plain = dict(conf, intra_threads=conf["intra_threads"] or tuning.get("cores", 1))
+    if "horovod_cycle_time_ms" in tuning:
+        plain["tuning"] = tuning
+    value = true_throughput(plain) * (1.1 if env else 1.0)
+    if conf.get("parameter_servers"):
+        value *= 1 - 0.05 * conf["parameter_servers"] / conf["nodes"]
+    return value
+
+
+def fabricate_axis_records(repetitions: int = 2) -> Iterator[dict]:
+    """Valid records of :func:`axis_configurations`, ``repetitions`` runs each (values from
+    ``NOISE`` around :func:`_axis_value`; the failures of :func:`planned_failure`)."""
+    for conf in axis_configurations():
+        tuning, env = conf.pop("tuning", {}), conf.pop("env", {})
+        conf["config_id"] = config_id({**conf, "tuning": tuning, "env": env})
+        value = _axis_value(conf, tuning, env)
+        metrics: dict = {}
+        if conf["kind"] == "train":
+            metrics["flops_per_image"] = {"value": MODEL_FLOPS_PER_IMAGE[conf["model"]], "unit": "flop"}
+        if "cores" in tuning:
+            metrics["cores"] = {"value": tuning["cores"], "unit": "cores"}
+        if "horovod_cycle_time_ms" in tuning:
+            metrics.update({
+                "horovod_cycle_time": {"value": tuning["horovod_cycle_time_ms"], "unit": "ms"},
+                "horovod_fusion_threshold": {"value": tuning["horovod_fusion_threshold_bytes"],
+                                             "unit": "B"},
+                "allreduces_per_step": {"value": allreduces_per_step({**conf, "tuning": tuning}),
+                                        "unit": "allreduces/step"}})
+        unit = "img/s" if conf["kind"] == "train" else \
+            "GB/s" if conf["kernel"] == "stream" else "GFLOP/s"
+        for rep in range(repetitions):
+            failure = planned_failure(conf, rep)
+            yield make_record(**conf, repetition=rep, start_time="2024-01-01T00:00:00Z",
+                              end_time="2024-01-01T00:01:00Z", status=failure or "ok",
+                              reason=f"fabricated {failure}" if failure else "", env=env,
+                              metrics=metrics, throughput=None if failure else
+                              value * NOISE[repetitions][rep],
+                              throughput_unit="" if failure else unit)

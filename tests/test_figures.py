@@ -18,8 +18,13 @@ MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-", "svg": b"<?xml"}
 def data() -> pd.DataFrame:
     # small but with every experiment kind, a planned oom (sysb, batch 64, 4 threads,
     # vendor off) and failed real-data runs at 4 nodes on sysb
-    records = fabricate.fabricate_records(repetitions=2, systems=("sysb",), threads=(1, 4),
-                                           batches=(64,))
+    records = list(fabricate.fabricate_records(repetitions=2, systems=("sysb",), threads=(1, 4),
+                                                batches=(64,)))
+    # and a ppn sweep and an inter/intra sweep with its cores and MKL settings
+    records += [r for r in fabricate.fabricate_axis_records(repetitions=2)
+                if r["experiment"] in ("ppn", "sweep") and r["system"] == "sysb"
+                and r["model"] == "resnet50" and r["vendor_library_enabled"]
+                and r["data"] == "synthetic" and r["batch_per_process"] == 64]
     return pd.DataFrame([flatten(r) for r in records])
 
 

@@ -25,4 +25,4 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 TYPE = ExperimentType(
     "batch_sweep", expand, SCHEMA,
     tables=("summary", "batch_scaling", "vendor_speedup", "io_overhead", "fraction_of_peak"),
-    figures=("vendor_speedup", "io_overhead"))
+    figures=("vendor_speedup", "io_overhead", "batch_scaling"))

@@ -69,4 +69,4 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 TYPE = ExperimentType(
     "horovod_tuning", expand, SCHEMA,
     tables=("summary", "horovod_tuning"),
-    figures=("horovod_tuning",))
+    figures=("horovod_tuning", "horovod_cycle_time"))

@@ -71,4 +71,4 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 TYPE = ExperimentType(
     "inter_intra", expand, SCHEMA,
     tables=("summary", "inter_intra_sweep", "inter_intra_best", "vendor_speedup", "io_overhead"),
-    figures=())
+    figures=("inter_intra_sweep", "inter_intra_best"))

@@ -105,4 +105,4 @@ TYPE = ExperimentType(
     "node_scaling", expand, SCHEMA,
     tables=("summary", "node_scaling", "best_per_size", "efficiency_heatmap", "io_overhead",
             "vendor_speedup"),
-    figures=("node_scaling", "efficiency_heatmap", "io_overhead"))
+    figures=("node_scaling", "scaling_speedup", "efficiency_heatmap", "io_overhead"))

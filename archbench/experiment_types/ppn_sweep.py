@@ -69,4 +69,4 @@ TYPE = ExperimentType(
     "ppn_sweep", expand, SCHEMA,
     tables=("summary", "process_layout", "node_scaling", "efficiency_heatmap", "vendor_speedup",
             "io_overhead"),
-    figures=("node_scaling", "efficiency_heatmap"))
+    figures=("node_scaling", "scaling_speedup", "efficiency_heatmap", "process_layout"))

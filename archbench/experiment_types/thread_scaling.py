@@ -26,4 +26,5 @@ TYPE = ExperimentType(
     "thread_scaling", expand, SCHEMA,
     tables=("summary", "thread_efficiency", "batch_scaling", "vendor_speedup", "io_overhead",
             "fraction_of_peak"),
-    figures=("thread_scaling", "thread_efficiency", "vendor_speedup", "io_overhead"))
+    figures=("thread_scaling", "thread_efficiency", "vendor_speedup", "io_overhead",
+             "batch_scaling"))

@@ -1,5 +1,6 @@
 """Figures of the HPC kernels (experiment 7): GFLOP/s vs workers per problem size, and
-STREAM bandwidth vs array/message size. Values come from :mod:`archbench.tables`."""
+STREAM bandwidth vs array/message size. Numbers come from the ``kernel_gflops`` and
+``stream_bandwidth`` tables."""
 
 from __future__ import annotations
 
@@ -7,64 +8,42 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from archbench import tables
-from archbench.figures.style import (
-    facets,
-    label_column,
-    log2_axis,
-    mark_failures,
-    no_data,
-    ordered,
-    panels,
-    series_plot,
-    shared_legend,
-    style,
-)
+from archbench.figures.plot import Layout, line_figure, table_of
+from archbench.figures.style import Panel, no_data, statistic_of
 
 
 def kernel_gflops(df: pd.DataFrame) -> Figure:
-    """GFLOP/s vs workers, one line per problem size; one panel per system and kernel."""
-    title = "Kernels: GFLOP/s vs workers"
-    table = tables.kernel_gflops(df)
+    """GFLOP/s vs workers (table ``kernel_gflops``), one line per problem and tile size; a
+    panel per system and kernel."""
+    name = "Kernels: GFLOP/s vs workers"
+    table = table_of(tables.kernel_gflops, df, "kernel_gflops")
     if table.empty:
-        return no_data(title)
-    table["size"] = label_column(table, ["problem_size", "tile_size"], ["N=", "tile "])
-    with style():
-        groups = facets(table, ["system", "kernel"])
-        figure, axes = panels(len(groups))
-        sizes = table[["problem_size", "tile_size"]].astype(float).fillna(-1)
-        hue_order = list(dict.fromkeys(
-            table.assign(_n=sizes["problem_size"], _t=sizes["tile_size"])
-            .sort_values(["_n", "_t"], kind="mergesort")["size"]))
-        for ax, (name, part) in zip(axes, groups):
-            ok = part[part["gflops"].notna()]
-            series_plot(ax, ok, x="workers", y="gflops", hue="size", hue_order=hue_order,
-                        low="gflops_min", high="gflops_max")
-            mark_failures(ax, part.loc[part["gflops"].isna(), "workers"].tolist())
-            log2_axis(ax, "x", part["workers"])
-            ax.set(title=name, xlabel="workers", ylabel="GFLOP/s")
-        shared_legend(figure, axes)
-        figure.suptitle(title)
-    return figure
+        return no_data(name)
+    statistic = statistic_of(table, df)
+
+    def axes(panel: Panel, _looks: dict) -> None:
+        panel.ax.set(xlabel="workers", ylabel=f"GFLOP/s ({statistic})")
+
+    layout = Layout(panels=["system", "kernel"], always=["problem_size"],
+                    series=["tile_size", "experiment", "nodes"])
+    return line_figure(table, layout, x="workers", y="gflops", low="gflops_min",
+                       high="gflops_max", name=name, each=axes)
 
 
 def stream_bandwidth(df: pd.DataFrame) -> Figure:
-    """STREAM bandwidth (GB/s) vs array or message size; one panel per system."""
-    title = "STREAM bandwidth vs size"
-    table = tables.stream_bandwidth(df)
+    """STREAM bandwidth (GB/s) vs array or message size (table ``stream_bandwidth``), one
+    line per kernel, worker and node count; a panel per system."""
+    name = "STREAM bandwidth vs size"
+    table = table_of(tables.stream_bandwidth, df, "stream_bandwidth")
     if table.empty:
-        return no_data(title)
-    table["series"] = label_column(table, ["kernel", "workers", "nodes"], ["", "workers ", "nodes "])
-    with style():
-        groups = facets(table, ["system"])
-        figure, axes = panels(len(groups))
-        hue_order = ordered(table["series"])
-        for ax, (name, part) in zip(axes, groups):
-            ok = part[part["bandwidth_gb_s"].notna()]
-            series_plot(ax, ok, x="problem_size", y="bandwidth_gb_s", hue="series", hue_order=hue_order,
-                        low="bandwidth_min", high="bandwidth_max")
-            mark_failures(ax, part.loc[part["bandwidth_gb_s"].isna(), "problem_size"].tolist())
-            log2_axis(ax, "x", part["problem_size"])
-            ax.set(title=name, xlabel="size (bytes)", ylabel="bandwidth (GB/s)", ylim=(0, None))
-        shared_legend(figure, axes)
-        figure.suptitle(title)
-    return figure
+        return no_data(name)
+    statistic = statistic_of(table, df)
+
+    def axes(panel: Panel, _looks: dict) -> None:
+        panel.ax.set(xlabel="size (bytes)", ylabel=f"bandwidth (GB/s, {statistic})",
+                     ylim=(0, None))
+
+    layout = Layout(panels=["system"], always=["kernel"],
+                    series=["workers", "nodes", "tile_size", "experiment"])
+    return line_figure(table, layout, x="problem_size", y="bandwidth_gb_s",
+                       low="bandwidth_min", high="bandwidth_max", name=name, each=axes)

@@ -1,258 +1,179 @@
-"""Figures of the training experiments. Each takes the tidy measurements table and
-returns a ``Figure``; the numbers come from :mod:`archbench.tables` (the same values the
-tables print). Lines show means; error bars span min-max of the runs; a configuration
-whose runs all failed is a red cross on the x axis, never a zero."""
+"""Figures of one-node training: thread scaling and efficiency (BSC 2019 Figs. 2-7),
+vendor-library speedup, img/s vs batch size (OSU 2019 Figs. 1b, 11), processes x threads
+configurations (BSC 2019 Figs. 8-13) and single- vs multi-process bars (OSU 2019 Figs. 6,
+10). Each takes the per-configuration summary and returns a ``Figure``; its numbers come
+from the table function named in its docstring (the values that table prints)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from archbench import tables
-from archbench.figures.style import (
-    facets,
-    label_column,
-    log2_axis,
-    mark_failures,
-    no_data,
-    ordered,
-    palette,
-    panels,
-    series_plot,
-    shared_legend,
-    style,
-)
-from archbench.tables.common import HAS_MEAN
+from archbench.figures.labels import merged, number
+from archbench.figures.plot import Layout, bar_figure, line_figure, table_of
+from archbench.figures.style import Panel, in_order, no_data, proxy, statistic_of
+from archbench.tables.common import group_ids
+
+ONE_PROCESS = ["experiment", "batch_per_process", "vendor_library_enabled", "data",
+               "inter_threads"]
 
 
-def _failed_x(frame: pd.DataFrame, x: str, status: str = "status") -> list:
-    return frame.loc[~frame[status].isin(HAS_MEAN) & frame[x].notna(), x].tolist()
+def _ylabel(table: pd.DataFrame, df: pd.DataFrame, what: str = "img/s") -> str:
+    return f"{what} ({statistic_of(table, df)})"
 
 
 def thread_scaling(df: pd.DataFrame) -> Figure:
-    """img/s vs intra-op threads (one process), one colour per batch size, one line style
-    per vendor library setting (on/off); one panel per system and model."""
-    title = "Thread scaling: img/s vs threads (one process)"
-    table = tables.thread_efficiency(df)
+    """img/s vs intra-op threads of one process (table ``thread_efficiency``): a colour per
+    batch size, a line style per vendor-library setting; a panel per system and model."""
+    name = "Thread scaling: img/s vs threads (one process)"
+    table = table_of(tables.thread_efficiency, df, "thread_scaling")
     if table.empty:
-        return no_data(title)
-    table["batch"] = table["batch_per_process"].map(lambda b: f"batch {b}")
-    table["vendor"] = label_column(table, ["vendor_library_enabled"])
-    with style():
-        groups = facets(table, ["system", "model"])
-        figure, axes = panels(len(groups))
-        hue_order = [f"batch {b}" for b in ordered(table["batch_per_process"])]
-        style_order = ordered(table["vendor"]) if table["vendor"].ne("").any() else None
-        for ax, (name, part) in zip(axes, groups):
-            ok = part[part["img_s"].notna()]
-            series_plot(ax, ok, x="threads", y="img_s", hue="batch", hue_order=hue_order, style_col="vendor" if style_order else None, style_order=style_order, low="img_s_min", high="img_s_max")
-            mark_failures(ax, _failed_x(part, "threads"))
-            log2_axis(ax, "x", part["threads"])
-            ax.set(title=name, xlabel="intra-op threads", ylabel="img/s")
-        shared_legend(figure, axes)
-        figure.suptitle(title)
-    return figure
+        return no_data(name)
+    ylabel = _ylabel(table, df)
+
+    def axes(panel: Panel, _looks: dict) -> None:
+        panel.ax.set(xlabel="intra-op threads", ylabel=ylabel, ylim=(0, None))
+
+    layout = Layout(panels=["system", "model"], series=ONE_PROCESS,
+                    style=["vendor_library_enabled"])
+    return line_figure(table, layout, x="threads", y="img_s", low="img_s_min",
+                       high="img_s_max", name=name, each=axes)
+
+
+def best_batch(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``table`` (thread_efficiency) at the batch size delivering the best
+    performance (BSC 2019 Fig. 7): per system, model, data, vendor-library setting and
+    inter-op threads, the batch whose highest img/s over the thread counts is the highest
+    (ties: the smaller batch)."""
+    group = [c for c in ("experiment", "system", "model", "data", "vendor_library",
+                         "vendor_library_enabled", "inter_threads") if c in table]
+    gid = pd.Series(group_ids(table, group), index=table.index)
+    peak = table.groupby([gid, table["batch_per_process"]])["img_s"].transform("max")
+    frame = table.assign(_gid=gid, _peak=peak)
+    ranked = frame.sort_values(["_gid", "_peak", "batch_per_process"], ascending=[True, False, True],
+                               na_position="last", kind="mergesort")
+    best = ranked.drop_duplicates("_gid").set_index("_gid")["batch_per_process"]
+    return table[frame["batch_per_process"].eq(frame["_gid"].map(best)).fillna(False).astype(bool)]
 
 
 def thread_efficiency(df: pd.DataFrame) -> Figure:
-    """Thread efficiency e_t = p_t / (t p_1) vs threads, one panel per system."""
-    title = "Thread efficiency e_t = p_t / (t p_1)"
-    table = tables.thread_efficiency(df)
+    """Thread efficiency e_t = p_t / (t p_1) vs threads (table ``thread_efficiency``) at
+    each system's best batch size (:func:`best_batch`), every system in one panel per
+    model (BSC 2019 Fig. 7)."""
+    name = "Thread efficiency e_t = p_t / (t p_1) at each system's best batch"
+    table = table_of(tables.thread_efficiency, df, "thread_efficiency")
     if table.empty:
-        return no_data(title)
-    table["series"] = label_column(table, ["model", "batch_per_process", "vendor_library_enabled"],
-                                   ["", "batch ", ""])
-    with style():
-        groups = facets(table, ["system"])
-        figure, axes = panels(len(groups), sharey=True)
-        hue_order = ordered(table["series"])
-        for ax, (name, part) in zip(axes, groups):
-            ok = part[part["efficiency"].notna()]
-            series_plot(ax, ok, x="threads", y="efficiency", hue="series", hue_order=hue_order)
-            mark_failures(ax, _failed_x(part, "threads"))
-            ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
-            log2_axis(ax, "x", part["threads"])
-            ax.set(title=name, xlabel="intra-op threads", ylabel="efficiency", ylim=(0, None))
-        shared_legend(figure, axes)
-        figure.suptitle(title)
-    return figure
+        return no_data(name)
+    table = best_batch(table)
+
+    ylabel = f"efficiency e_t ({statistic_of(table, df)} img/s)"
+
+    def axes(panel: Panel, _looks: dict) -> None:
+        panel.ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
+        panel.ax.set(xlabel="intra-op threads", ylabel=ylabel, ylim=(0, None))
+
+    layout = Layout(panels=["model"], always=["system", "batch_per_process"],
+                    series=["experiment", "vendor_library_enabled", "data", "inter_threads"],
+                    style=["vendor_library_enabled"])
+    return line_figure(table, layout, x="threads", y="efficiency", name=name, each=axes)
 
 
 def vendor_speedup(df: pd.DataFrame) -> Figure:
-    """Vendor-library speedup (img/s with / without) vs threads, one panel per system."""
-    title = "Vendor-library speedup (img/s with / without)"
-    table = tables.vendor_speedup(df)
+    """Vendor-library speedup (img/s with / without the library, table ``vendor_speedup``)
+    vs intra-op threads, of the experiments whose type lists this figure (one-process
+    sweeps; the table has no column to tell e.g. parameter-server counts apart); a panel
+    per system and library."""
+    name = "Vendor-library speedup (img/s with / without)"
+    table = table_of(tables.vendor_speedup, df, "vendor_speedup")
     if table.empty:
-        return no_data(title)
-    table["series"] = label_column(table, ["model", "batch_per_process"], ["", "batch "])
-    with style():
-        groups = facets(table, ["system", "vendor_library"])
-        figure, axes = panels(len(groups), sharey=True)
-        hue_order = ordered(table["series"])
-        for ax, (name, part) in zip(axes, groups):
-            ok = part[part["speedup"].notna()]
-            series_plot(ax, ok, x="intra_threads", y="speedup", hue="series", hue_order=hue_order)
-            mark_failures(ax, part.loc[part["speedup"].isna(), "intra_threads"].tolist())
-            ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
-            log2_axis(ax, "x", part["intra_threads"])
-            ax.set(title=name, xlabel="intra-op threads", ylabel="speedup")
-        shared_legend(figure, axes)
-        figure.suptitle(title)
-    return figure
+        return no_data(name)
+    ylabel = f"speedup ({statistic_of(table, df)} img/s on / off)"
+
+    def axes(panel: Panel, _looks: dict) -> None:
+        panel.ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
+        panel.ax.set(xlabel="intra-op threads", ylabel=ylabel)
+
+    layout = Layout(panels=["system", "vendor_library"],
+                    series=["experiment", "model", "batch_per_process", "data", "strategy",
+                            "nodes", "processes_per_node", "inter_threads"],
+                    style=["data"])
+    return line_figure(table, layout, x="intra_threads", y="speedup", name=name, each=axes)
+
+
+def batch_scaling(df: pd.DataFrame) -> Figure:
+    """img/s vs batch size per process (table ``batch_scaling``): a line per thread count
+    (and every other setting that varies), a panel per system and model (OSU 2019 Figs.
+    1b and 11)."""
+    name = "Batch scaling: img/s vs batch size"
+    table = table_of(tables.batch_scaling, df, "batch_scaling")
+    if table.empty:
+        return no_data(name)
+    ylabel = _ylabel(table, df)
+
+    def axes(panel: Panel, _looks: dict) -> None:
+        panel.ax.set(xlabel="batch size per process", ylabel=ylabel, ylim=(0, None))
+
+    layout = Layout(panels=["system", "model"],
+                    series=["experiment", "intra_threads", "processes_per_node",
+                            "nodes", "inter_threads", "vendor_library_enabled", "data",
+                            "strategy", "variant"],
+                    style=["vendor_library_enabled", "data"])
+    return line_figure(table, layout, x="batch_per_process", y="img_s", low="img_s_min",
+                       high="img_s_max", name=name, each=axes)
 
 
 def hybrid_configurations(df: pd.DataFrame) -> Figure:
-    """Bars of img/s per processes x threads configuration (min-max error bars), one panel
-    per system and model; a configuration that only failed is labelled with its status."""
-    title = "Hybrid configurations: processes x threads per node"
-    table = tables.hybrid_configurations(df)
+    """Bars of img/s per processes x threads configuration (table
+    ``hybrid_configurations``), a bar per batch size, vendor-library setting and input
+    side by side; a panel per system and model. Where each configuration ran its own
+    batch (batches per node), the batch is printed on its bar instead."""
+    name = "Hybrid configurations: processes x threads per node"
+    table = table_of(tables.hybrid_configurations, df, "hybrid_configurations")
     if table.empty:
-        return no_data(title)
-    table["batch"] = table["batch_per_process"].map(lambda b: f"batch {b}")
-    with style():
-        groups = facets(table, ["system", "model"])
-        figure, axes = panels(len(groups))
-        hue_order = [f"batch {b}" for b in ordered(table["batch_per_process"])]
-        colours = dict(zip(hue_order, palette(len(hue_order))))
-        for ax, (name, part) in zip(axes, groups):
-            part = part.sort_values(["processes_per_node", "intra_threads"], kind="mergesort")
-            order = list(dict.fromkeys(part["configuration"]))
-            width = 0.8 / max(len(hue_order), 1)
-            for i, level in enumerate(hue_order):
-                rows = part[part["batch"] == level]
-                pos = np.array([order.index(c) for c in rows["configuration"]]) - 0.4 + width * (i + 0.5)
-                ok = rows["img_s"].notna().to_numpy()
-                if ok.any():
-                    ax.bar(pos[ok], rows["img_s"][ok], width=width, color=colours[level], label=level)
-                    ax.errorbar(pos[ok], rows["img_s"][ok],
-                                yerr=[(rows["img_s"] - rows["min"])[ok], (rows["max"] - rows["img_s"])[ok]],
-                                fmt="none", ecolor="0.2", elinewidth=0.8, capsize=2)
-                for p, status in zip(pos[~ok], rows["status"][~ok]):
-                    ax.text(p, 0, str(status), rotation=90, ha="center", va="bottom",
-                            fontsize=7, color="#c0392b")
-            ax.set_xticks(range(len(order)), order, rotation=45)
-            ax.set(title=name, xlabel="processes x threads", ylabel="img/s")
-        shared_legend(figure, axes)
-        figure.suptitle(title)
-    return figure
+        return no_data(name)
+    order = in_order(table, ["processes_per_node", "intra_threads"], table["configuration"])
+    series = ["experiment", "vendor_library_enabled", "data", "inter_threads"]
+    panels = ["system", "model"]
+    note = None
+    if merged(table, [*panels, *series, "configuration"]):
+        series.append("batch_per_process")  # batch is a series of its own
+    elif table["batch_per_process"].nunique() > 1:  # one batch per configuration
+        table = table.assign(_batch=table["batch_per_process"].map(lambda b: f"b{number(b)}"))
+        note = "_batch"
+    ylabel = _ylabel(table, df)
+
+    def axes(panel: Panel, _looks: dict) -> None:
+        panel.ax.set(xlabel="processes x threads", ylabel=ylabel)
+
+    layout = Layout(panels=panels, series=series, style=[])
+    return bar_figure(table, layout, x="configuration", order=order, y="img_s", low="img_s_min",
+                      high="img_s_max", note=note, name=name, each=axes)
 
 
-def node_scaling(df: pd.DataFrame) -> Figure:
-    """img/s vs nodes (or workers) for synthetic and real data, with the ideal scaling
-    line P_b * n / b from the smallest count b; one panel per system."""
-    title = "Scaling: img/s vs nodes or workers (dotted: ideal)"
-    table = tables.node_scaling(df)
+def process_layout(df: pd.DataFrame) -> Figure:
+    """Single vs multi process per node (table ``process_layout``): bars of img/s per
+    processes-per-node x intra-op-threads layout, labelled with the speedup over one
+    process per node (S = P_ppn / P_1ppn); a bar per batch size, node count and other
+    setting side by side; a panel per system and model (OSU 2019 Figs. 6 and 10)."""
+    name = "Single vs multi process per node"
+    table = table_of(tables.process_layout, df, "process_layout")
     if table.empty:
-        return no_data(title)
-    table["series"] = label_column(table, ["model", "data", "strategy"])
-    with style():
-        groups = facets(table, ["system"])
-        figure, axes = panels(len(groups))
-        hue_order = ordered(table["series"])
-        colours = dict(zip(hue_order, palette(len(hue_order))))
-        for ax, (name, part) in zip(axes, groups):
-            ok = part[part["img_s"].notna()]
-            series_plot(ax, ok, x="count", y="img_s", hue="series", hue_order=hue_order)
-            for level, series in part.groupby("series", sort=True):
-                counts = np.array(sorted(series["count"].dropna().astype(float).unique()))
-                base = series["img_s_baseline"].dropna()
-                if len(counts) and not base.empty:
-                    first = float(series["baseline_count"].dropna().iloc[0])
-                    ax.plot(counts, float(base.iloc[0]) * counts / first, ls=":", lw=1,
-                            color=colours[level])
-            mark_failures(ax, _failed_x(part, "count"))
-            log2_axis(ax, "x", part["count"])
-            if (ok["img_s"] > 0).any():
-                ax.set_yscale("log")
-                ax.yaxis.set_major_formatter(ScalarFormatter())
-                ax.yaxis.set_minor_formatter(NullFormatter())
-            units = ordered(part["scaling_unit"])
-            ax.set(title=name, xlabel=" / ".join(units), ylabel="img/s")
-        shared_legend(figure, axes)
-        figure.suptitle(title)
-    return figure
+        return no_data(name)
+    table = table.assign(
+        layout=table["processes_per_node"].map(number) + " x "
+        + table["intra_threads"].map(number),
+        _speedup=table["speedup"].map(lambda s: "" if pd.isna(s) else f"{s:.2f}x"))
+    order = in_order(table, ["processes_per_node", "intra_threads"], table["layout"])
+    ylabel = _ylabel(table, df)
 
+    def axes(panel: Panel, _looks: dict) -> None:
+        panel.ax.set(xlabel="processes per node x intra-op threads", ylabel=ylabel)
 
-def efficiency_heatmap(df: pd.DataFrame) -> Figure:
-    """Parallel efficiency E_n = P_n / (n P_1) as a heat map: series (system / model / data)
-    x node count; failed cells show their status."""
-    title = "Parallel efficiency E_n = P_n / (n P_1)"
-    table = tables.efficiency_heatmap(df)
-    if table.empty:
-        return no_data(title)
-    counts = [c for c in table.columns if c.isdigit()]
-    labels = label_column(table, ["system", "model", "data", "strategy", "processes_per_node"],
-                          ["", "", "", "", "ppn "]).tolist()
-    cells = table[counts].astype(object)
-    values = cells.apply(lambda col: pd.to_numeric(col, errors="coerce")).astype(float).to_numpy()
-    with style():
-        height = 1.2 + 0.35 * len(labels)
-        figure = Figure(figsize=(2.5 + 0.7 * len(counts) + 0.06 * max(map(len, labels)), height),
-                        layout="constrained")
-        ax = figure.subplots()
-        sns.heatmap(values, ax=ax, vmin=0, vmax=max(1.0, float(np.nanmax(values)) if np.isfinite(values).any() else 1.0),
-                    cmap="viridis", annot=True, fmt=".2f", cbar_kws={"label": "efficiency"},
-                    xticklabels=counts, yticklabels=labels, linewidths=0.5, linecolor="white")
-        for (i, j), cell in np.ndenumerate(cells.to_numpy()):
-            if isinstance(cell, str):
-                ax.text(j + 0.5, i + 0.5, cell, ha="center", va="center", fontsize=7,
-                        color="#c0392b")
-        units = " / ".join(ordered(table["scaling_unit"]))
-        ax.set(xlabel=units, ylabel="")
-        figure.suptitle(title)
-    return figure
-
-
-def io_overhead(df: pd.DataFrame) -> Figure:
-    """I/O overhead (%) = (synthetic - real) / synthetic x 100 vs nodes."""
-    title = "I/O overhead: (synthetic - real) / synthetic"
-    table = tables.io_overhead(df)
-    if table.empty:
-        return no_data(title)
-    table["series"] = label_column(table, ["system", "model", "strategy"])
-    with style():
-        figure, axes = panels(1)
-        ax = axes[0]
-        hue_order = ordered(table["series"])
-        ok = table[table["io_overhead_percent"].notna()]
-        series_plot(ax, ok, x="nodes", y="io_overhead_percent", hue="series", hue_order=hue_order)
-        mark_failures(ax, table.loc[table["io_overhead_percent"].isna(), "nodes"].tolist())
-        ax.axhline(0.0, color="0.5", lw=0.8, ls=":")
-        log2_axis(ax, "x", table["nodes"])
-        ax.set(xlabel="nodes", ylabel="I/O overhead (%)")
-        shared_legend(figure, axes)
-        figure.suptitle(title)
-    return figure
-
-
-def horovod_tuning(df: pd.DataFrame) -> Figure:
-    """img/s vs allreduce operations per step (counted in Horovod's timeline), one colour
-    per fusion threshold, one marker per cycle time, one panel per system, model and layout.
-    A setting without a successful run has no point (the table names its status)."""
-    title = "Horovod tuning: img/s vs allreduces per step"
-    table = tables.horovod_tuning(df)
-    table = table[table["img_s"].notna() & table["allreduces_per_step"].notna()].copy()
-    if table.empty:
-        return no_data(title)
-    # "_" names: the labels say what they are, the legend needs no section titles
-    table["_fusion"] = table["fusion_threshold_mb"].map(lambda v: f"fusion {v:g} MiB")
-    table["_cycle"] = table["cycle_time_ms"].map(lambda v: f"cycle {v:g} ms")
-    with style():
-        groups = facets(table.assign(layout=table["nodes"].astype(str) + " node(s) x "
-                                      + table["processes_per_node"].astype(str)),
-                         ["system", "model", "layout"])
-        figure, axes = panels(len(groups))
-        fusion_order = [f"fusion {v:g} MiB" for v in ordered(table["fusion_threshold_mb"])]
-        cycle_order = [f"cycle {v:g} ms" for v in ordered(table["cycle_time_ms"])]
-        colours = dict(zip(fusion_order, palette(len(fusion_order))))
-        for ax, (name, part) in zip(axes, groups):
-            sns.scatterplot(data=part, x="allreduces_per_step", y="img_s", hue="_fusion",
-                            hue_order=fusion_order, palette=colours, style="_cycle",
-                            style_order=cycle_order, s=60, ax=ax)
-            ax.set(title=name, xlabel="allreduce operations per step", ylabel="img/s")
-        shared_legend(figure, axes)
-        figure.suptitle(title)
-    return figure
+    layout = Layout(panels=["system", "model"],
+                    series=["experiment", "nodes", "batch_per_process", "inter_threads",
+                            "vendor_library_enabled", "data", "strategy", "variant"],
+                    extra_legend=[proxy("above bars: speedup over 1 process per node",
+                                        colour="none")])
+    return bar_figure(table, layout, x="layout", order=order, y="img_s", low="img_s_min",
+                      high="img_s_max", note="_speedup", name=name, each=axes)

@@ -108,9 +108,19 @@ def series_identity(s: pd.DataFrame, *, without: tuple[str, ...] = ()) -> pd.Dat
 
 
 def series_labels(ident: pd.DataFrame) -> pd.Series:
-    """A readable label per row, unique per series within experiment, system and model:
-    data input and batch always, then every identity column whose value differs between rows."""
+    """A readable label per row, unique per series within its experiment, system and model:
+    data input and batch always, then every identity column whose value differs between
+    the rows of that experiment, system and model."""
     ident = ident.reset_index(drop=True)
+    facet = group_ids(ident, [c for c in FACETS if c in ident])
+    labels = pd.Series("", index=ident.index, dtype=object)
+    for gid in np.unique(facet):
+        part = ident[facet == gid]
+        labels[part.index] = _labels(part)
+    return labels
+
+
+def _labels(ident: pd.DataFrame) -> list[str]:
     always = ("data", "batch_per_process")
     varying = [c for c in ident if c not in FACETS and c not in always
                and ident[c].astype(object).where(ident[c].notna(), None).nunique(dropna=False) > 1]
@@ -127,7 +137,7 @@ def series_labels(ident: pd.DataFrame) -> pd.Series:
             else:
                 text.append(_LABELS.get(column, column + " {}").format(value))
         labels.append(", ".join(text) or "all")
-    return pd.Series(labels, dtype=object)
+    return labels
 
 
 def best_choice(summary: pd.DataFrame) -> pd.DataFrame:

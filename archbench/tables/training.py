@@ -37,8 +37,8 @@ THREAD_EFFICIENCY_COLUMNS = (
 )
 VENDOR_COLUMNS = (
     "experiment", "system", "vendor_library", "model", "data", "strategy", "nodes",
-    "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "statistic",
-    "img_s_on", "img_s_off", "speedup", "status",
+    "processes_per_node", "intra_threads", "inter_threads", "batch_per_process",
+    "parameter_servers", "variant", "statistic", "img_s_on", "img_s_off", "speedup", "status",
 )
 HYBRID_COLUMNS = (
     "experiment", "system", "model", "data", "vendor_library_enabled", "configuration",
@@ -49,7 +49,7 @@ HYBRID_COLUMNS = (
 
 HOROVOD_TUNING_COLUMNS = (
     "experiment", "system", "model", "data", "vendor_library_enabled", "nodes",
-    "processes_per_node", "intra_threads", "batch_per_process", "global_batch",
+    "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "global_batch",
     "cycle_time_ms", "fusion_threshold_mb", "allreduces_per_step", "statistic", "n", "img_s",
     "img_s_min", "img_s_max", "error", "relative_to_best", "status",
 )
