@@ -148,6 +148,7 @@ def read_records(paths: Iterable[str | os.PathLike]) -> tuple[list[dict], list[s
 # The MKL/OpenMP runtime's environment variables (Intel OpenMP KMP_*, OpenMP OMP_*, GNU
 # OpenMP GOMP_*, MKL_*): what CESGA 2018 calls a run's MKL settings (e.g. KMP_BLOCKTIME=0).
 MKL_ENV_PREFIXES = ("KMP_", "OMP_", "GOMP_", "MKL_")
+THREAD_COUNT_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def env_text(env: dict) -> str:
@@ -156,9 +157,12 @@ def env_text(env: dict) -> str:
 
 
 def mkl_env_text(env: dict) -> str:
-    """The MKL/OpenMP runtime variables of ``env`` (names starting with one of
-    ``MKL_ENV_PREFIXES``) as :func:`env_text`, or "none" when it sets none."""
-    return env_text({k: v for k, v in env.items() if k.startswith(MKL_ENV_PREFIXES)}) or "none"
+    """The MKL/OpenMP runtime settings of ``env`` (names starting with one of
+    ``MKL_ENV_PREFIXES``; thread counts, which the launcher sets per process and the
+    record holds as columns, left out) as :func:`env_text`, or "none" when it sets none."""
+    settings = {k: v for k, v in env.items()
+                if k.startswith(MKL_ENV_PREFIXES) and k not in THREAD_COUNT_VARIABLES}
+    return env_text(settings) or "none"
 
 
 def flatten(record: dict) -> dict:

@@ -205,6 +205,18 @@ def test_records_give_cores_and_mkl_settings_through_csv(tmp_path):
     assert failed["mkl_env"] == MKL_ON and failed["status"] == "timeout"
 
 
+def test_thread_counts_the_launcher_sets_are_not_an_mkl_setting(tmp_path):
+    """OMP_NUM_THREADS follows the intra-op threads of each run: it must not split the
+    best-per-inter groups (one row per inter setting, not one per intra setting)."""
+    records = [sweep_record(10.0, cores=1, env={"OMP_NUM_THREADS": "1"}),
+               sweep_record(18.0, cores=2, env={"OMP_NUM_THREADS": "2"})]
+    assert {flatten(r)["mkl_env"] for r in records} == {"none"}
+    path = tmp_path / "measurements.csv"
+    path.write_text(to_csv(records_to_frame(records)))
+    best = build_table("inter_intra_best", read_measurements(path))
+    assert len(best) == 1 and best["img_s"].iloc[0] == 18.0 and best["cores"].iloc[0] == 2
+
+
 # ------------------------------------------------------------ single vs multi process
 def ppn_runs(values, ppn, status="ok", nodes=1, inter=1) -> list[dict]:
     """A ppn sweep on a 4-core node: intra-op threads = cores / ppn - 1 (at least 1)."""
