@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 
 from archbench import tables
 from archbench.figures.labels import number
-from archbench.figures.plot import Layout, line_figure, table_of
+from archbench.figures.plot import Layout, line_figure, table_of, twin_lines
 from archbench.figures.style import Panel, no_data, proxy, statistic_of
 
 SETTINGS = ["experiment", "batch_per_process", "vendor_library_enabled", "data",
@@ -57,13 +57,7 @@ def horovod_cycle_time(df: pd.DataFrame) -> Figure:
     ylabel = f"img/s ({statistic_of(table, df)})"
 
     def allreduces(panel: Panel, looks: dict) -> None:
-        twin = panel.ax.twinx()
-        twin.grid(False)
-        for text, rows in panel.rows.groupby("_label", sort=False):
-            rows = rows[rows["allreduces_per_step"].notna()].sort_values("cycle_time_ms")
-            look = looks[text]
-            twin.plot(rows["cycle_time_ms"].astype(float), rows["allreduces_per_step"].astype(float),
-                      ls="--", marker=look.marker, mfc="none", color=look.colour, label="_allreduces")
+        twin = twin_lines(panel, looks, x="cycle_time_ms", y="allreduces_per_step")
         twin.set_ylim(0, None)
         twin.set_ylabel("allreduce operations per step")
         panel.ax.set(xlabel="HOROVOD_CYCLE_TIME (ms)", ylabel=ylabel, ylim=(0, None))

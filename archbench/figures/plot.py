@@ -84,6 +84,19 @@ def draw_lines(ax, rows: pd.DataFrame, *, x: str, y: str, looks: dict[str, Look]
     mark_failures(ax, rows.loc[rows[y].isna(), x].tolist())
 
 
+def twin_lines(panel, looks: dict[str, Look], *, x: str, y: str):
+    """A right-hand axis on ``panel`` with each series' ``y`` against ``x`` as a dashed
+    line in the series' colour and marker (hollow); returns the twin axis."""
+    twin = panel.ax.twinx()
+    twin.grid(False)
+    for text, rows in panel.rows.groupby("_label", sort=False):
+        rows = rows[rows[y].notna()].sort_values(x)
+        look = looks[text]
+        twin.plot(rows[x].astype(float), rows[y].astype(float), ls="--", marker=look.marker,
+                  mfc="none", color=look.colour, label=f"_{y}")
+    return twin
+
+
 def error_bars(ax, part: pd.DataFrame, xs, *, y: str, low: str | None, high: str | None,
                colour) -> None:
     """Error bars from ``part[low]`` to ``part[high]`` around ``part[y]`` at ``xs``."""

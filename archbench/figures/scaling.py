@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from archbench import tables
 from archbench.figures.labels import label, series_columns, steady
-from archbench.figures.plot import Layout, line_figure, table_of
+from archbench.figures.plot import Layout, line_figure, table_of, twin_lines
 from archbench.figures.style import Panel, log_y, no_data, proxy, statistic_of, style
 
 PANELS = ["system", "model", "scaling_unit"]
@@ -84,13 +84,7 @@ def scaling_speedup(df: pd.DataFrame) -> Figure:
     ylabel = f"img/s ({statistic_of(table, df)})"
 
     def speedup(panel: Panel, looks: dict) -> None:
-        twin = panel.ax.twinx()
-        twin.grid(False)
-        for text, rows in panel.rows.groupby("_label", sort=False):
-            rows = rows[rows["speedup"].notna()].sort_values("count")
-            look = looks[text]
-            twin.plot(rows["count"].astype(float), rows["speedup"].astype(float), ls="--",
-                      marker=look.marker, mfc="none", color=look.colour, label="_speedup")
+        twin = twin_lines(panel, looks, x="count", y="speedup")
         for base in panel.rows["baseline_count"].dropna().unique():
             counts = np.array(sorted(panel.rows.loc[panel.rows["baseline_count"] == base, "count"]
                                      .astype(float).unique()))
