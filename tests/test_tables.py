@@ -220,17 +220,21 @@ def ppn_run(value, ppn, nodes=1, **fields):
 
 def test_ppn_sweep_on_one_node_scales_over_workers_at_fixed_threads():
     # on 4 cores: 1 ppn x 3 threads, 2 ppn x 1 thread, 4 ppn x 1 thread. Only the last two
-    # keep the threads per process: they are the series over workers; 1 x 3 is no point
-    # of it (the single- vs multi-process comparison is the process_layout table).
+    # keep the threads per process: they are the series over workers; 1 x 3 is a series
+    # of its own (the single- vs multi-process comparison is the process_layout table).
     df = pd.DataFrame([ppn_run(10.0, 1), ppn_run(18.0, 2), ppn_run(30.0, 4)])
-    t = tables.node_scaling(df).sort_values("count")
-    assert set(t["scaling_unit"]) == {"workers"} and t["count"].tolist() == [2, 4]
-    assert t["processes_per_node"].tolist() == [2, 4]  # the rows keep their layout
+    table = tables.node_scaling(df)
+    assert set(table["scaling_unit"]) == {"workers"} and table["series"].nunique() == 2
+    alone = only(table, processes_per_node=1)
+    assert (alone["baseline_count"], alone["efficiency"]) == (1, 1.0)
+    t = table[table["intra_threads"].eq(1)].sort_values("count")
+    assert t["count"].tolist() == [2, 4] and t["processes_per_node"].tolist() == [2, 4]
     assert t["speedup"].tolist() == pytest.approx([1.0, 30.0 / 18.0])
     assert t["efficiency"].tolist() == pytest.approx([1.0, 30.0 / (2 * 18.0)])
     h = tables.efficiency_heatmap(df)
-    assert len(h) == 1 and h["series"].iloc[0] == t["series"].iloc[0]
-    assert [float(h[c].iloc[0]) for c in ("2", "4")] == pytest.approx([1.0, 30.0 / 36.0])
+    row = h[h["series"].eq(t["series"].iloc[0])]
+    assert len(h) == 2 and len(row) == 1
+    assert [float(row[c].iloc[0]) for c in ("2", "4")] == pytest.approx([1.0, 30.0 / 36.0])
 
 
 def test_ppn_sweep_over_nodes_scales_each_layout_over_nodes():

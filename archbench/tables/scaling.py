@@ -162,7 +162,8 @@ def _results(s: pd.DataFrame) -> pd.DataFrame:
 
 def scaling_series(df: pd.DataFrame) -> pd.DataFrame:
     """Training rows with a scaling unit, reduced to the best choice per size, with
-    ``_series`` (an id), ``series`` (its label) and ``count``; series with one count dropped."""
+    ``_series`` (an id), ``series`` (its label) and ``count``. A series measured at one
+    count only keeps its row (its own baseline: S = E = 1)."""
     s = _train(summary_of(df))
     s = with_units(s)
     has_unit = s["scaling_unit"].notna()
@@ -173,7 +174,6 @@ def scaling_series(df: pd.DataFrame) -> pd.DataFrame:
     s = best_choice(s)
     ident = series_identity(s)
     s["_series"] = group_ids(ident, list(ident.columns))
-    s = s[s.groupby("_series")["count"].transform("nunique") > 1].reset_index(drop=True)
     s["series"] = series_labels(series_identity(s)).to_numpy()
     return s
 
