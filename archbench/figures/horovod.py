@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from archbench import tables
 from archbench.figures.labels import number
 from archbench.figures.plot import Layout, line_figure, table_of, twin_lines
-from archbench.figures.style import Panel, no_data, proxy, statistic_of
+from archbench.figures.style import Panel, no_data, proxy, value_label
 
 SETTINGS = ["experiment", "batch_per_process", "vendor_library_enabled", "data",
             "intra_threads", "inter_threads"]
@@ -32,7 +32,7 @@ def horovod_tuning(df: pd.DataFrame) -> Figure:
     table = table[table["img_s"].notna() & table["allreduces_per_step"].notna()]
     if table.empty:
         return no_data(name)
-    ylabel = f"img/s ({statistic_of(table, df)})"
+    ylabel = value_label(table, df)
 
     def axes(panel: Panel, _looks: dict) -> None:
         panel.ax.set(xlabel="allreduce operations per step", ylabel=ylabel)
@@ -54,7 +54,7 @@ def horovod_cycle_time(df: pd.DataFrame) -> Figure:
     table = table[table["cycle_time_ms"].notna()]
     if table.empty:
         return no_data(name)
-    ylabel = f"img/s ({statistic_of(table, df)})"
+    ylabel = value_label(table, df)
 
     def allreduces(panel: Panel, looks: dict) -> None:
         twin = twin_lines(panel, looks, x="cycle_time_ms", y="allreduces_per_step")

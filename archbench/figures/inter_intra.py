@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from archbench import tables
 from archbench.figures.labels import missing
 from archbench.figures.plot import Layout, line_figure, table_of
-from archbench.figures.style import Panel, no_data, statistic_of
+from archbench.figures.style import Panel, no_data, value_label
 
 SETTINGS = " = "  # how the tables join two settings of one configuration
 GROUP = ["experiment", "data", "vendor_library_enabled", "batch_per_process"]
@@ -75,7 +75,7 @@ def inter_intra_sweep(df: pd.DataFrame) -> Figure:
                     style=["data", "vendor_library_enabled"])
     return line_figure(table, layout, x="cores", y="img_s", low="img_s_min", high="img_s_max",
                        name="\n".join(t for t in (name, note) if t),
-                       each=_axes(f"img/s ({statistic_of(table, df)})"))
+                       each=_axes(value_label(table, df)))
 
 
 def best_series(sweep: pd.DataFrame, best: pd.DataFrame) -> pd.DataFrame:
@@ -109,7 +109,7 @@ def inter_intra_best(df: pd.DataFrame) -> Figure:
     table, note = mkl_settings(best_series(sweep, best))
     if table.empty:
         return no_data(name)
-    ylabel = f"img/s ({statistic_of(table, df)})"
+    ylabel = value_label(table, df)
 
     def axes(panel: Panel, looks: dict) -> None:
         top = panel.rows[panel.rows["cores"] == panel.rows["best_cores"]]

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from archbench import tables
 from archbench.figures.labels import label, series_columns, steady
 from archbench.figures.plot import Layout, line_figure, table_of, twin_lines
-from archbench.figures.style import Panel, log_y, no_data, proxy, statistic_of, style
+from archbench.figures.style import Panel, log_y, no_data, proxy, statistic_of, style, value_label
 
 PANELS = ["system", "model", "scaling_unit"]
 IDEAL = "dotted: ideal P_b n / b"
@@ -52,7 +52,7 @@ def node_scaling(df: pd.DataFrame) -> Figure:
     table = table_of(tables.node_scaling, df, "node_scaling")
     if table.empty:
         return no_data(name)
-    ylabel = f"img/s ({statistic_of(table, df)})"
+    ylabel = value_label(table, df)
 
     def ideal(panel: Panel, looks: dict) -> None:
         for text, rows in panel.rows.groupby("_label", sort=False):
@@ -81,7 +81,7 @@ def scaling_speedup(df: pd.DataFrame) -> Figure:
     table = table_of(tables.node_scaling, df, "scaling_speedup")
     if table.empty:
         return no_data(name)
-    ylabel = f"img/s ({statistic_of(table, df)})"
+    ylabel = value_label(table, df)
 
     def speedup(panel: Panel, looks: dict) -> None:
         twin = twin_lines(panel, looks, x="count", y="speedup")

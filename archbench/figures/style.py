@@ -102,6 +102,11 @@ def statistic_of(*frames: pd.DataFrame) -> str:
     return "mean"
 
 
+def value_label(table: pd.DataFrame, df: pd.DataFrame, what: str = "img/s") -> str:
+    """An axis label naming the statistic drawn, e.g. "img/s (median)"."""
+    return f"{what} ({statistic_of(table, df)})"
+
+
 # ------------------------------------------------------------------------ panels
 @dataclass
 class Panel:

@@ -12,15 +12,11 @@ from matplotlib.figure import Figure
 from archbench import tables
 from archbench.figures.labels import merged, number
 from archbench.figures.plot import Layout, bar_figure, line_figure, table_of
-from archbench.figures.style import Panel, in_order, no_data, proxy, statistic_of
+from archbench.figures.style import Panel, in_order, no_data, proxy, statistic_of, value_label
 from archbench.tables.common import group_ids
 
 ONE_PROCESS = ["experiment", "batch_per_process", "vendor_library_enabled", "data",
                "inter_threads"]
-
-
-def _ylabel(table: pd.DataFrame, df: pd.DataFrame, what: str = "img/s") -> str:
-    return f"{what} ({statistic_of(table, df)})"
 
 
 def thread_scaling(df: pd.DataFrame) -> Figure:
@@ -30,7 +26,7 @@ def thread_scaling(df: pd.DataFrame) -> Figure:
     table = table_of(tables.thread_efficiency, df, "thread_scaling")
     if table.empty:
         return no_data(name)
-    ylabel = _ylabel(table, df)
+    ylabel = value_label(table, df)
 
     def axes(panel: Panel, _looks: dict) -> None:
         panel.ax.set(xlabel="intra-op threads", ylabel=ylabel, ylim=(0, None))
@@ -109,7 +105,7 @@ def batch_scaling(df: pd.DataFrame) -> Figure:
     table = table_of(tables.batch_scaling, df, "batch_scaling")
     if table.empty:
         return no_data(name)
-    ylabel = _ylabel(table, df)
+    ylabel = value_label(table, df)
 
     def axes(panel: Panel, _looks: dict) -> None:
         panel.ax.set(xlabel="batch size per process", ylabel=ylabel, ylim=(0, None))
@@ -141,7 +137,7 @@ def hybrid_configurations(df: pd.DataFrame) -> Figure:
     elif table["batch_per_process"].nunique() > 1:  # one batch per configuration
         table = table.assign(_batch=table["batch_per_process"].map(lambda b: f"b{number(b)}"))
         note = "_batch"
-    ylabel = _ylabel(table, df)
+    ylabel = value_label(table, df)
 
     def axes(panel: Panel, _looks: dict) -> None:
         panel.ax.set(xlabel="processes x threads", ylabel=ylabel)
@@ -165,7 +161,7 @@ def process_layout(df: pd.DataFrame) -> Figure:
         + table["intra_threads"].map(number),
         _speedup=table["speedup"].map(lambda s: "" if pd.isna(s) else f"{s:.2f}x"))
     order = in_order(table, ["processes_per_node", "intra_threads"], table["layout"])
-    ylabel = _ylabel(table, df)
+    ylabel = value_label(table, df)
 
     def axes(panel: Panel, _looks: dict) -> None:
         panel.ax.set(xlabel="processes per node x intra-op threads", ylabel=ylabel)
