@@ -201,12 +201,17 @@ def merge_measurements(measurements: str | os.PathLike, imports: Sequence[str | 
 
 def make_table_files(name: str, source: str | os.PathLike, *, outputs: Mapping[str, str],
                      peak: dict | None = None, statistic: str | None = None,
-                     systems: dict | None = None) -> pd.DataFrame:
+                     systems: dict | None = None, published: Sequence[str] = (),
+                     mapping_dirs: Sequence[str] = ()) -> pd.DataFrame:
     """Build table ``name`` from the tidy table at ``source`` (reporting ``statistic``;
-    ``systems``: the campaign's resolved systems); write csv/md/tex ``outputs``."""
+    ``systems``: the campaign's resolved systems; ``published``: the import and claims
+    files of the published values, with ``mapping_dirs`` for the sidecars); write
+    csv/md/tex ``outputs``."""
+    from archbench.published import load_published
     from archbench.tables import build_table
+    claims = load_published(published, mapping_dirs) if published else None
     table = build_table(name, read_measurements(source), peak=peak, statistic=statistic,
-                        systems=systems)
+                        systems=systems, published=claims)
     write_table(table, csv=outputs.get("csv"), md=outputs.get("md"), tex=outputs.get("tex"))
     return table
 

@@ -50,10 +50,10 @@ its smallest count. For example, CSCS 2017 Table 1 (Piz Daint, one P100 per node
 file in this format, with the best parameter-server count per size as published::
 
     system,model,batch,gpus,gpus_per_node,parameter_servers,variable_update,data,throughput,unit
-    piz-daint,inception3,64,1,1,1,parameter_server,synthetic,138.23,img/s
-    piz-daint,inception3,64,2,1,1,parameter_server,synthetic,264.57,img/s
-    piz-daint,inception3,64,8,1,2,parameter_server,synthetic,1018.18,img/s
-    piz-daint,inception3,64,8,1,2,parameter_server,real,911.84,img/s
+    piz-daint,inception_v3,64,1,1,1,parameter_server,synthetic,138.23,img/s
+    piz-daint,inception_v3,64,2,1,1,parameter_server,synthetic,264.57,img/s
+    piz-daint,inception_v3,64,8,1,2,parameter_server,synthetic,1018.18,img/s
+    piz-daint,inception_v3,64,8,1,2,parameter_server,real,911.84,img/s
 
 gives parallel efficiency 1018.18 / (8 x 138.23) = 92.07 % at 8 GPUs.
 
@@ -62,17 +62,22 @@ YAML sidecar ``<file stem>.yaml`` beside the CSV or in a mapping directory) with
 ``columns`` (file column -> import column; ``null`` drops the column), ``constants``
 (import column -> value for every row) and ``values`` (import column -> {file text ->
 import value}, e.g. ``data: {"TRUE": real, "FALSE": synthetic}`` for a "Real Data"
-column), e.g. for the CESGA 2018 Table 3::
+column), e.g. for the CESGA 2018 Table 3 (``data/published/cesga-2018/``)::
 
     columns: {tasks_nodes: nodes, workers: workers, img_s_mean: throughput,
               img_s_error: error, speedup_published: null}
-    constants: {system: cesga-haswell, model: resnet50, batch: 64, unit: img/s,
+    constants: {system: finisterrae2, model: resnet50, batch: 64, unit: img/s,
                 strategy: parameter_server, parameter_servers: 1, scaling_unit: workers,
                 data: synthetic, experiment_type: node_scaling, source: "CESGA 2018, Table 3"}
 
 Every row becomes a tidy-table row (as ``archbench.record.flatten`` gives) with status
 ``ok``, ``kind`` train or kernel, plus ``reported_error`` and ``source``. A malformed file
 raises :class:`ImportFormatError` with one line naming the file, row and column.
+
+The studies' published numbers ship in ``data/published/<study>/``: throughput tables in
+this format (each with its sidecar), and the derived values the papers print (speedups,
+efficiencies, I/O overheads ...) as claims files (``<study>-claims.csv``, documented in
+:mod:`archbench.published`), which the ``vs_published`` table compares with a campaign.
 
 Command line: ``python -m archbench.importer FILE.csv [--map SRC=DST ...] [--set COL=VALUE ...]
 [--mapping FILE.yaml] [--output tidy.csv]`` checks a file and prints (or writes) its rows.
@@ -154,7 +159,7 @@ def find_mapping(path: str | os.PathLike, mapping_dirs: Sequence[str | os.PathLi
     return None
 
 
-def _parse(value: str, column: str) -> Any:
+def parse_cell(value: str, column: str) -> Any:
     """One cell as its typed value; raises ValueError with the reason."""
     text = value.strip()
     if column in INT_COLUMNS:
@@ -181,8 +186,10 @@ def _parse(value: str, column: str) -> Any:
     return text
 
 
-def read_import(path: str | os.PathLike, mapping: dict | None = None) -> pd.DataFrame:
-    """Rows of one import file as tidy-table rows (status ok). See the module docstring."""
+def read_values(path: str | os.PathLike, mapping: dict | None = None) -> list[tuple[int, dict]]:
+    """The rows of one import file as (row number, {import column: typed value}): only the
+    columns the file (or its mapping's constants) gives, nothing derived. Raises
+    :class:`ImportFormatError` on malformed input. See the module docstring."""
     path = Path(path)
     mapping = mapping or {}
     check_mapping(mapping, f"{path}: mapping")
@@ -219,7 +226,7 @@ def read_import(path: str | os.PathLike, mapping: dict | None = None) -> pd.Data
     const_values = {}
     for name, value in constants.items():
         try:
-            const_values[name] = _parse(str(value).lower() if isinstance(value, bool) else str(value), name)
+            const_values[name] = parse_cell(str(value).lower() if isinstance(value, bool) else str(value), name)
         except ValueError as exc:
             raise ImportFormatError(f"{path}: mapping constants: column '{name}': {exc}") from exc
     out = []
@@ -235,7 +242,7 @@ def read_import(path: str | os.PathLike, mapping: dict | None = None) -> pd.Data
                 continue
             cell = translate.get(target, {}).get(cell.strip(), cell)
             try:
-                values[target] = _parse(cell, target)
+                values[target] = parse_cell(cell, target)
             except ValueError as exc:
                 raise ImportFormatError(f"{where}: column '{name}': {exc}") from exc
         for name in REQUIRED:
@@ -247,8 +254,15 @@ def read_import(path: str | os.PathLike, mapping: dict | None = None) -> pd.Data
         unit = scaling_unit(values)
         if unit and values.get(unit) is None and not (unit == "nodes" and "gpus" not in values):
             raise ImportFormatError(f"{where}: column '{unit}': empty (the row scales over {unit})")
-        out.append(_tidy_row(path, number, values))
-    return pd.DataFrame(out)
+        out.append((number, values))
+    return out
+
+
+def read_import(path: str | os.PathLike, mapping: dict | None = None) -> pd.DataFrame:
+    """Rows of one import file as tidy-table rows (status ok). See the module docstring."""
+    path = Path(path)
+    return pd.DataFrame([_tidy_row(path, number, values)
+                         for number, values in read_values(path, mapping)])
 
 
 def _tidy_row(path: Path, number: int, v: dict) -> dict:

@@ -18,6 +18,7 @@ import fastjsonschema
 import jsonschema
 
 from archbench.files import atomic_path
+from archbench.vendor_evidence import evidence_columns
 
 SCHEMA_VERSION = 1
 
@@ -32,7 +33,8 @@ CONFIG_FIELDS = (
 DEFAULTS: dict[str, Any] = {
     "schema_version": SCHEMA_VERSION, "experiment_type": None, "image": "host",
     "image_sha256": None, "framework": "tensorflow", "framework_version": "",
-    "vendor_library": None, "vendor_library_enabled": None, "model": None,
+    "vendor_library": None, "vendor_library_enabled": None, "vendor_evidence": None,
+    "vendor_mismatch": "", "model": None,
     "kernel": None, "data": None, "strategy": None, "nodes": 1, "processes_per_node": 1,
     "workers": 1, "gpus": None, "gpus_per_node": None, "parameter_servers": None,
     "variable_update": None, "scaling_unit": None, "intra_threads": 0, "inter_threads": 0, "batch_per_process": None,
@@ -168,8 +170,11 @@ def mkl_env_text(env: dict) -> str:
 def flatten(record: dict) -> dict:
     """One tidy-table row: lists joined, ``metrics`` spread into ``metric_<name>`` columns,
     the environment the run had as ``env`` (:func:`env_text`) and its MKL/OpenMP part as
-    ``mkl_env`` (:func:`mkl_env_text`)."""
-    row = {k: v for k, v in record.items() if k not in ("metrics", "env", "step_times_s")}
+    ``mkl_env`` (:func:`mkl_env_text`), the vendor evidence as ``vendor_*`` columns
+    (:func:`archbench.vendor_evidence.evidence_columns`)."""
+    row = {k: v for k, v in record.items()
+           if k not in ("metrics", "env", "step_times_s", "vendor_evidence")}
+    row.update(evidence_columns(record.get("vendor_evidence")))
     env = record.get("env") or {}
     row["env"] = env_text(env)
     row["mkl_env"] = mkl_env_text(env)

@@ -27,6 +27,7 @@ from archbench.failures import exit_failure
 from archbench.record import RecordError, make_record, read_record, schema, write_record
 from archbench.strategies.horovod import horovod_knobs
 from archbench.tfenv import FRAMEWORK_ENV
+from archbench.vendor_evidence import recorded_library
 
 # The module whose command_for(measurement, system) gives a measurement's argv, per kind.
 WORKERS = {"train": "archbench.train", "kernel": "archbench.kernels"}
@@ -129,6 +130,9 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path) 
             record = {**worker_record, **identity,
                       "env": {**worker_record.get("env", {}), **settings_env},
                       "metrics": {**knobs, **worker_record.get("metrics", {})}}
+            record["vendor_library"] = recorded_library(  # what ran, not only what was declared
+                record.get("vendor_library"), record.get("vendor_library_enabled"),
+                record.get("vendor_evidence"))
         elif code is None:
             record = failure(identity, start=start, status="timeout", metrics=knobs, env=settings_env,
                              reason=f"exceeded {timeout_s:.0f} s wall time (attempt {attempt + 1})")

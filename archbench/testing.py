@@ -22,7 +22,7 @@ WIDE_NOISE = {n: tuple(1 + 5 * (f - 1) for f in fs) for n, fs in NOISE.items()} 
 
 BASE_IMG_S = {"alexnet": 20.0, "resnet50": 3.0}
 MODEL_FLOPS_PER_IMAGE = {"alexnet": 2.1e9, "resnet50": 12.3e9}
-SYSTEMS = {"sysa": ("x86_64", "onednn", 1.0), "sysb": ("aarch64", "armpl", 0.7)}
+SYSTEMS = {"sysa": ("x86_64", "onednn", 1.0), "sysb": ("aarch64", "onednn-acl", 0.7)}
 GRADIENT_TENSORS = {"alexnet": 16, "resnet50": 161}
 
 

@@ -25,7 +25,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, Sequence
 
-from archbench import metrics, provenance, strategies
+from archbench import metrics, provenance, strategies, vendor_evidence
 from archbench.data import accuracy, digits_arrays, real_dataset
 from archbench.distributed import pin_cores
 from archbench.failures import exception_failure
@@ -80,6 +80,12 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainRun:
                    help="pin each process to this many cores (block per local rank)")
     p.add_argument("--weights-out", default=None,
                    help="directory where every worker saves its trained weights (rank<r>.npz)")
+    p.add_argument("--vendor-library", default="onednn",
+                   help="the vendor library the system declares (checked against the probe)")
+    p.add_argument("--vendor-probe", choices=["on", "off"], default="on",
+                   help="after the measured window, one probe step in a child process with "
+                        "ONEDNN_VERBOSE=1 records which implementations ran "
+                        "(archbench.vendor_evidence)")
     p.add_argument("--output", required=True, help="where to write the JSON record")
     try:
         config = TrainRun.from_args(p.parse_args(argv))
@@ -204,6 +210,16 @@ def run(config: TrainRun) -> dict | None:
     fields = base_fields(config, tf_version=tf.__version__, nodes=nodes, processes_per_node=ppn,
                          workers=backend.workers)
     fields["hosts"] = hosts
+    if config.vendor_probe == "on":  # after the window: the timing above is untouched
+        evidence = vendor_evidence.probe(config)
+        fields["vendor_evidence"] = evidence
+        fields["vendor_mismatch"] = vendor_evidence.mismatch(
+            config.vendor_library, config.onednn == "on", evidence)
+        print(f"vendor evidence: {evidence['library']} {evidence['error']}".rstrip()
+              + (f"; MISMATCH: {fields['vendor_mismatch']}" if fields["vendor_mismatch"] else ""),
+              file=sys.stderr)
+        fields["vendor_library"] = vendor_evidence.recorded_library(
+            config.vendor_library, config.onednn == "on", evidence)
     reason = "" if all(math.isfinite(x) for x in losses) else "loss is not finite"
     return make_record(
         **fields, start_time=start, end_time=provenance.now(), step_times_s=times,
@@ -224,7 +240,7 @@ def base_fields(config: TrainRun, *, tf_version: str = "", nodes: int | None = N
                 nodes=nodes, processes_per_node=ppn, workers=workers,
                 intra_threads=config.intra_threads, inter_threads=config.inter_threads,
                 batch_per_process=config.batch_size, global_batch=config.batch_size * workers,
-                image_size=config.image_size, vendor_library="onednn",
+                image_size=config.image_size, vendor_library=config.vendor_library,
                 vendor_library_enabled=config.onednn == "on")
     return {**provenance.host_fields(), **conf, "experiment": "adhoc", "system": "local",
             "config_id": config_id(conf), "repetition": 0, "framework": "tensorflow",
@@ -263,6 +279,8 @@ def worker_argv(measurement: dict, system: dict) -> list[str]:
         argv += ["--cores", str(tuning["cores"])]
     if m["data"] == "real" and system.get("data_dir"):
         argv += ["--data-dir", system["data_dir"]]
+    if m.get("vendor_library"):
+        argv += ["--vendor-library", m["vendor_library"]]
     return argv
 
 

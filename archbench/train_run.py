@@ -51,6 +51,8 @@ class TrainRun:
     horovod_fusion_threshold: int | None = None  # bytes
     cores: int | None = None  # pin each process to this many cores
     weights_out: str | None = None  # directory for every worker's trained weights
+    vendor_library: str = "onednn"  # as the system declares it (config/systems/*.yaml)
+    vendor_probe: str = "on"  # on | off: one verbose probe step after the window
 
     def __post_init__(self):
         model = spec(self.model)

@@ -26,6 +26,9 @@ for _table in TABLE_NAMES:
         localrule: True
         input:
             measurements="results/tables/measurements_all.csv",
+            # the published values vs_published compares with (none for other tables)
+            published=get_published(_table),
+            mappings=get_published_mappings(_table),
         output:
             csv=report(f"results/tables/{_table}.csv", category="Tables",
                        caption="../report/captions/table.rst"),
@@ -40,5 +43,6 @@ for _table in TABLE_NAMES:
             statistic=config.get("statistic", "mean"),
             # the campaign's resolved systems, for the tables that describe them
             systems=SYSTEMS if TABLES[_table].uses_systems else {},
+            mapping_dirs=IMPORT_MAPPING_DIRS,
         script:
             "../scripts/make_table.py"

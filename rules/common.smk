@@ -8,9 +8,11 @@ from archbench.campaign import ConfigError, load_campaign, raw_path
 from archbench.containers import build_command, shell_join
 from archbench.figures import FIGURES
 from archbench.importer import mapping_files
+from archbench.published import is_claims_file
 from archbench.models import spec as model_spec
 from archbench.integrity import quarantine_invalid
 from archbench.tables import TABLES
+from archbench.tables.best import best_sources
 
 try:
     CAMPAIGN = load_campaign(config, system_dir=Path(workflow.basedir) / "config" / "systems")
@@ -23,9 +25,11 @@ SYSTEMS = CAMPAIGN.systems
 # from the records already on disk and runs no benchmark.
 REGENERATE_ONLY = bool(config.get("regenerate_only", False))
 DRY_RUN = workflow.output_settings.dryrun
-TABLE_NAMES = sorted(TABLES)
+# vs_published only when the campaign lists published values (`imports:`)
+TABLE_NAMES = sorted(t for t in TABLES if config.get("imports") or not TABLES[t].uses_published)
 FIGURE_NAMES = sorted(FIGURES)
-IMPORT_MAPPING_DIRS = ["config/imports"]
+# mapping sidecars sit beside their CSV (data/published/<study>/); extra folders go here
+IMPORT_MAPPING_DIRS = []
 # The small JPEG TFRecord set rule make_tfrecords writes (a system's data_dir may name it).
 GENERATED_TFRECORDS = "results/data/tfrecords"
 
@@ -60,12 +64,13 @@ def get_existing_records(wildcards=None):
 
 
 def get_best_inputs(wildcards):
-    """Records of the hybrid sweep a `best` node-scaling measurement takes its layout from."""
+    """Records of the hybrid sweeps a `best` node-scaling measurement takes its layout from."""
     m = get_measurement(wildcards)
-    if not m.get("best_of"):
+    sources = best_sources(m.get("best_of"))
+    if not sources:
         return []
     return sorted(p for p, other in MEASUREMENTS.items()
-                  if other["experiment"] == m["best_of"] and other["system"] == m["system"])
+                  if other["experiment"] in sources and other["system"] == m["system"])
 
 
 def get_data_inputs(wildcards):
@@ -138,13 +143,24 @@ def get_build_command(wildcards, output):
 # ---------------------------------------------------------------- tables, figures, paper
 
 def get_imports():
-    """Import CSVs listed in the campaign (`imports:`)."""
-    return config.get("imports", [])
+    """Import CSVs listed in the campaign (`imports:`), claims files apart."""
+    return [p for p in config.get("imports", []) if not is_claims_file(p)]
 
 
 def get_import_mappings():
     """The mapping sidecars those imports use: editing one rebuilds the merged table."""
     return mapping_files(get_imports(), IMPORT_MAPPING_DIRS)
+
+
+def get_published(table):
+    """Every file listed under `imports:` (import and claims files) for a table that
+    compares with published values, else none."""
+    return list(config.get("imports", [])) if TABLES[table].uses_published else []
+
+
+def get_published_mappings(table):
+    """The mapping sidecars of those files (editing one rebuilds the table)."""
+    return mapping_files(get_imports(), IMPORT_MAPPING_DIRS) if TABLES[table].uses_published else []
 
 
 def analysis_targets():

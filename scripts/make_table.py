@@ -9,5 +9,7 @@ table = make_table_files(snakemake.params.name, snakemake.input.measurements,
                          outputs={k: snakemake.output[k] for k in ("csv", "md", "tex")},
                          peak=snakemake.params.peak,
                          statistic=snakemake.params.statistic,
-                         systems=snakemake.params.systems)
+                         systems=snakemake.params.systems,
+                         published=list(snakemake.input.published),
+                         mapping_dirs=snakemake.params.mapping_dirs)
 logging.info("%s: %d rows", snakemake.params.name, len(table))

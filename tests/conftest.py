@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_PARTS = ("Snakefile", "rules", "scripts", "config", "profiles", "containers", "report")
+WORKFLOW_PARTS = ("Snakefile", "rules", "scripts", "config", "profiles", "containers", "report",
+                  "data")
 
 
 def in_ci() -> bool:

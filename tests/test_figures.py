@@ -66,3 +66,15 @@ def test_unknown_figure_and_format(tmp_path, data):
         build_figure("no_such_figure", data)
     with pytest.raises(ValueError):
         save_figure(build_figure("io_overhead", pd.DataFrame()), [tmp_path / "x.jpg"])
+
+
+def test_kernel_line_keeps_its_workers_when_the_nodes_grow_with_them():
+    # KTH/ORNL: 2 instances per node, so 2, 4 and 8 workers run on 1, 2 and 4 nodes: one line
+    from test_tables import kernel_run
+    rows = [{**kernel_run(10.0 * w, "GFLOP/s", kernel="cg", size=65536, workers=w),
+             "nodes": w // 2, "processes_per_node": 2} for w in (2, 4, 8)]
+    figure = build_figure("kernel_gflops", pd.DataFrame(rows))
+    lines = [line for ax in figure.axes for line in ax.lines
+             if not line.get_label().startswith("_")]
+    assert len(lines) == 1
+    assert list(lines[0].get_xdata()) == [2, 4, 8]

@@ -4,7 +4,6 @@ malformed files rejected with one line naming file, row and column."""
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 
 import pytest
@@ -19,21 +18,13 @@ from archbench.importer import (
 from archbench.tables import node_scaling, summarise
 
 REPO = Path(__file__).resolve().parents[1]
-REFERENCE = REPO / "config" / "imports" / "cesga-2018-table3.csv"
-MAPPINGS = REPO / "config" / "imports"
+MAPPINGS = REPO / "data" / "published" / "cesga-2018"  # the sidecar sits beside its CSV
+REFERENCE = MAPPINGS / "cesga-2018-table3.csv"
 
 
-@pytest.fixture(scope="module")
-def reference() -> Path:
-    if not REFERENCE.is_file():
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{REFERENCE} is missing")
-        pytest.skip(f"{REFERENCE} is not available")
-    return REFERENCE
-
-
-def test_cesga_table3_speedups_match_published(reference):
-    sidecar = find_mapping(reference, [MAPPINGS])
+def test_cesga_table3_speedups_match_published():
+    reference = REFERENCE
+    sidecar = find_mapping(reference)
     assert sidecar == MAPPINGS / "cesga-2018-table3.yaml"
     rows = read_import(reference, load_mapping(sidecar))
     published = {int(r["workers"]): float(r["speedup_published"])
@@ -51,8 +42,8 @@ def test_cesga_table3_speedups_match_published(reference):
     assert (table["status"] == "ok").all()
 
 
-def test_cesga_table3_keeps_published_error(reference):
-    rows = import_files([reference], mapping_dirs=[MAPPINGS])
+def test_cesga_table3_keeps_published_error():
+    rows = import_files([REFERENCE])
     summary = summarise(rows).sort_values("workers")
     assert summary["n"].tolist() == [1] * 9
     assert summary["mean"].iloc[0] == pytest.approx(31.0)
@@ -60,9 +51,9 @@ def test_cesga_table3_keeps_published_error(reference):
     assert set(summary["source"]) == {"CESGA 2018, Table 3"}
 
 
-def test_cesga_table3_without_mapping_is_rejected(reference):
+def test_cesga_table3_without_mapping_is_rejected():
     with pytest.raises(ImportFormatError, match="tasks_nodes"):
-        read_import(reference)
+        read_import(REFERENCE)
 
 
 GOOD = "system,model,throughput,unit,nodes,data\nsysa,resnet50,10.5,img/s,1,synthetic\n" \

@@ -165,6 +165,26 @@ def test_fft_matches_numpy(one, n, tile):
     np.testing.assert_allclose(fft.result(), np.fft.fft(x), rtol=1e-10, atol=1e-9)
 
 
+def test_fft_without_merge_stops_at_the_collected_tile_spectra(one):
+    """merge 0 (KTH/ORNL 2019 Sec. VI-D): worker 0 holds each tile's own FFT, unmerged."""
+    from archbench.kernels.fft import TiledFFT
+    n, tile = 1 << 10, 1 << 6
+    fft = TiledFFT(one, n, tile, seed=3, merge=False)
+    fft.transform()
+    x, tiles = fft.input(), n // tile
+    expected = np.stack([np.fft.fft(x[m::tiles]) for m in range(tiles)]).reshape(-1)
+    np.testing.assert_allclose(fft.result(), expected, rtol=1e-10, atol=1e-9)
+    assert not np.allclose(fft.result(), np.fft.fft(x))
+
+
+def test_fft_run_reports_merge_and_refuses_to_verify_without_it(one):
+    from archbench.kernels.fft import run
+    result = run(one, job("fft", "--size", 1 << 10, "--tile-size", 1 << 6, "--merge", 0))
+    assert result.metrics["merged"]["value"] == 0 and result.metrics["tiles"]["value"] == 16
+    with pytest.raises(ValueError, match="merge"):
+        run(one, job("fft", "--size", 1 << 10, "--merge", 0, "--verify"))
+
+
 def test_fft_rejects_non_power_of_two(one):
     from archbench.kernels.fft import TiledFFT
     with pytest.raises(ValueError, match="powers of two"):
@@ -201,13 +221,30 @@ def test_kernel_experiment_expands_axes():
     assert all((m["warmup_steps"], m["measured_steps"]) == (1, 1) for m in cg)
     for m in ms:
         assert m["kind"] == "kernel" and m["strategy"] == "workers"
-        unit = {"matmul": "GFLOP/s", "stream_comm": "MB/s", "cg": "GFLOP/s"}[m["kernel"]]
+        unit = {"matmul": "GFLOP/s", "stream_comm": "MiB/s", "cg": "GFLOP/s"}[m["kernel"]]
         assert m["throughput_unit"] == unit
         assert m["intra_threads"] == 4 // m["processes_per_node"]
     assert len({m["config_id"] for m in ms}) == len(ms)
 
 
+def test_workers_per_node_gives_each_worker_count_its_nodes():
+    """4 instances per node (KTH/ORNL 2019 Table I): 2 and 4 workers on one node, 8 on two,
+    16 on four; 6 on two nodes (3 each); 5 do not split evenly; 16 need more than 2 nodes."""
+    layout = {"kernels": ["cg"], "sizes": [64], "workers": [2, 4, 5, 6, 8, 16], "workers_per_node": 4}
+    placed = {(m["workers"], m["nodes"], m["processes_per_node"])
+              for m in load_campaign(campaign(layout, nodes=4)).measurements}
+    assert placed == {(2, 1, 2), (4, 1, 4), (6, 2, 3), (8, 2, 4), (16, 4, 4)}
+    small = {m["workers"] for m in load_campaign(campaign(layout, nodes=2)).measurements}
+    assert small == {2, 4, 6, 8}
+    one_each = load_campaign(campaign({**layout, "workers": [2, 4], "workers_per_node": 1}, nodes=4))
+    assert {(m["workers"], m["nodes"]) for m in one_each.measurements} == {(2, 2), (4, 4)}
+
+
 @pytest.mark.parametrize("experiment, message", [
+    ({"kernels": ["cg"], "sizes": [64], "workers": [2], "workers_per_node": 1, "nodes": [2]},
+     "exclude each other"),
+    ({"kernels": ["cg"], "sizes": [64], "workers_per_node": 0}, "workers_per_node"),
+    ({"kernels": ["fft"], "sizes": [64], "merge": 2}, "merge"),
     ({"kernels": ["fft"], "sizes": [1000]}, "powers of two"),
     ({"kernels": ["matmul"], "sizes": [1024], "tile_sizes": [1000]}, "powers of two"),
     ({"kernels": ["lu"], "sizes": [1024]}, "kernels.0"),

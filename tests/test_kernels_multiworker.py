@@ -75,7 +75,7 @@ def test_stream_comm_adds_the_pushed_vector(two):
     np.testing.assert_allclose(comm.received.numpy(), 3 * comm.message.numpy(), rtol=1e-15)
     result = run_comm(two, job("stream_comm", "--size", 2, "--workers", 2, "--warmup-steps", 1,
                                "--steps", 2))
-    assert result.throughput_unit == "MB/s" and result.throughput > 0
+    assert result.throughput_unit == "MiB/s" and result.throughput > 0
 
 
 @pytest.mark.parametrize("reducers", [1, 2])
@@ -112,6 +112,19 @@ def test_fft_two_workers_matches_numpy(two, n, tile):
         assert "task:1" in fft.stacks[1].device
     fft.transform()
     np.testing.assert_allclose(fft.result(), np.fft.fft(fft.input()), rtol=1e-10, atol=1e-9)
+
+
+def test_fft_without_merge_collects_both_workers_tiles_on_worker_0(two):
+    """merge 0: worker 0 ends up with every tile's spectrum, worker 0's tiles (0, 2, ...)
+    first, then worker 1's (1, 3, ...)."""
+    from archbench.kernels.fft import TiledFFT
+    n, tile = 1 << 10, 1 << 7
+    fft = TiledFFT(two, n, tile, seed=2, merge=False)
+    fft.transform()
+    x, tiles = fft.input(), n // tile
+    order = [*range(0, tiles, 2), *range(1, tiles, 2)]
+    expected = np.concatenate([np.fft.fft(x[m::tiles]) for m in order])
+    np.testing.assert_allclose(fft.result(), expected, rtol=1e-10, atol=1e-9)
 
 
 def free_base(count: int) -> int:

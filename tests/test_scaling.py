@@ -1,7 +1,7 @@
 """Scaling series as data: units, baselines, best configuration per size, I/O overhead.
 
 The published numbers are CSCS 2017 (Tables 1-3 and the efficiencies its Section 5.3
-prints), imported through the documented format from config/imports/.
+prints), imported through the documented format from data/published/.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from archbench import importer, tables
 
 ROOT = Path(__file__).resolve().parents[1]
-CSCS = ROOT / "config" / "imports" / "cscs-2017-tables.csv"
+CSCS = ROOT / "data" / "published" / "cscs-2017" / "cscs-2017-tables.csv"
 
 
 def run(throughput: float, **fields) -> dict:
@@ -43,10 +43,10 @@ def efficiency(table: pd.DataFrame, system: str, data: str, count: int) -> float
 # Section 5.3 of CSCS 2017: "speedup efficiency" / "scalability efficiency" in percent
 PUBLISHED_EFFICIENCY = [
     ("piz-daint", 8, 92.07),
-    ("p2.8xlarge", 8, 94.44), ("p2.xlarge", 8, 93.45),
-    ("p2.xlarge", 16, 88.31), ("p2.8xlarge", 16, 91.77),
-    ("p2.8xlarge", 32, 88.35), ("p2.xlarge", 32, 84.45),
-    ("p2.xlarge", 64, 50.96), ("p2.8xlarge", 64, 88.55),
+    ("aws-p2-8xlarge", 8, 94.44), ("aws-p2-xlarge", 8, 93.45),
+    ("aws-p2-xlarge", 16, 88.31), ("aws-p2-8xlarge", 16, 91.77),
+    ("aws-p2-8xlarge", 32, 88.35), ("aws-p2-xlarge", 32, 84.45),
+    ("aws-p2-xlarge", 64, 50.96), ("aws-p2-8xlarge", 64, 88.55),
 ]
 
 
@@ -61,7 +61,7 @@ def test_cscs_2017_baseline_is_one_gpu_even_where_the_packing_changes(cscs):
     table = tables.node_scaling(cscs)
     assert set(table["baseline_count"]) == {1}
     # p2.8xlarge: 1..8 GPUs on one node, then 8 per node: still one series per data input
-    p2 = table[table["system"].eq("p2.8xlarge")]
+    p2 = table[table["system"].eq("aws-p2-8xlarge")]
     assert p2.groupby("data")["count"].apply(list).map(len).tolist() == [8, 8]
     assert p2["series"].nunique() == 2 and not p2.duplicated(["series", "count"]).any()
     # 1018.18 / (8 x 138.23), speedup 1018.18 / 138.23
@@ -75,7 +75,7 @@ def test_cscs_2017_io_overhead(cscs):
     io = tables.io_overhead(cscs).set_index(["system", "count"])["io_overhead_percent"]
     assert io[("piz-daint", 8)] == pytest.approx((1018.18 - 911.84) / 1018.18 * 100)
     assert all(10 <= io[("piz-daint", n)] <= 12 for n in (8, 16, 32, 64))
-    assert all(13 <= io[("p2.8xlarge", n)] <= 18 for n in (8, 16, 32, 64, 128))
+    assert all(13 <= io[("aws-p2-8xlarge", n)] <= 18 for n in (8, 16, 32, 64, 128))
     # each input at its own best setting: 2 GPUs synthetic ran parameter_server, real
     # distributed_replicated; they still pair
     assert io[("piz-daint", 2)] == pytest.approx((264.57 - 260.84) / 264.57 * 100)
@@ -112,7 +112,7 @@ def test_best_per_size_chooses_the_parameter_server_count(tmp_path):
 
 
 def test_cesga_2018_scales_over_workers_not_task_nodes():
-    rows = importer.import_files([ROOT / "config" / "imports" / "cesga-2018-table3.csv"])
+    rows = importer.import_files([ROOT / "data" / "published" / "cesga-2018" / "cesga-2018-table3.csv"])
     table = tables.node_scaling(rows).set_index("count")
     assert set(table["scaling_unit"]) == {"workers"} and table.index.tolist() == list(range(1, 10))
     assert table.loc[9, "speedup"] == pytest.approx(247.3 / 31.0)

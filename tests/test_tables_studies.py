@@ -365,5 +365,6 @@ def test_tables_are_registered_and_fed_by_their_experiment_types():
     assert TABLES["inter_intra_best"].build is tables.inter_intra_best
     assert feeding("inter_intra_sweep") == feeding("inter_intra_best") == ["inter_intra"]
     assert feeding("process_layout") == ["ppn_sweep"]
-    assert feeding("batch_scaling") == ["thread_scaling", "batch_sweep"]
+    # ppn_sweep: batch sizes at a fixed multi-process layout (OSU 2019 Figs. 5, 11)
+    assert feeding("batch_scaling") == ["thread_scaling", "batch_sweep", "ppn_sweep"]
     assert TABLES["platform"].uses_systems and TABLES["platform"].uses_runs

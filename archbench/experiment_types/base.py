@@ -59,6 +59,17 @@ def thread_count(value: Any, cores: int) -> int:
     return cores if value == "cores" else int(value)
 
 
+def process_threads(value: Any, *, cores: int, processes_per_node: int) -> int:
+    """Intra-op threads of one of ``processes_per_node`` processes sharing ``cores``: a
+    number (0 = TensorFlow decides), ``cores`` = cores / ppn, or ``cores_minus_one`` =
+    cores / ppn - 1, at least 1 (one core per process left to Horovod's background thread,
+    OSU 2019 Sec. IX)."""
+    share = max(1, cores // processes_per_node)
+    if value == "cores_minus_one":
+        return max(1, share - 1)
+    return thread_count(value, share)
+
+
 def powers_of_two(limit: int) -> list[int]:
     """1, 2, 4, ... up to ``limit``."""
     out, n = [], 1
@@ -77,7 +88,9 @@ def node_counts(experiment: dict, system: dict, default: list[int] | str = (1,))
 
 
 def training_axes(experiment: dict) -> dict[str, list]:
-    """The axes every training type takes: models, vendor library on/off, data."""
+    """The axes every training type takes: models, vendor library on/off, data. On a system
+    without a vendor library both settings become "off" (:func:`training_configuration`),
+    and the expanders' :func:`dedupe` keeps one."""
     return dict(model=experiment["models"],
                 vendor=experiment.get("vendor_library", ["on"]),
                 data=experiment.get("data", ["synthetic"]))
@@ -121,6 +134,8 @@ def training_configuration(experiment: dict, system: dict, **values: Any) -> dic
         "vendor_library": system["vendor_library"] if system["vendor_library"] != "none" else None,
     }
     conf.update(values)
+    if conf["vendor_library"] is None:  # nothing to toggle: every run is the vanilla build
+        conf["vendor_library_enabled"] = False
     conf["workers"] = conf["nodes"] * conf["processes_per_node"]
     conf["global_batch"] = conf["batch_per_process"] * conf["workers"]
     return conf

@@ -9,6 +9,7 @@ from archbench.experiment_types.base import (
     dedupe,
     node_counts,
     on_off,
+    process_threads,
     product,
     schema_fragment,
     thread_count,
@@ -35,7 +36,9 @@ properties:
     items: {type: number, minimum: 0}
     description: HOROVOD_FUSION_THRESHOLD values in MiB (0 disables tensor fusion).
   processes_per_node: {type: integer, minimum: 1, description: Processes per node. Default the cores of a node (one thread each).}
-  threads_per_process: {type: integer, minimum: 1, description: Intra-op threads per process. Default cores / processes_per_node.}
+  threads_per_process:
+    $ref: "#/$defs/process_threads"
+    description: "Intra-op threads per process: a number (0 = TensorFlow decides), `cores` = cores / processes_per_node (default) or `cores_minus_one` = cores / processes_per_node - 1 (a core per process left to Horovod, OSU 2019 Sec. IX)."
   nodes:
     description: Node counts (those above the system's nodes are skipped). Default [1].
     oneOf: [{$ref: "#/$defs/positive_list"}, {const: all}]
@@ -48,7 +51,8 @@ def expand(experiment: dict, system: dict) -> list[dict]:
     HOROVOD_FUSION_THRESHOLD (MiB, 0 = no fusion), set on every rank."""
     cores = cores_of(system)
     ppn = experiment.get("processes_per_node", cores)
-    threads = experiment.get("threads_per_process", max(1, cores // ppn))
+    threads = process_threads(experiment.get("threads_per_process", "cores"), cores=cores,
+                              processes_per_node=ppn)
     out = []
     for nodes in node_counts(experiment, system):
         for a in product(cycle=experiment["cycle_time_ms"],

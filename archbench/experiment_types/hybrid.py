@@ -34,6 +34,20 @@ properties:
   batch_mode:
     enum: [per_process, per_node]
     description: "per_process (default): batch_sizes are per process; per_node: each is divided among the processes (batch // p)."
+  layout_batch_sizes:
+    description: >
+      Batch sizes for given process counts, replacing batch_sizes for those layouts
+      (read as batch_mode says), e.g. [{processes: 1, batch_sizes: [512]}] with
+      batch_sizes [256]: 512 at 1 x cores, 256 elsewhere (BSC 2019 Table II).
+    type: array
+    minItems: 1
+    items:
+      type: object
+      required: [processes, batch_sizes]
+      additionalProperties: false
+      properties:
+        processes: {type: integer, minimum: 1, description: Processes per node of the layout.}
+        batch_sizes: {$ref: "#/$defs/positive_list", description: Its batch sizes.}
 unevaluatedProperties: false
 """)
 
@@ -46,13 +60,23 @@ def hybrid_layouts(cores: int, processes: Iterable[int] | str = "all") -> list[t
     return [(p, cores // p) for p in processes if p <= cores]
 
 
+def layout_batches(experiment: dict, processes: int) -> list[int]:
+    """The batch sizes of the layout with ``processes`` processes: its ``layout_batch_sizes``
+    entry, else the experiment's ``batch_sizes``."""
+    for entry in experiment.get("layout_batch_sizes", []):
+        if entry["processes"] == processes:
+            return entry["batch_sizes"]
+    return experiment["batch_sizes"]
+
+
 def expand(experiment: dict, system: dict) -> list[dict]:
     """Processes x threads filling one node (1 x cores ... cores x 1) with Horovod, per
-    process batch sizes (or per node: divided among the processes), inter-op threads."""
+    process batch sizes (or per node: divided among the processes; or per layout),
+    inter-op threads."""
     per_node = experiment.get("batch_mode", "per_process") == "per_node"
     out = []
     for p, t in hybrid_layouts(cores_of(system), experiment.get("processes", "all")):
-        for a in product(batch=experiment["batch_sizes"], inter=experiment.get("inter_threads", [1]),
+        for a in product(batch=layout_batches(experiment, p), inter=experiment.get("inter_threads", [1]),
                          controller=controllers(experiment, 1), **training_axes(experiment)):
             batch = a["batch"] // p if per_node else a["batch"]
             if batch < 1:

@@ -1,5 +1,10 @@
 """Inter/intra-op thread sweep (DESIGN.md experiment 3): one process pinned to 1..node
-cores, with the MKL/OpenMP environment on and off."""
+cores, with the MKL/OpenMP environment on and off.
+
+The thread settings are the product inter_threads x intra_threads, or an explicit list of
+[inter, intra] pairs (``thread_pairs``) where a study ran only some combinations: CESGA
+2018 ran inter {0, 1, 2} x intra {0, 1, cores} (Figs. 2-4) plus inter = intra = cores
+(Fig. 5), not inter = cores with intra 0 or 1."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from archbench.experiment_types.base import (
     training_configuration,
 )
 from archbench.systems import cores_of
+from archbench.validate import ConfigError
 
 MKL_ENV = {"KMP_BLOCKTIME": "0", "KMP_AFFINITY": "granularity=fine,compact,1,0"}
 
@@ -28,6 +34,17 @@ properties:
   cores:
     description: Cores the process is pinned to; `all` = 1..cores of a node. Default [cores of a node].
     oneOf: [{$ref: "#/$defs/positive_list"}, {const: all}]
+  thread_pairs:
+    type: array
+    minItems: 1
+    items:
+      type: array
+      minItems: 2
+      maxItems: 2
+      items: {$ref: "#/$defs/thread_count"}
+    description: >
+      Explicit [inter, intra] thread settings run instead of the inter_threads x
+      intra_threads product (each a count or `cores`), e.g. [[1, 0], [cores, cores]].
   intra_threads:
     type: array
     minItems: 1
@@ -47,22 +64,39 @@ unevaluatedProperties: false
 """)
 
 
+def thread_settings(experiment: dict) -> list[tuple]:
+    """The experiment's (inter, intra) thread settings: its ``thread_pairs``, else the
+    product of inter_threads (default [0, 1, 2, cores]) and intra_threads (default
+    [0, 1, cores])."""
+    pairs = experiment.get("thread_pairs")
+    if pairs is None:
+        return [(a["inter"], a["intra"]) for a in product(
+            inter=experiment.get("inter_threads", [0, 1, 2, "cores"]),
+            intra=experiment.get("intra_threads", [0, 1, "cores"]))]
+    both = [k for k in ("inter_threads", "intra_threads") if k in experiment]
+    if both:
+        raise ConfigError(f"inter_intra: thread_pairs replaces inter_threads x intra_threads; "
+                          f"remove {', '.join(both)}")
+    return [tuple(pair) for pair in pairs]
+
+
 def expand(experiment: dict, system: dict) -> list[dict]:
     """One process pinned to ``cores`` CPUs (1..node); inter x intra thread counts (``cores``
-    = the pinned count, 0 = TensorFlow decides); MKL/OpenMP settings on and off."""
+    = the pinned count, 0 = TensorFlow decides) or explicit pairs of them; MKL/OpenMP
+    settings on and off."""
     node = cores_of(system)
     cores = experiment.get("cores", [node])
     cores = list(range(1, node + 1)) if cores == "all" else [c for c in cores if c <= node]
     mkl_env = {k: str(v) for k, v in experiment.get("mkl_env", MKL_ENV).items()}
     out = []
     for a in product(batch=experiment["batch_sizes"], cores=cores,
-                     inter=experiment.get("inter_threads", [0, 1, 2, "cores"]),
-                     intra=experiment.get("intra_threads", [0, 1, "cores"]),
+                     threads=thread_settings(experiment),
                      mkl=experiment.get("mkl_settings", ["off", "on"]), **training_axes(experiment)):
+        inter, intra = a["threads"]
         out.append(training_configuration(
             experiment, system, model=a["model"], batch_per_process=a["batch"],
-            intra_threads=thread_count(a["intra"], a["cores"]),
-            inter_threads=thread_count(a["inter"], a["cores"]),
+            intra_threads=thread_count(intra, a["cores"]),
+            inter_threads=thread_count(inter, a["cores"]),
             vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
             tuning={"cores": a["cores"]}, env=dict(mkl_env) if on_off(a["mkl"]) else {}))
     return dedupe(out)

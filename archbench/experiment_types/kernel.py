@@ -5,8 +5,10 @@ means, whether sizes and tile sizes must be powers of two, whether the kernel is
 (tile sizes apply to tiled kernels only; tiles larger than N are skipped), a fixed worker
 count (stream_comm: two), the default steps and the kernel's own experiment keys
 (``settings``) all come from the kernel's spec (``archbench.kernels.KERNELS``). ``sizes``
-is one list for all kernels or a mapping kernel -> list. Worker counts that do not fill
-the nodes evenly, and node counts beyond the system's, are skipped.
+is one list for all kernels or a mapping kernel -> list. ``workers_per_node`` replaces the
+``nodes`` axis by a fixed layout: each worker count runs on ceil(workers / workers_per_node)
+nodes (TensorFlow instances per node, KTH/ORNL 2019 Table I). Worker counts that do not
+fill the nodes evenly, and node counts beyond the system's, are skipped.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ BASE_SCHEMA = """
 description: >
   HPC kernels written in TensorFlow (experiment 7), run on a cluster of TensorFlow
   workers: kernels x sizes x tile_sizes x workers x nodes. Records GB/s (stream),
-  MB/s (stream_comm) or GFLOP/s (matmul, cg, fft).
+  MiB/s (stream_comm) or GFLOP/s (matmul, cg, fft).
 allOf: [{$ref: "#/$defs/common"}]
 required: [kernels, sizes]
 properties:
@@ -49,6 +51,13 @@ properties:
     description: >-
       Nodes the workers spread over (workers must be a multiple); counts beyond the
       system's nodes are skipped. Default [1].
+  workers_per_node:
+    type: integer
+    minimum: 1
+    description: >-
+      Workers (TensorFlow instances) one node holds; instead of `nodes`, each worker count
+      runs on ceil(workers / workers_per_node) nodes, e.g. 4 per node: 2 and 4 workers on
+      one node, 8 on two, 16 on four (KTH/ORNL 2019 Table I).
   warmup_steps: {type: integer, minimum: 0}
   steps: {type: integer, minimum: 1}
 unevaluatedProperties: false
@@ -137,8 +146,20 @@ def kernel_configuration(experiment: dict, system: dict, *, spec: KernelSpec, ax
     return conf
 
 
+def nodes_for(experiment: dict, workers: int) -> list[int]:
+    """The node counts ``workers`` workers run on: ceil(workers / workers_per_node) when
+    the experiment fixes the workers per node, else its ``nodes`` axis (default [1])."""
+    per_node = experiment.get("workers_per_node")
+    if per_node is None:
+        return experiment.get("nodes", [1])
+    if "nodes" in experiment:
+        raise ConfigError("workers_per_node and nodes exclude each other: give one")
+    return [-(-workers // per_node)]
+
+
 def expand(experiment: dict, system: dict) -> list[dict]:
-    """kernels x sizes x tile sizes (tiled kernels) x workers x nodes."""
+    """kernels x sizes x tile sizes (tiled kernels) x workers x nodes (or the nodes
+    ``workers_per_node`` gives each worker count)."""
     configurations, seen = [], set()
     for name in experiment["kernels"]:
         spec = spec_of(name)
@@ -149,7 +170,9 @@ def expand(experiment: dict, system: dict) -> list[dict]:
         if not all(t is None or is_power_of_two(t) for t in tiles):
             raise ConfigError(f"tile_sizes: {name} needs powers of two, got {tiles}")
         workers = [spec.workers] if spec.workers else experiment.get("workers", [1])
-        for a in product(size=sizes, tile=tiles, workers=workers, nodes=experiment.get("nodes", [1])):
+        axes = [{**a, "nodes": n} for a in product(size=sizes, tile=tiles, workers=workers)
+                for n in nodes_for(experiment, a["workers"])]
+        for a in axes:
             if a["tile"] is not None and a["tile"] > a["size"]:
                 continue
             if a["nodes"] > system["nodes"] or a["workers"] % a["nodes"]:

@@ -1,7 +1,7 @@
 """Multi-node scaling (DESIGN.md experiment 4): one configuration on 1, 2, 4, ... nodes.
 
-With ``best: <hybrid experiment>`` the configurations are placeholders marked
-``"best_of": <name>``; the supervisor fills each in from that sweep's finished records
+With ``best: <hybrid experiment>`` (or a list of them) the configurations are placeholders
+marked ``"best_of": <name or list>``; the supervisor fills each in from that sweep's finished records
 with ``archbench.tables.best.resolve_best``, the same choice the ``hybrid_best`` table
 publishes.
 """
@@ -15,6 +15,8 @@ from archbench.experiment_types.base import (
     dedupe,
     node_counts,
     on_off,
+    powers_of_two,
+    process_threads,
     product,
     schema_fragment,
     thread_count,
@@ -47,16 +49,42 @@ properties:
     items: {$ref: "#/$defs/multi_process_strategy"}
     description: "Distribution: horovod (allreduce), mirrored (TF MultiWorkerMirroredStrategy), parameter_server (TF ParameterServerStrategy). Default [horovod]."
   parameter_servers:
-    $ref: "#/$defs/positive_list"
-    description: Parameter-server tasks for strategy parameter_server (an axis). Default [1].
+    description: >
+      Parameter-server tasks for strategy parameter_server (an axis). Default [1]. `all` =
+      1, 2, 4, ... up to the size's workers, and the workers themselves (CSCS 2017 Sec. 5.1
+      tried PS counts from 1 to the number of workers at each size).
+    oneOf: [{$ref: "#/$defs/positive_list"}, {const: all}]
   processes_per_node: {type: integer, minimum: 1, description: Worker processes per node (explicit configuration). Default 1.}
-  threads_per_process: {type: integer, minimum: 1, description: Intra-op threads per process (explicit configuration). Default cores / processes_per_node.}
+  threads_per_process:
+    $ref: "#/$defs/process_threads"
+    description: "Intra-op threads per process (explicit configuration): a number (0 = TensorFlow decides), `cores` = cores / processes_per_node (default) or `cores_minus_one` = cores / processes_per_node - 1 (a core per process left to Horovod, OSU 2019 Sec. IX)."
   best:
-    type: string
-    pattern: "^[A-Za-z0-9][A-Za-z0-9_-]*$"
-    description: Name of a hybrid experiment of the campaign; each system x model runs its best processes x threads x batch (highest mean img/s).
+    description: >
+      Name of a hybrid experiment of the campaign, or a list of them (e.g. one sweep per
+      system or model, each with its own batch sizes); each system x model runs its best
+      processes x threads x batch (highest mean img/s) over the named sweeps.
+    oneOf:
+      - {type: string, pattern: "^[A-Za-z0-9][A-Za-z0-9_-]*$"}
+      - type: array
+        minItems: 1
+        uniqueItems: true
+        items: {type: string, pattern: "^[A-Za-z0-9][A-Za-z0-9_-]*$"}
+  scaling_unit:
+    enum: [nodes, workers]
+    description: >
+      What the series counts (speedup and efficiency are over it): nodes (default) or
+      workers, as CESGA 2018 Table 3 does where its parameter server takes no worker.
 unevaluatedProperties: false
 """)
+
+
+def parameter_server_counts(experiment: dict, workers: int) -> list[int]:
+    """The parameter-server counts tried with ``workers`` workers: the experiment's list, or
+    for ``all`` 1, 2, 4, ... up to the workers plus the workers count itself."""
+    counts = experiment.get("parameter_servers", [1])
+    if counts != "all":
+        return counts
+    return sorted({*powers_of_two(workers), workers})
 
 
 def expand(experiment: dict, system: dict) -> list[dict]:
@@ -71,11 +99,13 @@ def expand(experiment: dict, system: dict) -> list[dict]:
         raise ConfigError(f"node_scaling: best takes processes, threads and batch from "
                           f"'{best}'; remove {', '.join(explicit)}")
     ppn = experiment.get("processes_per_node", 1)
-    threads = experiment.get("threads_per_process", max(1, cores // ppn))
+    threads = process_threads(experiment.get("threads_per_process", "cores"), cores=cores,
+                              processes_per_node=ppn)
     out = []
     for nodes in node_counts(experiment, system, default="all"):
         for strategy in experiment.get("strategies", ["horovod"]):
-            ps_list = experiment.get("parameter_servers", [1]) if strategy == "parameter_server" else [0]
+            ps_list = (parameter_server_counts(experiment, nodes * ppn)
+                       if strategy == "parameter_server" else [0])
             names = controllers(experiment, nodes) if strategy == "horovod" else ["mpi"]
             batches = [1] if best else experiment["batch_sizes"]
             inters = [0] if best else experiment.get("inter_threads", [1])
@@ -84,7 +114,7 @@ def expand(experiment: dict, system: dict) -> list[dict]:
                 tuning = controller_tuning(a["controller"])
                 values = dict(model=a["model"], strategy=strategy, nodes=nodes,
                               vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
-                              scaling_unit="nodes")
+                              scaling_unit=experiment.get("scaling_unit", "nodes"))
                 if strategy == "parameter_server":
                     values["parameter_servers"] = a["ps"]
                 if best:  # placeholder: layout and batch come from the hybrid sweep

@@ -54,7 +54,8 @@ FIGURES: dict[str, FigureSpec] = {
         "statistic of the repetitions (named on the axis).", "thread_efficiency"),
     "vendor_speedup": FigureSpec(
         training.vendor_speedup,
-        "Vendor-library speedup = img/s with the vendor math library (oneDNN, MKL, ArmPL) / "
+        "Vendor-library speedup = img/s with the vendor math library the system declares (oneDNN, oneDNN+ACL, MKL; "
+        "what really ran is in the vendor_evidence table) / "
         "img/s without, per configuration of the one-process sweeps, against intra-op "
         "threads; 1 is no change; img/s is the campaign's statistic (named on the axis).",
         "vendor_speedup"),

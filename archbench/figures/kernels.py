@@ -24,8 +24,10 @@ def kernel_gflops(df: pd.DataFrame) -> Figure:
     def axes(panel: Panel, _looks: dict) -> None:
         panel.ax.set(xlabel="workers", ylabel=f"GFLOP/s ({statistic})")
 
+    # nodes only where two rows would share a point (fallback): with workers_per_node
+    # the node count grows with the workers, inside one line
     layout = Layout(panels=["system", "kernel"], always=["problem_size"],
-                    series=["tile_size", "experiment", "nodes"])
+                    series=["tile_size", "experiment"])
     return line_figure(table, layout, x="workers", y="gflops", low="gflops_min",
                        high="gflops_max", name=name, each=axes)
 

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 VENDOR_NAMES = {"onednn": "oneDNN", "mkl": "MKL", "mkldnn": "MKL-DNN", "mkl-dnn": "MKL-DNN",
-                "armpl": "ArmPL", "acl": "ACL", "openblas": "OpenBLAS", "eigen": "Eigen"}
+                "armpl": "ArmPL", "acl": "ACL", "onednn-acl": "oneDNN+ACL",
+                "onednn+acl": "oneDNN+ACL", "openblas": "OpenBLAS", "eigen": "Eigen"}
 STRATEGY_NAMES = {"single": "single process", "horovod": "Horovod",
                   "parameter_server": "parameter servers", "mirrored": "MultiWorkerMirrored"}
 

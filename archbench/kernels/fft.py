@@ -9,7 +9,9 @@ worker 0 merges them with twiddle factors in vectorised code (the four-step algo
     X[k1 + T k2] = sum_m  Y[m, k1] * exp(-2 pi i m k1 / N) * exp(-2 pi i m k2 / P)
 
 i.e. one elementwise twiddle multiply and P-point FFTs across the tiles. The result stays
-on worker 0. GFLOP/s counts 5 N log2 N flops.
+on worker 0. GFLOP/s counts 5 N log2 N flops. With ``merge`` 0 the timed transform stops
+once worker 0 holds every tile's spectrum, unmerged: KTH/ORNL 2019 (Sec. VI-D) timed "from
+the beginning of the application to when all tiles are collected by the merger".
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 from archbench import metrics as formulas
 from archbench.kernels.cluster import Cluster
 from archbench.kernels.common import KernelResult, KernelRun, is_power_of_two, metric, rate, timed
-from archbench.kernels.spec import FLOP_RATE, KernelSpec, add_verify_option
+from archbench.kernels.spec import FLOP_RATE, KernelSpec, Setting, add_verify_option
 
 
 def default_tile(n: int, workers: int) -> int:
@@ -52,13 +54,14 @@ def _merge_function():
 class TiledFFT:
     """Interleaved input tiles on the workers; ``transform()`` leaves X on worker 0."""
 
-    def __init__(self, cluster: Cluster, n: int, tile: int | None = None, *, seed: int = 0):
+    def __init__(self, cluster: Cluster, n: int, tile: int | None = None, *, seed: int = 0,
+                 merge: bool = True):
         import tensorflow as tf
         tile = tile or default_tile(n, cluster.workers)
         if not (is_power_of_two(n) and is_power_of_two(tile)) or tile > n:
             raise ValueError(f"fft needs N and the tile size as powers of two, tile <= N "
                              f"(got N={n}, tile={tile})")
-        self.cluster, self.n, self.tile = cluster, n, tile
+        self.cluster, self.n, self.tile, self.merge = cluster, n, tile, merge
         self.tiles = n // tile
         workers = cluster.workers
         # Tile m lives on worker m % workers, as row m // workers of its stack.
@@ -89,6 +92,8 @@ class TiledFFT:
         with tf.device(self.cluster.devices[0]):
             if self.tiles == 1:
                 merged = spectra[0][0]
+            elif not self.merge:  # collected on worker 0, in stack order
+                merged = tf.reshape(tf.concat(spectra, 0), [-1])
             else:
                 y = tf.concat(spectra, 0)
                 if not np.array_equal(self.gather, np.arange(self.tiles)):
@@ -110,20 +115,24 @@ class TiledFFT:
         return x
 
     def result(self) -> np.ndarray:
-        """X = FFT(x) as a numpy array."""
+        """X = FFT(x) as a numpy array (with merge off: the tile spectra, stack order)."""
         return self.output.numpy()
 
 
 def run(cluster: Cluster, job: KernelRun) -> KernelResult:
     """Tiled 1D FFT of N complex128 values; GFLOP/s with 5 N log2 N flops."""
     n, tile = job.size, job.tile_size or default_tile(job.size, job.workers)
-    fft = TiledFFT(cluster, n, tile, seed=job.seed)
+    merge = bool(job.option("merge"))
+    if job.option("verify") and not merge:
+        raise ValueError("fft --verify needs the merge (--merge 1)")
+    fft = TiledFFT(cluster, n, tile, seed=job.seed, merge=merge)
     times = timed(fft.transform, job.warmup_steps, job.steps)
     flops = formulas.fft_flops(n)
     result = KernelResult(
         throughput=rate(flops, times) / 1e9, throughput_unit="GFLOP/s", step_times_s=times,
         warmup_steps=job.warmup_steps, tile_size=tile, metrics={
             "tiles": metric(fft.tiles, "count"),
+            "merged": metric(int(merge), "1"),
             "best": metric(formulas.gflops(flops, min(times)), "GFLOP/s")})
     if job.option("verify"):
         expected = np.fft.fft(fft.input())
@@ -136,4 +145,7 @@ SPEC = KernelSpec(
     name="fft", help="1D complex128 FFT in interleaved tiles (GFLOP/s)", unit="GFLOP/s",
     measures=FLOP_RATE, size_help="N, a power of two", run=run, steps=(1, 5),
     tile_help="elements per tile, a power of two <= N (default one tile per worker)",
-    power_of_two=True, add_arguments=add_verify_option)
+    power_of_two=True, add_arguments=add_verify_option,
+    settings=(Setting(name="merge", type=int, default=1, minimum=0, maximum=1,
+                      help="1 times the twiddle merge on worker 0 too; 0 stops the clock "
+                           "once worker 0 has collected every tile's spectrum"),))

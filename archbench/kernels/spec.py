@@ -37,6 +37,7 @@ class Setting:
     default: int | float
     help: str
     minimum: int | float | None = None
+    maximum: int | float | None = None
     in_tuning: bool = True
     adjust: Callable[[Any, int], Any] | None = None
 
@@ -55,6 +56,8 @@ class Setting:
         schema: dict = {"type": "integer" if self.type is int else "number"}
         if self.minimum is not None:
             schema["minimum"] = self.minimum
+        if self.maximum is not None:
+            schema["maximum"] = self.maximum
         schema["description"] = f"{kernel}: {self.help} (default {self.default})."
         return schema
 

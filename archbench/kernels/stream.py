@@ -12,9 +12,9 @@ would allocate a temporary and merely alias on copy). All workers run an operati
 same time; bandwidth = bytes moved by ALL workers / wall time (GB/s, 1 GB = 1e9 bytes),
 averaged over the measured iterations.
 
-Communication: a vector of ``megabytes`` MB (1 MB = 2**20 bytes, fp64) lives on task 0;
+Communication: a vector of ``megabytes`` MiB (2**20 bytes, fp64) lives on task 0;
 each step pushes it to task 1, where it is added into a local vector. Bandwidth = bytes
-pushed / wall time in MB/s (same MB).
+pushed / wall time in MiB/s (the unit says so: tables convert it to GB/s exactly).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from archbench.kernels.spec import BANDWIDTH, KernelSpec
 SCALAR = 3.0
 OPS = ("copy", "scale", "add", "triad")
 WORDS_MOVED = {"copy": 2, "scale": 2, "add": 3, "triad": 3}  # arrays read + written
-MB = 2**20
+MIB = 2**20
 
 
 def _xla_ops(tf):
@@ -117,7 +117,7 @@ class StreamComm:
         import tensorflow as tf
         if cluster.workers < 2:
             raise ValueError("stream_comm needs two workers (--workers 2)")
-        self.nbytes = megabytes * MB
+        self.nbytes = megabytes * MIB
         n = self.nbytes // 8
         with tf.device(cluster.devices[src]):
             self.message = tf.Variable(tf.random.stateless_uniform([n], [seed, 1], dtype=tf.float64))
@@ -138,14 +138,14 @@ class StreamComm:
 
 
 def run_comm(cluster: Cluster, job: KernelRun) -> KernelResult:
-    """Bandwidth of pushing ``job.size`` MB from worker 0 to worker 1 (MB/s)."""
+    """Bandwidth of pushing ``job.size`` MiB from worker 0 to worker 1 (MiB/s)."""
     megabytes = job.size
     comm = StreamComm(cluster, megabytes, seed=job.seed)
     times = timed(comm.push, job.warmup_steps, job.steps)
-    metrics = {"message_mb": metric(megabytes, "MB"),
-               "best": metric(megabytes / min(times), "MB/s"),
+    metrics = {"message_mb": metric(megabytes, "MiB"),
+               "best": metric(megabytes / min(times), "MiB/s"),
                "time_per_message": metric(sum(times) / len(times), "s")}
-    return KernelResult(throughput=rate(megabytes, times), throughput_unit="MB/s", step_times_s=times,
+    return KernelResult(throughput=rate(megabytes, times), throughput_unit="MiB/s", step_times_s=times,
                         warmup_steps=job.warmup_steps, metrics=metrics)
 
 
@@ -155,6 +155,6 @@ STREAM = KernelSpec(
     steps=(2, 10))
 
 STREAM_COMM = KernelSpec(
-    name="stream_comm", help="bandwidth of a vector pushed from task 0 to task 1 (MB/s)",
-    unit="MB/s", measures=BANDWIDTH, size_help="message size in MB (2**20 bytes)", run=run_comm,
+    name="stream_comm", help="bandwidth of a vector pushed from task 0 to task 1 (MiB/s)",
+    unit="MiB/s", measures=BANDWIDTH, size_help="message size in MiB (2**20 bytes)", run=run_comm,
     steps=(2, 10), workers=2)

@@ -20,10 +20,12 @@ import pandas as pd
 from archbench.tables import (
     batches,
     best,
+    evidence,
     inter_intra,
     kernels,
     platforms,
     processes,
+    published,
     scaling,
     training,
 )
@@ -34,6 +36,7 @@ from archbench.tables.inter_intra import inter_intra_best, inter_intra_sweep
 from archbench.tables.kernels import fraction_of_peak, kernel_gflops, peak_gflops, stream_bandwidth
 from archbench.tables.platforms import platform
 from archbench.tables.processes import process_layout
+from archbench.tables.published import vs_published
 from archbench.tables.scaling import best_per_size, efficiency_heatmap, io_overhead, node_scaling
 from archbench.tables.training import (
     horovod_tuning,
@@ -48,12 +51,15 @@ class TableSpec:
     """A registered table: ``build(summary) -> DataFrame``; ``uses_peak``: it also takes the
     campaign's measured peaks (``peak=`` keyword); ``uses_systems``: it also takes the
     campaign's resolved systems (``systems=`` keyword, name -> system definition);
-    ``uses_runs``: it takes the tidy table itself (one row per run), not the summary."""
+    ``uses_runs``: it takes the tidy table itself (one row per run), not the summary;
+    ``uses_published``: it also takes the published values (``published=`` keyword, a table
+    of :func:`archbench.published.load_published`) and the ``statistic=`` to report."""
 
     build: Callable[..., pd.DataFrame]
     uses_peak: bool = False
     uses_systems: bool = False
     uses_runs: bool = False
+    uses_published: bool = False
 
     @property
     def caption(self) -> str:
@@ -66,6 +72,7 @@ TABLES: dict[str, TableSpec] = {
     "summary": TableSpec(summary_of),
     "thread_efficiency": TableSpec(training.thread_efficiency),
     "vendor_speedup": TableSpec(training.vendor_speedup),
+    "vendor_evidence": TableSpec(evidence.vendor_evidence, uses_runs=True),
     "hybrid_configurations": TableSpec(training.hybrid_configurations),
     "hybrid_best": TableSpec(best.best_hybrid),
     "inter_intra_sweep": TableSpec(inter_intra.inter_intra_sweep),
@@ -81,14 +88,17 @@ TABLES: dict[str, TableSpec] = {
     "kernel_gflops": TableSpec(kernels.kernel_gflops),
     "stream_bandwidth": TableSpec(kernels.stream_bandwidth),
     "fraction_of_peak": TableSpec(kernels.fraction_of_peak, uses_peak=True),
+    "vs_published": TableSpec(published.vs_published, uses_runs=True, uses_published=True),
 }
 
 
 def build_table(name: str, df: pd.DataFrame, peak: dict | None = None, *,
-                statistic: str | None = None, systems: dict | None = None) -> pd.DataFrame:
+                statistic: str | None = None, systems: dict | None = None,
+                published: pd.DataFrame | None = None) -> pd.DataFrame:
     """Table ``name`` of ``TABLES`` from the tidy table (or its summary) ``df``, reporting
     ``statistic`` (mean or median of the repetitions; default mean); ``systems``: the
-    campaign's resolved systems, for the tables that take them."""
+    campaign's resolved systems, for the tables that take them; ``published``: the
+    published values (:func:`archbench.published.load_published`), for ``vs_published``."""
     if name not in TABLES:
         raise KeyError(f"unknown table '{name}' (known: {', '.join(TABLES)})")
     spec = TABLES[name]
@@ -99,6 +109,8 @@ def build_table(name: str, df: pd.DataFrame, peak: dict | None = None, *,
     extra = {"peak": peak or {}} if spec.uses_peak else {}
     if spec.uses_systems:
         extra["systems"] = systems or {}
+    if spec.uses_published:
+        extra.update(published=published, statistic=statistic)
     return spec.build(data, **extra)
 
 
@@ -117,4 +129,5 @@ __all__ = [
     "best_per_size", "node_scaling", "efficiency_heatmap", "io_overhead", "horovod_tuning",
     "kernel_gflops", "stream_bandwidth", "fraction_of_peak", "peak_gflops",
     "inter_intra_sweep", "inter_intra_best", "process_layout", "batch_scaling", "platform",
+    "vs_published",
 ]

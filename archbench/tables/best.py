@@ -36,13 +36,21 @@ def best_hybrid(df: pd.DataFrame) -> pd.DataFrame:
     return sort_rows(out[list(BEST_HYBRID_COLUMNS)], GROUP)
 
 
+def best_sources(best_of: str | list[str] | None) -> list[str]:
+    """The hybrid experiments a ``best_of`` marker names: one name or a list of them."""
+    if not best_of:
+        return []
+    return [best_of] if isinstance(best_of, str) else list(best_of)
+
+
 def best_layout(best: pd.DataFrame, measurement: dict) -> dict | None:
-    """From the :func:`best_hybrid` table ``best``: the best layout of hybrid sweep
-    ``measurement["best_of"]`` for the measurement's system and model (the same data and
-    vendor setting preferred when the sweep ran them), as {processes_per_node,
-    intra_threads, inter_threads, batch_per_process, img_s}; None when the sweep has no
-    successful run for them."""
-    rows = best[best["status"].eq("ok") & best["experiment"].eq(measurement["best_of"])
+    """From the :func:`best_hybrid` table ``best``: the best layout of the hybrid sweeps
+    ``measurement["best_of"]`` names (one or several, e.g. one per system or model) for the
+    measurement's system and model (the same data and vendor setting preferred when the
+    sweeps ran them), as {processes_per_node, intra_threads, inter_threads,
+    batch_per_process, img_s}; None when no named sweep has a successful run for them."""
+    sources = best_sources(measurement["best_of"])
+    rows = best[best["status"].eq("ok") & best["experiment"].isin(sources)
                 & best["system"].eq(measurement["system"]) & best["model"].eq(measurement["model"])]
     for column in ("data", "vendor_library_enabled"):
         value = measurement.get(column)
@@ -77,7 +85,8 @@ def resolve_best(measurements: list[dict], df: pd.DataFrame, *, on_missing: str 
         if best is None:
             if on_missing == "drop":
                 continue
-            raise ValueError(f"{m['experiment']}: no successful run of '{name}' for system "
+            raise ValueError(f"{m['experiment']}: no successful run of "
+                             f"'{', '.join(best_sources(name))}' for system "
                              f"{m['system']} and model {m['model']} to take the best configuration from")
         resolved = {k: v for k, v in m.items() if k != "best_of"}
         resolved.update({k: best[k] for k in LAYOUT_FIELDS})

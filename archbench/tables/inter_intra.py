@@ -101,7 +101,13 @@ def inter_intra_sweep(df: pd.DataFrame) -> pd.DataFrame:
     thread setting (a number, 0 = TensorFlow decides, or ``cores`` = the pinned cores; "1 =
     cores" where both coincide) and MKL/OpenMP environment (``mkl_env``; "none": none
     set), with n, min and max of the repetitions and error = max - min. A failed
-    configuration keeps its row with its status and no values."""
+    configuration keeps its row with its status and no values. ``mkl_env`` is what the runs
+    were given, not an effect: KMP_* are read only by Intel's OpenMP runtime, which the
+    pinned TensorFlow 2.18.1 wheel does not load (its oneDNN uses TensorFlow's own thread
+    pool; a run's ``vendor_evidence.loaded_libraries`` names the runtimes its process
+    mapped). On one 2-core AMD EPYC, ResNet-50 64x64 batch 16, the settings on/off ratio
+    was 1.01 (stdev 0.05, 8 interleaved pairs; scripts/bench_mkl_settings.py): no
+    measurable effect there."""
     s = _labelled(df, "inter_intra_sweep")
     if s.empty:
         return empty(INTER_INTRA_SWEEP_COLUMNS)

@@ -1,0 +1,110 @@
+"""The shipped CSCS 2017 campaign runs the paper's experiment matrix (Bugliarello, "Distributed
+TensorFlow: a performance evaluation", CSCS 2017): counts per system, and the settings
+the paper fixes, written out here from its text (Secs. 5.1-5.3, Tables 1-3) as plain data."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REPO
+
+from archbench.campaign import load_campaign_file
+from archbench.systems import cores_of, resolve_system
+
+CAMPAIGN = REPO / "config" / "campaigns" / "cscs-2017.yaml"
+REPETITIONS = 5  # Sec. 5.1: each test run 5 times
+BATCH_PER_GPU = 64  # Sec. 5.3
+DATA = ["real", "synthetic"]
+
+# Sec. 5.2 and Tables 1-3: GPUs per node and the GPU counts on CPU-expressible node counts
+# (p2.8xlarge's 1, 2 and 4 GPUs share one node and need GPU runs).
+SYSTEMS = {
+    "piz-daint": {"experiment": "scaling", "gpus_per_node": 1, "model": "P100",
+                  "gpus": [1, 2, 4, 8, 16, 32, 64, 128]},
+    "aws-p2-xlarge": {"experiment": "scaling", "gpus_per_node": 1, "model": "K80",
+                      "gpus": [1, 2, 4, 8, 16, 32, 64, 128]},
+    "aws-p2-8xlarge": {"experiment": "scaling_8gpu", "gpus_per_node": 8, "model": "K80",
+                       "gpus": [8, 16, 32, 64, 128]},
+}
+
+# Tables 1-3: (system, GPUs) -> parameter servers of the peak (synthetic and real alike).
+PAPER_BEST_PS = {
+    "piz-daint": {1: 1, 2: 1, 4: 3, 8: 2, 16: 4, 32: 12, 64: 40, 128: 116},
+    "aws-p2-xlarge": {1: 1, 2: 2, 4: 4, 8: 8, 16: 12, 32: 32, 64: 64, 128: 128},
+    "aws-p2-8xlarge": {8: 1, 16: 1, 32: 3, 64: 8, 128: 16},
+}
+
+
+def ps_sample(workers: int) -> set[int]:
+    """PS counts tried with ``workers`` workers: 1, 2, 4, ... up to the workers, and the
+    workers count (Sec. 5.1 "from 1 to the number of Workers", sampled)."""
+    return {2 ** k for k in range(workers.bit_length()) if 2 ** k <= workers} | {workers}
+
+
+def expected_runs(system: str) -> int:
+    s = SYSTEMS[system]
+    nodes = [g // s["gpus_per_node"] for g in s["gpus"]]
+    return sum(len(ps_sample(n)) for n in nodes) * len(DATA) * REPETITIONS
+
+
+@pytest.fixture(scope="module")
+def campaign():
+    return load_campaign_file(CAMPAIGN)
+
+
+def runs(campaign, system: str) -> list[dict]:
+    return [m for m in campaign.measurements if m["system"] == system]
+
+
+@pytest.mark.parametrize("system", sorted(SYSTEMS))
+def test_every_system_runs_the_papers_count(campaign, system):
+    ms = runs(campaign, system)
+    assert len(ms) == expected_runs(system)
+    assert {m["experiment"] for m in ms} == {SYSTEMS[system]["experiment"]}
+
+
+def test_no_system_beyond_the_papers_three(campaign):
+    assert {m["system"] for m in campaign.measurements} == set(SYSTEMS)
+    assert len(campaign.measurements) == sum(expected_runs(s) for s in SYSTEMS)
+
+
+@pytest.mark.parametrize("system", sorted(SYSTEMS))
+def test_systems_have_the_papers_gpus_per_node(system):
+    node = resolve_system(system)
+    assert node["gpus_per_node"] == SYSTEMS[system]["gpus_per_node"]
+    assert SYSTEMS[system]["model"] in node["gpu_model"]
+    assert node["nodes"] == max(SYSTEMS[system]["gpus"]) // SYSTEMS[system]["gpus_per_node"]
+
+
+@pytest.mark.parametrize("system", sorted(SYSTEMS))
+def test_inception_v3_at_64_images_per_gpu(campaign, system):
+    per_node = SYSTEMS[system]["gpus_per_node"]
+    cores = cores_of(resolve_system(system))
+    for m in runs(campaign, system):
+        assert (m["model"], m["image_size"]) == ("inception_v3", 299)
+        assert (m["warmup_steps"], m["measured_steps"]) == (10, 100)
+        assert m["batch_per_process"] == BATCH_PER_GPU * per_node
+        assert m["global_batch"] == BATCH_PER_GPU * per_node * m["nodes"]  # 64 x GPUs
+        assert (m["processes_per_node"], m["intra_threads"]) == (1, cores)
+        assert m["strategy"] == "parameter_server"
+
+
+@pytest.mark.parametrize("system", sorted(SYSTEMS))
+def test_ps_counts_range_from_one_to_the_workers_per_size(campaign, system):
+    tried: dict[tuple, set] = {}
+    for m in runs(campaign, system):
+        tried.setdefault((m["workers"], m["data"]), set()).add(m["parameter_servers"])
+    per_node = SYSTEMS[system]["gpus_per_node"]
+    sizes = [g // per_node for g in SYSTEMS[system]["gpus"]]
+    assert sorted(tried) == sorted((n, d) for n in sizes for d in DATA)
+    for (workers, _), counts in tried.items():
+        assert counts == ps_sample(workers)
+        assert max(counts) == workers  # footnote 3: never more PSs than workers
+
+
+@pytest.mark.parametrize("system", sorted(SYSTEMS))
+def test_the_papers_best_ps_count_is_tried_where_the_sample_holds_it(campaign, system):
+    per_node = SYSTEMS[system]["gpus_per_node"]
+    tried = {(m["nodes"] * per_node, m["parameter_servers"]) for m in runs(campaign, system)}
+    for gpus, ps in PAPER_BEST_PS[system].items():
+        if ps in ps_sample(gpus // per_node):
+            assert (gpus, ps) in tried, (gpus, ps)

@@ -1,0 +1,119 @@
+"""The shipped KTH/ORNL 2019 campaign runs the paper's experiment matrix ("TensorFlow Doing
+HPC", Chien et al. 2019): counts per experiment and system, and the settings the paper
+fixes, written out here from the paper's text (Sec. V, VI, Table I) as plain data."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REPO, snakemake
+
+from archbench.campaign import load_campaign_file
+from archbench.systems import resolve_system
+
+CAMPAIGN = REPO / "config" / "campaigns" / "kth-ornl-2019.yaml"
+REPETITIONS = 5  # Sec. V: repeated "from five to 10 times", median reported
+
+# Table I: TensorFlow instances (one per GPU or K80 engine) per node.
+INSTANCES_PER_NODE = {"tegner-k420": 1, "tegner-k80": 2, "kebnekaise-k80": 4, "kebnekaise-v100": 2}
+
+# (experiment, system) -> (kernel, sizes, tile size, worker counts), from Sec. VI.
+MATRIX = {
+    # VI-A: 2..128 MB between two nodes, Tegner K420 and Kebnekaise K80 nodes.
+    ("stream", "tegner-k420"): ("stream_comm", [2, 4, 8, 16, 32, 64, 128], None, [2]),
+    ("stream", "kebnekaise-k80"): ("stream_comm", [2, 4, 8, 16, 32, 64, 128], None, [2]),
+    # VI-B: K420 tile 4096 on 2^14..2^16, K80 tile 8192 on 2^15 and 2^16 only.
+    ("matmul_tegner_k420", "tegner-k420"): ("matmul", [2**14, 2**15, 2**16], 4096, [2, 4, 8]),
+    ("matmul_tegner_k80", "tegner-k80"): ("matmul", [2**15, 2**16], 8192, [2, 4, 8]),
+    ("matmul_kebnekaise_k80", "kebnekaise-k80"): ("matmul", [2**15, 2**16], 8192, [2, 4, 8, 16]),
+    # VI-C: 2^16 only on Kebnekaise K80 from 8 to 16 GPUs.
+    ("cg_tegner_k80", "tegner-k80"): ("cg", [2**14, 2**15], None, [2, 4, 8]),
+    ("cg_kebnekaise_k80", "kebnekaise-k80"): ("cg", [2**14, 2**15], None, [2, 4, 8, 16]),
+    ("cg_kebnekaise_k80_65536", "kebnekaise-k80"): ("cg", [2**16], None, [8, 16]),
+    ("cg_kebnekaise_v100", "kebnekaise-v100"): ("cg", [2**14, 2**15], None, [2, 4, 8]),
+    # VI-D: K420 2^29 in 64 tiles of 2^23, K80 2^31 in 128 tiles of 2^24, 2..8 GPUs.
+    ("fft_tegner_k420", "tegner-k420"): ("fft", [2**29], 2**23, [2, 4, 8]),
+    ("fft_tegner_k80", "tegner-k80"): ("fft", [2**31], 2**24, [2, 4, 8]),
+}
+EXPECTED_TOTAL = sum(len(sizes) * len(workers) * REPETITIONS for _, sizes, _, workers in MATRIX.values())
+
+
+@pytest.fixture(scope="module")
+def campaign():
+    return load_campaign_file(CAMPAIGN)
+
+
+def of(campaign, experiment: str, system: str) -> list[dict]:
+    return [m for m in campaign.measurements if (m["experiment"], m["system"]) == (experiment, system)]
+
+
+def test_every_experiment_and_system_runs_the_papers_count(campaign):
+    ran = {(m["experiment"], m["system"]) for m in campaign.measurements}
+    assert ran == set(MATRIX)
+    for (experiment, system), (_, sizes, _, workers) in MATRIX.items():
+        assert len(of(campaign, experiment, system)) == len(sizes) * len(workers) * REPETITIONS, experiment
+    assert len(campaign.measurements) == EXPECTED_TOTAL
+    assert campaign.config["statistic"] == "median"
+
+
+@pytest.mark.parametrize("key", sorted(MATRIX), ids=lambda k: f"{k[0]}-{k[1]}")
+def test_sizes_tiles_and_workers_follow_the_paper(campaign, key):
+    kernel, sizes, tile, workers = MATRIX[key]
+    runs = of(campaign, *key)
+    assert {m["kernel"] for m in runs} == {kernel}
+    assert sorted({m["problem_size"] for m in runs}) == sizes
+    assert {m["tile_size"] for m in runs} == {tile}
+    assert sorted({m["workers"] for m in runs}) == workers
+
+
+@pytest.mark.parametrize("key", [k for k in sorted(MATRIX) if k[0] != "stream"],
+                         ids=lambda k: f"{k[0]}-{k[1]}")
+def test_workers_fill_nodes_as_table_one_says(campaign, key):
+    per_node = INSTANCES_PER_NODE[key[1]]
+    for m in of(campaign, *key):
+        assert m["processes_per_node"] == min(per_node, m["workers"])
+        assert m["nodes"] * m["processes_per_node"] == m["workers"]
+
+
+def test_stream_pushes_between_two_nodes_a_hundred_times(campaign):
+    runs = [m for m in campaign.measurements if m["experiment"] == "stream"]
+    assert {(m["workers"], m["nodes"], m["processes_per_node"]) for m in runs} == {(2, 2, 1)}
+    assert {m["measured_steps"] for m in runs} == {100}  # Sec. VI-A: 100 invocations
+
+
+def test_kernel_settings_the_paper_fixes(campaign):
+    matmul = [m for m in campaign.measurements if m["kernel"] == "matmul"]
+    assert {m["tuning"]["reducers"] for m in matmul} == {2}  # Sec. VI-B: odd and even reducers
+    cg = [m for m in campaign.measurements if m["kernel"] == "cg"]
+    assert {m["iterations"] for m in cg} == {500}  # Sec. VI-C: 500 iterations
+    fft = [m for m in campaign.measurements if m["kernel"] == "fft"]
+    assert {m["tuning"]["merge"] for m in fft} == {0}  # Sec. VI-D: timed until tiles collected
+    tiles = {m["system"]: m["problem_size"] // m["tile_size"] for m in fft}
+    assert tiles == {"tegner-k420": 64, "tegner-k80": 128}
+
+
+@pytest.mark.parametrize("name, cpu, sockets, cores, memory, gpus, network", [
+    ("tegner-k420", "E5-2690 v3", 2, 12, 512, 1, "EDR"),
+    ("tegner-k80", "E5-2690 v3", 2, 12, 512, 2, "EDR"),
+    ("kebnekaise-k80", "E5-2690 v4", 2, 14, 128, 4, "FDR"),
+    ("kebnekaise-v100", "E5-2690 v4", 2, 14, 128, 2, "FDR"),
+])
+def test_systems_describe_the_papers_nodes(name, cpu, sockets, cores, memory, gpus, network):
+    """Sec. V: Tegner 2x E5-2690v3, 512 GB, EDR; Kebnekaise 2x E5-2690v4, 128 GB, FDR;
+    GPUs as Table I counts them (one K80 engine = one GPU); enough nodes for the GPUs used."""
+    system = resolve_system(name, None, REPO / "config" / "systems")
+    assert cpu in system["cpu_model"] and system["arch"] == "x86_64"
+    assert (system["sockets"], system["cores_per_socket"]) == (sockets, cores)
+    assert (system["memory_per_node_gb"], system["gpus_per_node"]) == (memory, gpus)
+    assert network in system["interconnect"]
+    assert system["gpus_per_node"] == INSTANCES_PER_NODE[name]
+    most = max(max(w) for (_, s), (_, _, _, w) in MATRIX.items() if s == name)
+    assert system["nodes"] * INSTANCES_PER_NODE[name] >= most
+
+
+@pytest.mark.workflow
+def test_dry_run_plans_one_job_per_measurement(workflow_copy):
+    proc = snakemake(workflow_copy, "-n", "--profile", "profiles/slurm", "--configfile",
+                     str(CAMPAIGN), "--quiet", "rules")
+    counts = dict(line.split()[:2] for line in proc.stdout.splitlines()
+                  if len(line.split()) == 2 and line.split()[1].isdigit())
+    assert int(counts["run_measurement"]) == EXPECTED_TOTAL

@@ -1,0 +1,202 @@
+"""Vendor-library evidence: oneDNN verbose parsing (x86_64 captured, aarch64 ACL and
+reference fixtures), the declared-vs-evidence check, the probe after a real tiny training
+run (flag on and off, through the supervisor too) and the vendor_evidence table."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from archbench import run, train
+from archbench import vendor_evidence as ve
+from archbench.collect import records_to_frame
+from archbench.record import read_record
+from archbench.tables import TABLES, build_table
+
+DATA = Path(__file__).parent / "data"
+TINY = ["--model", "small_cnn", "--batch-size", "4", "--image-size", "32", "--num-classes", "10",
+        "--warmup-steps", "1", "--steps", "2", "--intra-threads", "0", "--inter-threads", "0"]
+
+
+def fixture(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def exec_times(lines: list[str], needle: str) -> float:
+    """Summed last field of the exec lines containing ``needle`` (counted independently)."""
+    return sum(float(line.rsplit(",", 1)[1]) for line in lines
+               if ",exec," in line and needle in line)
+
+
+# ------------------------------------------------------------------ parsing fixtures
+def test_aarch64_acl_fixture_shows_onednn_with_acl_and_its_reference_share():
+    e = ve.parse_verbose(fixture("onednn-aarch64-acl.txt"))
+    assert e["library"] == "onednn+acl"
+    assert e["version"] == "3.6.2" and e["isa"].startswith("AArch64")
+    assert {"gemm:acl", "indirect_gemm:acl", "acl", "gemm:ref", "ref:any", "jit:uni"} == set(
+        e["implementations"])
+    # the header's sums: 10 ms in all, 2.5 ms reference, creation lines not counted
+    assert sum(i["ms"] for i in e["implementations"].values()) == pytest.approx(10.0)
+    assert e["reference_share"] == pytest.approx(0.25)
+    assert e["optimized_share"] == pytest.approx(0.75)
+    assert e["implementations"]["gemm:acl"] == {"calls": 2, "ms": 3.25, "share": 0.325}
+    assert e["gemm_api_share"] == 0
+
+
+def test_aarch64_without_acl_is_onednn_mostly_reference():
+    e = ve.parse_verbose(fixture("onednn-aarch64-noacl.txt"))
+    assert e["library"] == "onednn" and e["version"] == "2.7.3"
+    assert e["reference_share"] == pytest.approx(0.8)
+    assert e["implementations"]["gemm:ref"]["calls"] == 2
+    assert ve.mismatch("onednn-acl", True, e) == "declared onednn-acl, evidence onednn"
+
+
+def test_x86_probe_counts_only_the_probe_step():
+    text = fixture("onednn-x86_64-probe.txt")
+    _, step = ve.probe_lines(text)
+    every_exec = [line for line in text.splitlines() if ",exec," in line]
+    e = ve.parse_verbose(text)
+    calls = sum(i["calls"] for i in e["implementations"].values())
+    assert calls == sum(",exec," in line for line in step) < len(every_exec)
+    assert e["library"] == "onednn" and e["version"] == "3.5.0"
+    api = exec_times(step, ",gemm_api,")
+    total = exec_times(step, "")
+    assert e["gemm_api_share"] == pytest.approx(api / total)
+    assert e["optimized_share"] + e["reference_share"] + e["gemm_api_share"] == pytest.approx(1.0)
+
+
+def test_mkldnn_v0_lines_without_engine_and_unknown_lines():
+    text = ("mkldnn_verbose,info,Intel MKL-DNN v0.21.3 (commit N/A)\n"
+            "mkldnn_verbose,exec,convolution,jit:avx2,forward_training,fsrc:nchw,,mb1,1.5\n"
+            "some other program output\n"
+            "onednn_verbose,graph,exec,cpu,100002,conv,,1.0\n")
+    e = ve.parse_verbose(text)
+    assert e["version"] == "0.21.3" and list(e["implementations"]) == ["jit:avx2"]
+    assert e["library"] == "onednn" and e["optimized_share"] == 1.0
+
+
+def test_nothing_executed_is_library_none_without_shares():
+    e = ve.parse_verbose("onednn_verbose,info,oneDNN v3.5.0 (commit N/A)\n")
+    assert e["library"] == "none" and e["implementations"] == {}
+    assert e["optimized_share"] is None and e["reference_share"] is None
+
+
+@pytest.mark.parametrize("name, kind", [("gemm:ref", "reference"), ("ref:any", "reference"),
+                                        ("ref_fused_convolution:any", "reference"),
+                                        ("brg_conv_fwd:avx2", "optimized"),
+                                        ("indirect_gemm:acl", "optimized"),
+                                        ("jit:uni", "optimized"), ("gemm_api", "api")])
+def test_classify(name, kind):
+    assert ve.classify(name) == kind
+
+
+def test_armpl_needs_blas_execution_and_libarmpl():
+    assert ve.library_of(["gemm:blas"], ["libarmpl_lp64.so"]) == "armpl"
+    assert ve.library_of(["gemm:blas"], []) == "onednn"
+    assert ve.library_of(["gemm_api"], ["libarmpl_lp64.so"]) == "none"  # loaded is not ran
+
+
+# ------------------------------------------------------------------ declared vs evidence
+def test_a_record_states_the_library_that_ran_not_the_declared_one():
+    acl = ve.parse_verbose(fixture("onednn-aarch64-acl.txt"))
+    nothing = {**acl, "library": "none", "loaded_libraries": ["libarmpl_lp64.so"]}
+    assert ve.recorded_library("armpl", True, acl) == "onednn-acl"
+    assert ve.recorded_library("onednn-acl", True, acl) == "onednn-acl"
+    assert ve.recorded_library("armpl", False, acl) == "armpl"  # off: the flag's own mismatch
+    assert ve.recorded_library("armpl", True, nothing) == "armpl"  # no trace: flagged, kept
+    assert ve.recorded_library("armpl", True, None) == "armpl"  # not probed
+
+
+def test_mismatch_rules():
+    acl = ve.parse_verbose(fixture("onednn-aarch64-acl.txt"))
+    eigen = {**acl, "library": "none", "loaded_libraries": ["libarmpl_lp64.so"]}
+    assert ve.mismatch("onednn-acl", True, acl) == ""
+    assert ve.mismatch("armpl", True, acl) == "declared armpl, evidence onednn+acl"
+    assert "no oneDNN primitive ran" in ve.mismatch("armpl", True, eigen)
+    assert "libarmpl_lp64.so" in ve.mismatch("armpl", True, eigen)
+    assert ve.mismatch("onednn", False, acl) == "vendor library off, but onednn+acl primitives ran"
+    assert ve.mismatch("onednn", False, eigen) == ""
+    assert ve.mismatch("mkl", True, {**acl, "library": "onednn"}) == ""  # MKL-DNN is oneDNN
+    assert ve.mismatch("onednn", True, ve.failed_evidence("probe exited 1")) == ""
+
+
+def test_failed_or_slow_probe_never_fails_the_run(monkeypatch):
+    config = train.parse_args([*TINY, "--output", "x"])
+    monkeypatch.setattr(ve, "probe_argv", lambda c: [sys.executable, "-c", "raise SystemExit(3)"])
+    e = ve.probe(config)
+    assert e["library"] is None and e["error"].startswith("probe exited 3")
+    monkeypatch.setattr(ve, "probe_argv", lambda c: [sys.executable, "-c",
+                                                     "import time; time.sleep(30)"])
+    assert "exceeded" in ve.probe(config, timeout_s=0.5)["error"]
+
+
+# ------------------------------------------------------------------ real runs
+@pytest.fixture(scope="module")
+def real_records(tmp_path_factory):
+    """Real tiny trainings: vendor on, off, and on with a declared library that is wrong."""
+    tmp = tmp_path_factory.mktemp("vendor")
+    records = {}
+    for name, extra in (("on", []), ("off", ["--onednn", "off"]),
+                        ("acl", ["--vendor-library", "onednn-acl"])):
+        out = tmp / f"{name}.json"
+        assert train.main([*TINY, *extra, "--output", str(out)]) == 0
+        records[name] = read_record(out)
+    return records
+
+
+def test_real_run_records_what_ran(real_records):
+    on, off, acl = real_records["on"], real_records["off"], real_records["acl"]
+    assert on["vendor_evidence"]["library"] == "onednn" and on["vendor_mismatch"] == ""
+    assert on["vendor_evidence"]["version"].startswith("3.")
+    assert on["vendor_evidence"]["optimized_share"] > 0.5
+    # flag off: no oneDNN primitive; only the sgemm Eigen's contraction calls, if any
+    assert off["vendor_evidence"]["library"] == "none" and off["vendor_mismatch"] == ""
+    assert set(off["vendor_evidence"]["implementations"]) <= {"gemm_api"}
+    assert acl["vendor_library"] == "onednn"  # the record states what ran
+    assert acl["vendor_mismatch"] == "declared onednn-acl, evidence onednn"
+    # the probe is not part of the measured window
+    assert len(on["step_times_s"]) == 2 and on["metrics"]["images"]["value"] == 8
+
+
+def test_vendor_evidence_table_on_real_records(real_records):
+    # the wrongly declared run stands for another system (config_id ignores the library)
+    records = [real_records["on"], real_records["off"], {**real_records["acl"], "system": "arm"}]
+    frame = records_to_frame(records)
+    assert "vendor_evidence" not in frame and frame["vendor_evidence_library"].notna().all()
+    t = build_table("vendor_evidence", frame)
+    assert TABLES["vendor_evidence"].uses_runs
+    by = {(r.system, bool(r.vendor_library_enabled)): r for r in t.itertuples()}
+    assert len(by) == len(t) == 3
+    assert by[("local", True)].library == "onednn" and not by[("local", True)].mismatch
+    assert by[("local", False)].library == "none" and by[("local", False)].status == "ok"
+    wrong = by[("arm", True)]
+    assert wrong.mismatch and wrong.status == "mismatch" and "evidence onednn" in wrong.mismatch_reason
+    assert by[("local", True)].n_probed == 1 and by[("local", True)].version.startswith("3.")
+
+
+def test_table_without_evidence_says_not_probed(real_records):
+    old = {**real_records["on"], "vendor_evidence": None, "vendor_mismatch": "",
+           "run_id": "old/rep0", "config_id": "old"}
+    t = build_table("vendor_evidence", records_to_frame([old]))
+    assert t["status"].tolist() == ["not probed"] and t["n_probed"].tolist() == [0]
+
+
+def test_supervisor_keeps_the_workers_evidence_and_passes_the_declared_library(tmp_path):
+    system = {"name": "local", "arch": "x86_64", "nodes": 1, "sockets": 1, "cores_per_socket": 2,
+              "threads_per_core": 1, "runtime_minutes": 5, "container_runtime": "none",
+              "launcher": "local", "vendor_library": "armpl", "env": {}}
+    m = {"kind": "train", "experiment": "e", "system": "local", "arch": "x86_64",
+         "model": "small_cnn", "batch_per_process": 4, "intra_threads": 1, "inter_threads": 1,
+         "vendor_library": "armpl", "vendor_library_enabled": True, "data": "synthetic",
+         "warmup_steps": 1, "measured_steps": 2, "image_size": 32, "num_classes": 10,
+         "strategy": "single", "nodes": 1, "processes_per_node": 1, "workers": 1,
+         "global_batch": 4, "config_id": "small_cnn_armpl", "repetition": 0}
+    assert train.worker_argv(m, system)[-2:] == ["--vendor-library", "armpl"]
+    r = run.supervise(m, system, output=tmp_path / "rep0.json", log_path=tmp_path / "rep0.log")
+    assert r["status"] == "ok"
+    assert r["vendor_evidence"]["library"] == "onednn"  # ArmPL did not run here
+    assert r["vendor_library"] == "onednn"  # so the record does not say ArmPL
+    assert r["vendor_mismatch"] == "declared armpl, evidence onednn"
+    assert "MISMATCH" in (tmp_path / "rep0.log").read_text()
