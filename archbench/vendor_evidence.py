@@ -155,6 +155,22 @@ def failed_evidence(reason: str) -> dict:
             "loaded_libraries": [], "error": reason[:300]}
 
 
+# OpenMP runtimes that read KMP_BLOCKTIME / KMP_AFFINITY (Intel's, and LLVM's, which shares
+# its code); GNU libgomp and TensorFlow's own thread pool ignore them
+KMP_READERS = ("libiomp5", "libomp")
+
+
+def kmp_read_by(evidence: dict | None) -> str | None:
+    """Which runtime mapped into the probe process reads the KMP_* settings: their names
+    joined, "none" when the probe saw none (the settings then change nothing), None
+    without a finished probe."""
+    if not evidence or evidence.get("library") is None:
+        return None
+    readers = [n for n in evidence.get("loaded_libraries") or []
+               if n.split(".so")[0] in KMP_READERS]
+    return " ".join(sorted(readers)) or "none"
+
+
 def evidence_columns(evidence: dict | None) -> dict:
     """A record's evidence as flat tidy-table columns (implementations as one text:
     ``name=share`` pairs, largest share first)."""
@@ -170,6 +186,7 @@ def evidence_columns(evidence: dict | None) -> dict:
         "vendor_implementations": "; ".join(
             f"{name}={(v.get('share') or 0):.3f}" for name, v in impls) if evidence else None,
         "vendor_probe_error": e.get("error") if evidence else None,
+        "kmp_read_by": kmp_read_by(evidence),
     }
 
 

@@ -368,3 +368,27 @@ def test_tables_are_registered_and_fed_by_their_experiment_types():
     # ppn_sweep: batch sizes at a fixed multi-process layout (OSU 2019 Figs. 5, 11)
     assert feeding("batch_scaling") == ["thread_scaling", "batch_sweep", "ppn_sweep"]
     assert TABLES["platform"].uses_systems and TABLES["platform"].uses_runs
+
+
+def test_sweep_says_whether_a_runtime_reads_the_mkl_settings(sweep):
+    """The MKL settings rows state, from the probe's evidence, whether any loaded runtime
+    reads KMP_* at all (none for the pinned TensorFlow), and "unknown" is left empty."""
+    frame = sweep.copy()
+    frame["kmp_read_by"] = None
+    on = frame["mkl_env"].eq(MKL_ON)
+    frame.loc[on, "kmp_read_by"] = "none"
+    frame.loc[frame["intra_threads"].eq(0) & frame["metric_cores"].eq(4), "kmp_read_by"] = "libiomp5.so"
+    t = tables.inter_intra_sweep(frame)
+    assert only(t, cores=4, inter_threads=1, intra_threads=4, mkl_env=MKL_ON)["kmp_read_by"] == "none"
+    assert only(t, cores=4, inter_threads=1, intra_threads=0)["kmp_read_by"] == "libiomp5.so"
+    assert pd.isna(only(t, cores=2, inter_threads=1, intra_threads=2)["kmp_read_by"])
+    best = tables.inter_intra_best(frame)
+    assert set(best["kmp_read_by"].dropna()) <= {"none", "libiomp5.so"}
+
+
+def test_kmp_readers_come_from_the_loaded_runtimes():
+    from archbench.vendor_evidence import failed_evidence, kmp_read_by
+    probed = {"library": "onednn", "loaded_libraries": ["libgomp.so.1"]}
+    assert kmp_read_by(probed) == "none"  # GNU OpenMP ignores KMP_*
+    assert kmp_read_by({**probed, "loaded_libraries": ["libiomp5.so", "libmkl_rt.so"]}) == "libiomp5.so"
+    assert kmp_read_by(failed_evidence("probe exited 1")) is None and kmp_read_by(None) is None

@@ -12,7 +12,7 @@ import pytest
 from archbench import run, train
 from archbench import vendor_evidence as ve
 from archbench.collect import records_to_frame
-from archbench.record import read_record
+from archbench.record import flatten, read_record
 from archbench.tables import TABLES, build_table
 
 DATA = Path(__file__).parent / "data"
@@ -156,6 +156,8 @@ def test_real_run_records_what_ran(real_records):
     assert set(off["vendor_evidence"]["implementations"]) <= {"gemm_api"}
     assert acl["vendor_library"] == "onednn"  # the record states what ran
     assert acl["vendor_mismatch"] == "declared onednn-acl, evidence onednn"
+    # no runtime that reads KMP_* is mapped by the pinned TensorFlow: MKL settings are inert
+    assert flatten(on)["kmp_read_by"] == "none"
     # the probe is not part of the measured window
     assert len(on["step_times_s"]) == 2 and on["metrics"]["images"]["value"] == 8
 

@@ -25,7 +25,7 @@ HAS_MEAN = ("ok", "partial")  # summary statuses whose mean is a measurement
 STRING_FIELDS = (
     "experiment", "experiment_type", "system", "arch", "kind", "model", "kernel", "data",
     "strategy", "vendor_library", "status", "reason", "throughput_unit", "config_id",
-    "run_id", "source", "variable_update", "scaling_unit", "env", "mkl_env",
+    "run_id", "source", "variable_update", "scaling_unit", "env", "mkl_env", "kmp_read_by",
 )
 INT_FIELDS = (
     "nodes", "processes_per_node", "workers", "intra_threads", "inter_threads",
@@ -46,7 +46,9 @@ SETTING_METRICS = {
 }
 # settings recorded as text, by summary column: the value of the ok runs (of any run when
 # none is ok); runs that disagree give their values joined by " | "
-SETTING_TEXT = ("mkl_env",)  # the MKL/OpenMP environment the runs had (record.mkl_env_text)
+# the MKL/OpenMP environment the runs had (record.mkl_env_text) and the runtime that reads
+# its KMP_* part (vendor_evidence.kmp_read_by: "none" = no runtime loaded reads them)
+SETTING_TEXT = ("mkl_env", "kmp_read_by")
 SUMMARY_METRICS = {**MEASURED_METRICS, **SETTING_METRICS}
 FLOAT_FIELDS = ("throughput", "reported_error", *SUMMARY_METRICS.values())
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False,

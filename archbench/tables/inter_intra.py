@@ -15,6 +15,13 @@ The MKL/OpenMP settings are ``mkl_env``, the MKL/OpenMP runtime variables the ru
 (``archbench.record.mkl_env_text``; "none" when none was set). A configuration whose
 records do not name the cores it was pinned to (failure records written before they
 carried their settings) shows neither cores nor MKL settings: both are unknown there.
+
+``kmp_read_by`` says whether those settings can act at all: the OpenMP runtime mapped
+into the run's process that reads KMP_BLOCKTIME/KMP_AFFINITY (libiomp5, libomp), or
+"none" when the vendor probe saw none loaded (:func:`archbench.vendor_evidence.kmp_read_by`;
+empty when the run was not probed). The pinned TensorFlow 2.18.1 wheel loads none: its
+oneDNN runs on TensorFlow's own thread pool, so "none" there means the MKL settings rows
+measure the same build twice, not an MKL effect.
 """
 
 from __future__ import annotations
@@ -32,12 +39,12 @@ SWEEP_GROUP = (
 )
 STATS = ("statistic", "n", "img_s", "img_s_min", "img_s_max", "error")
 INTER_INTRA_SWEEP_COLUMNS = (
-    *SWEEP_GROUP, "inter_setting", "inter_threads", "intra_setting", "intra_threads", "cores",
-    *STATS, "status",
+    *SWEEP_GROUP, "kmp_read_by", "inter_setting", "inter_threads", "intra_setting",
+    "intra_threads", "cores", *STATS, "status",
 )
 INTER_INTRA_BEST_COLUMNS = (
-    *SWEEP_GROUP, "inter_setting", "inter_threads", "intra_setting", "intra_threads", "cores",
-    *STATS, "n_configurations", "n_failed_configurations", "status",
+    *SWEEP_GROUP, "kmp_read_by", "inter_setting", "inter_threads", "intra_setting",
+    "intra_threads", "cores", *STATS, "n_configurations", "n_failed_configurations", "status",
 )
 # the identity of one sweep: every configuration key but the swept ones (the variant
 # hashes the cores and the environment, both columns of their own here)
