@@ -30,7 +30,10 @@ def test_dry_run_of_the_default_campaign(workflow_copy):
 def test_dry_run_of_every_shipped_campaign_with_the_slurm_profile(workflow_copy, campaign):
     proc = snakemake(workflow_copy, "-n", "--profile", "profiles/slurm", "--configfile",
                      str(campaign), "--quiet", "rules")
-    assert "run_measurement" in proc.stdout
+    counts = dict(line.split()[:2] for line in proc.stdout.splitlines()
+                  if len(line.split()) == 2 and line.split()[1].isdigit())
+    # one job per measurement; tests/studies/ check each study's measurements against its paper
+    assert int(counts["run_measurement"]) == len(load_campaign_file(campaign).measurements)
 
 
 @pytest.mark.parametrize("edit, key", [

@@ -50,9 +50,10 @@ properties:
     description: "Distribution: horovod (allreduce), mirrored (TF MultiWorkerMirroredStrategy), parameter_server (TF ParameterServerStrategy). Default [horovod]."
   parameter_servers:
     description: >
-      Parameter-server tasks for strategy parameter_server (an axis). Default [1]. `all` =
-      1, 2, 4, ... up to the size's workers, and the workers themselves (CSCS 2017 Sec. 5.1
-      tried PS counts from 1 to the number of workers at each size).
+      Parameter-server tasks for strategy parameter_server (an axis). Default [1]. At each
+      size the counts above its workers are skipped (as node counts beyond the system's
+      are). `all` = 1, 2, 4, ... up to the size's workers, and the workers themselves (CSCS
+      2017 Sec. 5.1 tried PS counts from 1 to the number of workers at each size).
     oneOf: [{$ref: "#/$defs/positive_list"}, {const: all}]
   processes_per_node: {type: integer, minimum: 1, description: Worker processes per node (explicit configuration). Default 1.}
   threads_per_process:
@@ -79,11 +80,11 @@ unevaluatedProperties: false
 
 
 def parameter_server_counts(experiment: dict, workers: int) -> list[int]:
-    """The parameter-server counts tried with ``workers`` workers: the experiment's list, or
-    for ``all`` 1, 2, 4, ... up to the workers plus the workers count itself."""
+    """The parameter-server counts tried with ``workers`` workers: the experiment's list up
+    to the workers, or for ``all`` 1, 2, 4, ... up to the workers plus the workers count."""
     counts = experiment.get("parameter_servers", [1])
     if counts != "all":
-        return counts
+        return [c for c in counts if c <= workers]
     return sorted({*powers_of_two(workers), workers})
 
 
