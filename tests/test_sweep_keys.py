@@ -68,9 +68,10 @@ def test_all_parameter_servers_go_up_to_the_workers_of_each_size():
     assert ps_per_workers(two_per_node) == {6: [1, 2, 4, 6]}
 
 
-def test_a_parameter_server_list_is_kept_at_every_size():
+def test_a_parameter_server_list_is_cut_at_each_sizes_workers():
+    # "from 1 to the number of Workers" (CSCS 2017 Sec. 5.1): 2 PSs need 2 workers
     ms = expand(scaling(nodes=[1, 2], parameter_servers=[1, 2]))
-    assert ps_per_workers(ms) == {1: [1, 2], 2: [1, 2]}
+    assert ps_per_workers(ms) == {1: [1], 2: [1, 2]}
 
 
 def test_other_words_for_parameter_servers_are_refused():
