@@ -19,14 +19,20 @@ from typing import Sequence
 import yaml
 
 from archbench.experiment_types import EXPERIMENT_TYPES
+from archbench.experiment_types.base import expand_with_skips
 from archbench.kernels import KERNELS
 from archbench.models import MODELS
 from archbench.record import config_id
 from archbench.strategies import MULTI_PROCESS_STRATEGIES
-from archbench.systems import resolve_system
+from archbench.systems import hardware_threads, resolve_system
 from archbench.validate import ConfigError, check, load_schema
+from archbench.yamlio import key_path, load_yaml_file, non_finite
 
 DEFAULT_REPETITIONS = 5
+# Per-process counts a node must hold (at most its hardware threads), as the keys say them.
+THREAD_FIELDS = {"processes_per_node": "processes per node",
+                 "intra_threads": "intra-op threads per process",
+                 "inter_threads": "inter-op threads per process"}
 
 
 @lru_cache(maxsize=1)
@@ -41,6 +47,11 @@ def experiment_schema() -> dict:
     defs["multi_process_strategy"] = {**defs["multi_process_strategy"],
                                       "enum": list(MULTI_PROCESS_STRATEGIES)}
     return {**base, "$defs": defs}
+
+
+class ExperimentError(ValueError):
+    """What is wrong with an experiment as a whole on one system (it plans nothing there, or
+    more than a node holds); the campaign names the experiment before the message."""
 
 
 @dataclass
@@ -60,10 +71,17 @@ def raw_path(measurement: dict) -> str:
 
 
 def _measurements(name: str, experiment: dict, *, system: dict) -> list[dict]:
-    """Every measurement of one validated experiment on one system."""
+    """Every measurement of one validated experiment on one system; ConfigError (key path
+    relative to the experiment) on a bad key, ExperimentError when it plans none there or
+    asks more than a node holds."""
     kind = experiment["type"]
+    configurations, skipped = expand_with_skips(EXPERIMENT_TYPES[kind].expand, experiment, system)
+    if not configurations:
+        reasons = "; ".join(skipped) or "an axis is empty"
+        raise ExperimentError(f"plans no measurement on system '{system['name']}' ({reasons})")
     out = []
-    for conf in EXPERIMENT_TYPES[kind].expand(experiment, system):
+    for conf in configurations:
+        check_fits_node(conf, system)
         conf.update(experiment=name, experiment_type=kind, system=system["name"],
                     arch=system["arch"],
                     env={**system["env"], **experiment.get("env", {}), **conf.get("env", {})},
@@ -77,14 +95,55 @@ def _measurements(name: str, experiment: dict, *, system: dict) -> list[dict]:
     return out
 
 
-def load_campaign(config: dict, system_dir: str | os.PathLike | None = None) -> Campaign:
+def check_fits_node(conf: dict, system: dict) -> None:
+    """Raise ExperimentError when a configuration asks one node for more processes or
+    threads per process than the node's hardware threads."""
+    limit = hardware_threads(system)
+    for name, label in THREAD_FIELDS.items():
+        if (conf.get(name) or 0) > limit:
+            raise ExperimentError(f"{conf[name]} {label} > the {limit} hardware threads of a "
+                                  f"'{system['name']}' node (sockets x cores_per_socket x threads_per_core)")
+
+
+def check_best(config: dict) -> None:
+    """Every ``best:`` names hybrid experiments of the campaign that run on its systems."""
+    experiments = config["experiments"]
+    for name, experiment in experiments.items():
+        if "best" not in experiment:
+            continue
+        best = experiment["best"]
+        names = [best] if isinstance(best, str) else list(best)
+        for source in names:
+            if experiments.get(source, {}).get("type") != "hybrid":
+                raise ConfigError(f"experiments.{name}.best: '{source}' is not a hybrid "
+                                  "experiment of this campaign")
+        swept = {s for source in names for s in experiments[source].get("systems", config["systems"])}
+        for system in experiment.get("systems", config["systems"]):
+            if system not in swept:
+                raise ConfigError(f"experiments.{name}.best: no sweep of {', '.join(names)} "
+                                  f"runs on system '{system}'")
+
+
+def load_campaign(config: dict, system_dir: str | os.PathLike | None = None, *,
+                  source: str | None = None) -> Campaign:
     """Validate a campaign config (already parsed YAML) and expand every experiment.
 
     Systems are read from ``system_dir`` (the workflow's config/systems; default the
-    package checkout's)."""
+    package checkout's). ``source`` names the campaign file in error messages."""
+    try:
+        return _load_campaign(config, system_dir)
+    except ConfigError as exc:
+        if exc.source is None and source:
+            raise ConfigError(str(exc), source=source) from exc
+        raise
+
+
+def _load_campaign(config: dict, system_dir: str | os.PathLike | None) -> Campaign:
     if not isinstance(config, dict):
         raise ConfigError("config: a campaign must be a mapping")
     check(config, load_schema("config"), "config")
+    for path, value in non_finite(config):
+        raise ConfigError(f"{key_path(path)}: {value} is not a finite number")
     inline = config.get("system_definitions", {})
     systems = {name: resolve_system(name, inline.get(name), system_dir) for name in config["systems"]}
     schema = experiment_schema()
@@ -100,7 +159,13 @@ def load_campaign(config: dict, system_dir: str | os.PathLike | None = None) -> 
         for system_name in experiment.get("systems", config["systems"]):
             if system_name not in systems:
                 raise ConfigError(f"{where}.systems: '{system_name}' is not in the campaign's systems")
-            measurements += _measurements(name, experiment, system=systems[system_name])
+            try:
+                measurements += _measurements(name, experiment, system=systems[system_name])
+            except ExperimentError as exc:
+                raise ConfigError(f"{where}: {exc}") from exc
+            except ConfigError as exc:
+                raise ConfigError(f"{where}.{exc}") from exc
+    check_best(config)
     seen: set[str] = set()
     for m in measurements:
         path = raw_path(m)
@@ -110,15 +175,23 @@ def load_campaign(config: dict, system_dir: str | os.PathLike | None = None) -> 
     return Campaign(config["campaign"], config, systems, measurements)
 
 
+def check_inputs_exist(campaign: Campaign, root: str | os.PathLike = ".") -> None:
+    """Raise ConfigError naming the system key when a system runs in a container whose
+    definition (``containers/<image>.def`` under ``root``) is missing or not named."""
+    for name, system in campaign.systems.items():
+        if system["container_runtime"] == "none":
+            continue
+        if not system.get("image"):
+            raise ConfigError(f"systems.{name}.image: required with container_runtime "
+                              f"{system['container_runtime']}")
+        definition = f"containers/{system['image']}.def"
+        if not (Path(root) / definition).is_file():
+            raise ConfigError(f"systems.{name}.image: no container definition {definition}")
+
+
 def load_campaign_file(path: str | os.PathLike) -> Campaign:
     """Parse a campaign YAML file and load it; YAML errors become one-line ConfigErrors."""
-    try:
-        config = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
-    return load_campaign(config)
+    return load_campaign(load_yaml_file(path), source=str(path))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -133,7 +134,28 @@ def read_record(path: str | os.PathLike) -> dict:
     if not isinstance(record, dict):
         raise RecordError(f"{path}: a record must be a JSON object")
     validate(record, source=str(path))
+    mismatch = location_mismatch(record, path)
+    if mismatch:
+        raise RecordError(f"{path}: {mismatch}")
     return record
+
+
+RAW_LAYOUT = re.compile(r"(?:^|/)raw/([^/]+)/([^/]+)/([^/]+)/rep(\d+)\.json$")
+
+
+def location_mismatch(record: dict, path: str | os.PathLike) -> str:
+    """Why a record does not belong where it sits (``raw/<system>/<experiment>/<config_id>/
+    rep<k>.json``: another run's record copied or moved there), or "" when it does or the
+    path is not in that layout."""
+    found = RAW_LAYOUT.search(Path(path).as_posix())
+    if not found:
+        return ""
+    system, experiment, config, rep = found.groups()
+    expected = {"system": system, "experiment": experiment, "config_id": config,
+                "repetition": int(rep), "run_id": f"{config}/rep{rep}"}
+    wrong = [f"{key} {record.get(key)!r} (the path says {value!r})"
+             for key, value in expected.items() if record.get(key) != value]
+    return f"the record of another run: {', '.join(wrong)}" if wrong else ""
 
 
 def read_records(paths: Iterable[str | os.PathLike]) -> tuple[list[dict], list[str]]:

@@ -7,9 +7,8 @@ import os
 import platform
 from pathlib import Path
 
-import yaml
-
 from archbench.validate import ROOT, ConfigError, check, load_schema
+from archbench.yamlio import load_yaml_file
 
 SYSTEM_DIR = ROOT / "config" / "systems"
 DEFAULTS = {"nodes": 1, "sockets": 1, "threads_per_core": 1, "runtime_minutes": 30,
@@ -26,6 +25,11 @@ def cores_of(system: dict) -> int:
     return sockets * per_socket
 
 
+def hardware_threads(system: dict) -> int:
+    """Hardware threads per node: physical cores x threads per core."""
+    return cores_of(system) * int(system.get("threads_per_core", 1))
+
+
 def cpus_per_process(system: dict, processes_per_node: int) -> int:
     """Cores each of ``processes_per_node`` processes of a node gets (at least one)."""
     return max(1, cores_of(system) // max(1, int(processes_per_node)))
@@ -39,19 +43,16 @@ def resolve_system(name: str, definition: dict | None = None,
     """
     if definition is None:
         path = Path(system_dir or SYSTEM_DIR) / f"{name}.yaml"
+        source, where = f"config/systems/{name}.yaml", ""
         if not path.exists():
-            raise ConfigError(f"systems: no system file config/systems/{name}.yaml for '{name}'")
-        try:
-            definition = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
-        where = f"config/systems/{name}.yaml"
+            raise ConfigError(f"systems: no system file {source} for '{name}'")
+        definition = load_yaml_file(path, source)
     else:
-        where = f"system_definitions.{name}"
+        source, where = None, f"system_definitions.{name}"
     if not isinstance(definition, dict):
-        raise ConfigError(f"{where}: a system must be a mapping")
+        raise ConfigError(f"{where or 'system'}: a system must be a mapping", source=source)
     definition = {"name": name, **definition}
-    check(definition, load_schema("system"), where)
+    check(definition, load_schema("system"), where, source=source)
     system = {**DEFAULTS, **definition}
     if system["arch"] == "auto":
         system["arch"] = platform.machine()

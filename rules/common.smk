@@ -4,19 +4,31 @@ import sys
 from pathlib import Path
 
 from archbench import plan as archbench_plan
-from archbench.campaign import ConfigError, load_campaign, raw_path
+from archbench.campaign import ConfigError, check_inputs_exist, load_campaign, raw_path
 from archbench.containers import build_command, shell_join
 from archbench.figures import FIGURES
-from archbench.importer import mapping_files
+from archbench.importer import ImportFormatError, check_imports, mapping_files
 from archbench.published import is_claims_file
 from archbench.models import spec as model_spec
 from archbench.integrity import quarantine_invalid
 from archbench.tables import TABLES
 from archbench.tables.best import best_sources
+from archbench.yamlio import load_yaml_file
 
+# mapping sidecars sit beside their CSV (data/published/<study>/); extra folders go here
+IMPORT_MAPPING_DIRS = []
+
+# Snakemake has parsed the campaign files leniently (a repeated key silently wins): read
+# them again strictly, then validate and expand, all before any job. One line on error.
+CAMPAIGN_FILES = [str(p) for p in workflow.configfiles]
 try:
-    CAMPAIGN = load_campaign(config, system_dir=Path(workflow.basedir) / "config" / "systems")
-except ConfigError as exc:
+    for campaign_file in CAMPAIGN_FILES:
+        load_yaml_file(campaign_file)
+    CAMPAIGN = load_campaign(config, system_dir=Path(workflow.basedir) / "config" / "systems",
+                             source=" + ".join(CAMPAIGN_FILES) or None)
+    check_inputs_exist(CAMPAIGN)
+    check_imports(config.get("imports", []), IMPORT_MAPPING_DIRS)
+except (ConfigError, ImportFormatError) as exc:
     sys.exit(f"archbench: invalid configuration: {exc}")
 
 MEASUREMENTS = {f"results/{raw_path(m)}": m for m in CAMPAIGN.measurements}
@@ -28,8 +40,6 @@ DRY_RUN = workflow.output_settings.dryrun
 # vs_published only when the campaign lists published values (`imports:`)
 TABLE_NAMES = sorted(t for t in TABLES if config.get("imports") or not TABLES[t].uses_published)
 FIGURE_NAMES = sorted(FIGURES)
-# mapping sidecars sit beside their CSV (data/published/<study>/); extra folders go here
-IMPORT_MAPPING_DIRS = []
 # The small JPEG TFRecord set rule make_tfrecords writes (a system's data_dir may name it).
 GENERATED_TFRECORDS = "results/data/tfrecords"
 

@@ -59,3 +59,27 @@ def snakemake(workdir: Path, *args: str, timeout: int = 600, env: dict | None = 
 def workflow_copy(tmp_path: Path) -> Path:
     """A scratch copy of the workflow with tests/campaigns/tiny.yaml as tiny.yaml."""
     return copy_workflow(tmp_path)
+
+
+# Inputs the property tests tried, by kind and outcome; printed at the end of the run.
+INPUTS_TRIED: dict[tuple[str, str], int] = {}
+
+
+def count_input(kind: str, outcome: str) -> None:
+    """Count one tried input of ``kind`` (campaign, system, import ...) as ``outcome``
+    (accepted or rejected)."""
+    INPUTS_TRIED[(kind, outcome)] = INPUTS_TRIED.get((kind, outcome), 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Print the count of tried inputs per kind (the malformed-input tests)."""
+    kinds = sorted({kind for kind, _ in INPUTS_TRIED})
+    if not kinds:
+        return
+    total = sum(INPUTS_TRIED.values())
+    terminalreporter.write_line(f"inputs tried by the malformed-input tests: {total}")
+    for kind in kinds:
+        accepted = INPUTS_TRIED.get((kind, "accepted"), 0)
+        rejected = INPUTS_TRIED.get((kind, "rejected"), 0)
+        terminalreporter.write_line(f"  {kind}: {accepted + rejected} ({accepted} accepted, "
+                                    f"{rejected} rejected with one line)")

@@ -25,7 +25,10 @@ def expand(experiment: dict, system: dict | None = None, repetitions: int = 1) -
               "defaults": {"repetitions": repetitions, "image_size": 32, "steps": 3,
                            "warmup_steps": 1},
               "experiments": {"e": experiment}}
-    return load_campaign(config).measurements
+    if isinstance(experiment.get("best"), str):  # the sweep it names (its runs are not returned)
+        config["experiments"][experiment["best"]] = {"type": "hybrid", "models": ["alexnet"],
+                                                     "batch_sizes": [8]}
+    return [m for m in load_campaign(config).measurements if m["experiment"] == "e"]
 
 
 def layouts(ms: list[dict]) -> set[tuple]:
@@ -215,7 +218,7 @@ def test_digits_experiment_at_the_digits_size():
 
 @pytest.mark.parametrize("experiment,message", [
     ({"type": "node_scaling", "models": ["alexnet"], "best": "hyb", "batch_sizes": [8]},
-     "best takes processes, threads and batch from 'hyb'; remove batch_sizes"),
+     "experiments.e.best: takes processes, threads and batch from 'hyb'; remove batch_sizes"),
     ({"type": "node_scaling", "models": ["alexnet"]}, "'batch_sizes' is a required property"),
     ({"type": "hybrid", "models": ["alexnet"], "batch_sizes": [8], "threads_per_process": 2},
      "threads_per_process"),

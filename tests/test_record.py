@@ -90,3 +90,22 @@ def test_collect_excludes_bad_records_and_reports_them(tmp_path):
 def test_duplicate_runs_are_an_error():
     with pytest.raises(DuplicateRunError, match="c1/rep0"):
         records_to_frame([sample(), sample(throughput=11.0)])
+
+
+def test_a_record_is_checked_against_the_path_it_sits_at(tmp_path):
+    """A valid record of another run copied into a record path is refused by every reader
+    (collect names it as invalid; the workflow quarantines it), never double-counted."""
+    import shutil
+
+    from archbench.integrity import quarantine_invalid
+    folder = tmp_path / "results/raw/local/threads/cfg"
+    rec.write_record(folder / "rep0.json", sample(config_id="cfg", system="local", experiment="threads"))
+    shutil.copy2(folder / "rep0.json", folder / "rep1.json")
+    with pytest.raises(rec.RecordError, match="rep1.json: the record of another run: repetition 0 "
+                       r"\(the path says 1\), run_id 'cfg/rep0' \(the path says 'cfg/rep1'\)"):
+        rec.read_record(folder / "rep1.json")
+    frame, errors = collect(sorted(folder.glob("*.json")))
+    assert len(frame) == 1 and len(errors) == 1 and "rep1.json" in errors[0]
+    messages = quarantine_invalid([folder / "rep0.json", folder / "rep1.json"], tmp_path / "results")
+    assert len(messages) == 1 and not (folder / "rep1.json").exists()
+    assert "the record of another run" in next((tmp_path / "results/quarantine").rglob("*.reason")).read_text()

@@ -66,5 +66,5 @@ def test_hostile_partition_stops_snakemake_before_any_job(workflow_copy, tmp_pat
     proc = snakemake(workflow_copy, "--profile", "profiles/local", "--configfile", "tiny.yaml",
                      check=False, timeout=120)
     assert proc.returncode != 0
-    assert "archbench: invalid configuration: config/systems/local.yaml.partition" in proc.stderr
+    assert "archbench: invalid configuration: config/systems/local.yaml: partition" in proc.stderr
     assert not marker.exists() and not (workflow_copy / "results").exists()

@@ -40,7 +40,7 @@ def test_without_thread_pairs_the_product_still_runs():
 
 
 @pytest.mark.parametrize("keys, message", [
-    ({"thread_pairs": [[1, 0]], "inter_threads": [1]}, "thread_pairs replaces"),
+    ({"thread_pairs": [[1, 0]], "inter_threads": [1]}, "experiments.e.thread_pairs: replaces"),
     ({"thread_pairs": [[1, 0, 2]]}, "thread_pairs"),
     ({"thread_pairs": [[1, "all"]]}, "thread_pairs"),
 ])

@@ -216,3 +216,30 @@ def test_best_takes_the_layout_of_the_finished_hybrid_sweep(workflow_copy):
     winner = max(hybrid, key=lambda r: r["throughput"])
     assert (scaling[0]["processes_per_node"], scaling[0]["intra_threads"]) == (
         winner["processes_per_node"], winner["intra_threads"])
+
+
+def test_a_valid_record_in_the_wrong_place_is_excluded_then_quarantined_and_rerun(tiny_run, tmp_path):
+    """Another run's record copied over a record: `paper` leaves it out (and names it), the
+    next run quarantines it with the reason and reruns that measurement alone."""
+    import shutil
+    workdir = shutil.copytree(tiny_run, tmp_path / "copy", symlinks=True)
+    records = sorted((workdir / "results/raw").rglob("rep*.json"))
+    source, misplaced = records[0], records[1]
+    shutil.copy2(source, misplaced)
+    proc = snakemake(workdir, "paper", "--profile", "profiles/local", "--forcerun",
+                     "collect_measurements", "--configfile", "tiny.yaml", "--config",
+                     "regenerate_only=True", timeout=600)
+    assert "Traceback" not in proc.stderr
+    invalid = (workdir / "results/tables/invalid_records.txt").read_text()
+    assert str(misplaced.relative_to(workdir)) in invalid and "the record of another run" in invalid
+    assert len(pd.read_csv(workdir / "results/tables/measurements.csv")) == len(records) - 1
+
+    proc = snakemake(workdir, "--profile", "profiles/local", "--configfile", "tiny.yaml", timeout=900)
+    log = proc.stdout + proc.stderr
+    assert log.count("rule run_measurement") == 1, log[-3000:]
+    reasons = list((workdir / "results/quarantine").rglob("*.reason"))
+    assert len(reasons) == 1 and "config_id" in reasons[0].read_text()
+    record = json.loads(misplaced.read_text())
+    assert record["run_id"] == "/".join(misplaced.parts[-2:]).removesuffix(".json")
+    table = pd.read_csv(workdir / "results/tables/measurements.csv")
+    assert len(table) == len(records) and table["run_id"].is_unique

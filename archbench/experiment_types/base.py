@@ -10,6 +10,7 @@ fields go under ``tuning`` and become part of the configuration id.
 from __future__ import annotations
 
 import itertools
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -20,6 +21,8 @@ from archbench.systems import cores_of
 from archbench.validate import ConfigError
 
 Expander = Callable[[dict, dict], list[dict]]
+# Why values of an experiment's axes planned nothing on a system (see expand_with_skips).
+_SKIPPED: ContextVar[list[str] | None] = ContextVar("skipped", default=None)
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,23 @@ class ExperimentType:
     schema: dict
     tables: tuple[str, ...] = ()
     figures: tuple[str, ...] = ()
+
+
+def skip(reason: str) -> None:
+    """Note why an axis value was left out on this system (e.g. "nodes 4 > the system's 2"):
+    said when the whole experiment plans nothing there."""
+    noted = _SKIPPED.get()
+    if noted is not None and reason not in noted:
+        noted.append(reason)
+
+
+def expand_with_skips(expander: Expander, experiment: dict, system: dict) -> tuple[list[dict], list[str]]:
+    """``expander(experiment, system)`` and the reasons it noted with :func:`skip`."""
+    token = _SKIPPED.set([])
+    try:
+        return expander(experiment, system), list(_SKIPPED.get() or [])
+    finally:
+        _SKIPPED.reset(token)
 
 
 def schema_fragment(text: str) -> dict:
@@ -84,6 +104,9 @@ def node_counts(experiment: dict, system: dict, default: list[int] | str = (1,))
     nodes = experiment.get("nodes", default)
     if nodes == "all":
         return powers_of_two(system["nodes"])
+    for n in nodes:
+        if n > system["nodes"]:
+            skip(f"nodes {n} > the system's {system['nodes']}")
     return [n for n in nodes if n <= system["nodes"]]
 
 
@@ -111,7 +134,7 @@ def controllers(experiment: dict, nodes: int) -> list[str]:
     """Horovod controllers of an experiment on ``nodes`` nodes (Gloo runs on one node)."""
     names = experiment.get("horovod_controller", ["mpi"])
     if "gloo" in names and nodes > 1:
-        raise ConfigError(f"{experiment['type']}.horovod_controller: gloo is launched with "
+        raise ConfigError(f"horovod_controller: gloo is launched with "
                           f"horovodrun on one node; {nodes} nodes need mpi")
     return names
 

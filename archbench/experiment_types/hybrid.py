@@ -13,6 +13,7 @@ from archbench.experiment_types.base import (
     on_off,
     product,
     schema_fragment,
+    skip,
     thread_count,
     training_axes,
     training_configuration,
@@ -46,8 +47,8 @@ properties:
       required: [processes, batch_sizes]
       additionalProperties: false
       properties:
-        processes: {type: integer, minimum: 1, description: Processes per node of the layout.}
-        batch_sizes: {$ref: "#/$defs/positive_list", description: Its batch sizes.}
+        processes: {type: integer, minimum: 1, maximum: 1048576, description: Processes per node of the layout.}
+        batch_sizes: {$ref: "#/$defs/batch_list", description: Its batch sizes.}
 unevaluatedProperties: false
 """)
 
@@ -57,6 +58,9 @@ def hybrid_layouts(cores: int, processes: Iterable[int] | str = "all") -> list[t
     t = cores / p (``all``), or the given process counts with t = cores // p."""
     if processes == "all":
         return [(p, cores // p) for p in range(1, cores + 1) if cores % p == 0]
+    for p in processes:
+        if p > cores:
+            skip(f"processes {p} > the node's {cores} cores")
     return [(p, cores // p) for p in processes if p <= cores]
 
 
@@ -80,6 +84,7 @@ def expand(experiment: dict, system: dict) -> list[dict]:
                          controller=controllers(experiment, 1), **training_axes(experiment)):
             batch = a["batch"] // p if per_node else a["batch"]
             if batch < 1:
+                skip(f"batch {a['batch']} per node leaves none to each of {p} processes")
                 continue
             out.append(training_configuration(
                 experiment, system, model=a["model"], batch_per_process=batch,

@@ -14,6 +14,7 @@ from archbench.experiment_types.base import (
     on_off,
     product,
     schema_fragment,
+    skip,
     thread_count,
     training_axes,
     training_configuration,
@@ -75,7 +76,7 @@ def thread_settings(experiment: dict) -> list[tuple]:
             intra=experiment.get("intra_threads", [0, 1, "cores"]))]
     both = [k for k in ("inter_threads", "intra_threads") if k in experiment]
     if both:
-        raise ConfigError(f"inter_intra: thread_pairs replaces inter_threads x intra_threads; "
+        raise ConfigError(f"thread_pairs: replaces inter_threads x intra_threads; "
                           f"remove {', '.join(both)}")
     return [tuple(pair) for pair in pairs]
 
@@ -86,7 +87,12 @@ def expand(experiment: dict, system: dict) -> list[dict]:
     settings on and off."""
     node = cores_of(system)
     cores = experiment.get("cores", [node])
-    cores = list(range(1, node + 1)) if cores == "all" else [c for c in cores if c <= node]
+    if cores == "all":
+        cores = list(range(1, node + 1))
+    for c in cores:
+        if c > node:
+            skip(f"cores {c} > the node's {node}")
+    cores = [c for c in cores if c <= node]
     mkl_env = {k: str(v) for k, v in experiment.get("mkl_env", MKL_ENV).items()}
     out = []
     for a in product(batch=experiment["batch_sizes"], cores=cores,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from archbench.experiment_types.base import ExperimentType, product, schema_fragment
+from archbench.experiment_types.base import ExperimentType, product, schema_fragment, skip
 from archbench.kernels import KERNELS, spec_of
 from archbench.kernels.common import is_power_of_two
 from archbench.kernels.spec import KernelSpec, Setting
@@ -39,12 +39,12 @@ properties:
     items: {$ref: "#/$defs/kernel_name"}
   sizes:
     oneOf:
-      - {$ref: "#/$defs/positive_list"}
+      - {$ref: "#/$defs/size_list"}
       - type: object
         minProperties: 1
         propertyNames: {$ref: "#/$defs/kernel_name"}
-        additionalProperties: {$ref: "#/$defs/positive_list"}
-  tile_sizes: {$ref: "#/$defs/positive_list"}
+        additionalProperties: {$ref: "#/$defs/size_list"}
+  tile_sizes: {$ref: "#/$defs/size_list"}
   workers: {$ref: "#/$defs/positive_list"}
   nodes:
     $ref: "#/$defs/positive_list"
@@ -58,8 +58,8 @@ properties:
       Workers (TensorFlow instances) one node holds; instead of `nodes`, each worker count
       runs on ceil(workers / workers_per_node) nodes, e.g. 4 per node: 2 and 4 workers on
       one node, 8 on two, 16 on four (KTH/ORNL 2019 Table I).
-  warmup_steps: {type: integer, minimum: 0}
-  steps: {type: integer, minimum: 1}
+  warmup_steps: {$ref: "#/$defs/warmup_count"}
+  steps: {$ref: "#/$defs/step_count"}
 unevaluatedProperties: false
 """
 
@@ -153,7 +153,7 @@ def nodes_for(experiment: dict, workers: int) -> list[int]:
     if per_node is None:
         return experiment.get("nodes", [1])
     if "nodes" in experiment:
-        raise ConfigError("workers_per_node and nodes exclude each other: give one")
+        raise ConfigError("workers_per_node: workers_per_node and nodes exclude each other: give one")
     return [-(-workers // per_node)]
 
 
@@ -174,8 +174,13 @@ def expand(experiment: dict, system: dict) -> list[dict]:
                 for n in nodes_for(experiment, a["workers"])]
         for a in axes:
             if a["tile"] is not None and a["tile"] > a["size"]:
+                skip(f"tile_sizes {a['tile']} > size {a['size']}")
                 continue
-            if a["nodes"] > system["nodes"] or a["workers"] % a["nodes"]:
+            if a["nodes"] > system["nodes"]:
+                skip(f"nodes {a['nodes']} > the system's {system['nodes']}")
+                continue
+            if a["workers"] % a["nodes"]:
+                skip(f"workers {a['workers']} do not fill {a['nodes']} nodes evenly")
                 continue
             key = (name, a["size"], a["tile"], a["workers"], a["nodes"])
             if key in seen:

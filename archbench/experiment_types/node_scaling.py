@@ -84,7 +84,11 @@ def parameter_server_counts(experiment: dict, workers: int) -> list[int]:
     to the workers, or for ``all`` 1, 2, 4, ... up to the workers plus the workers count."""
     counts = experiment.get("parameter_servers", [1])
     if counts != "all":
-        return [c for c in counts if c <= workers]
+        fitting = [c for c in counts if c <= workers]
+        if not fitting:  # that size would silently drop out of the series
+            raise ConfigError(f"parameter_servers: none of {counts} fits the {workers} workers "
+                              "of a size the experiment runs (add a count at most that)")
+        return fitting
     return sorted({*powers_of_two(workers), workers})
 
 
@@ -97,7 +101,7 @@ def expand(experiment: dict, system: dict) -> list[dict]:
     explicit = [k for k in ("batch_sizes", "processes_per_node", "threads_per_process",
                             "inter_threads") if k in experiment]
     if best and explicit:
-        raise ConfigError(f"node_scaling: best takes processes, threads and batch from "
+        raise ConfigError(f"best: takes processes, threads and batch from "
                           f"'{best}'; remove {', '.join(explicit)}")
     ppn = experiment.get("processes_per_node", 1)
     threads = process_threads(experiment.get("threads_per_process", "cores"), cores=cores,

@@ -13,6 +13,7 @@ from archbench.experiment_types.base import (
     process_threads,
     product,
     schema_fragment,
+    skip,
     thread_count,
     training_axes,
     training_configuration,
@@ -56,7 +57,12 @@ def expand(experiment: dict, system: dict) -> list[dict]:
     cores/ppn - 1), on each node count."""
     cores = cores_of(system)
     ppns = experiment.get("processes_per_node", "all")
-    ppns = powers_of_two(cores) if ppns == "all" else [p for p in ppns if p <= cores]
+    if ppns == "all":
+        ppns = powers_of_two(cores)
+    for p in ppns:
+        if p > cores:
+            skip(f"processes_per_node {p} > the node's {cores} cores")
+    ppns = [p for p in ppns if p <= cores]
     out = []
     nodes_list = node_counts(experiment, system)
     # on one node a series grows the workers; over several nodes each layout grows the nodes
