@@ -26,9 +26,10 @@ from archbench.record import config_id
 from archbench.strategies import MULTI_PROCESS_STRATEGIES
 from archbench.systems import hardware_threads, resolve_system
 from archbench.validate import ConfigError, check, load_schema
-from archbench.yamlio import key_path, load_yaml_file, non_finite
+from archbench.yamlio import check_values, load_yaml_file
 
 DEFAULT_REPETITIONS = 5
+MAX_MEASUREMENTS = 200_000  # the largest study campaign plans under 4,000
 # Per-process counts a node must hold (at most its hardware threads), as the keys say them.
 THREAD_FIELDS = {"processes_per_node": "processes per node",
                  "intra_threads": "intra-op threads per process",
@@ -142,8 +143,7 @@ def _load_campaign(config: dict, system_dir: str | os.PathLike | None) -> Campai
     if not isinstance(config, dict):
         raise ConfigError("config: a campaign must be a mapping")
     check(config, load_schema("config"), "config")
-    for path, value in non_finite(config):
-        raise ConfigError(f"{key_path(path)}: {value} is not a finite number")
+    check_values(config)
     inline = config.get("system_definitions", {})
     systems = {name: resolve_system(name, inline.get(name), system_dir) for name in config["systems"]}
     schema = experiment_schema()
@@ -165,6 +165,9 @@ def _load_campaign(config: dict, system_dir: str | os.PathLike | None) -> Campai
                 raise ConfigError(f"{where}: {exc}") from exc
             except ConfigError as exc:
                 raise ConfigError(f"{where}.{exc}") from exc
+            if len(measurements) > MAX_MEASUREMENTS:
+                raise ConfigError(f"{where}: the campaign reaches {len(measurements)} measurements "
+                                  f"here (at most {MAX_MEASUREMENTS})")
     check_best(config)
     seen: set[str] = set()
     for m in measurements:

@@ -10,7 +10,7 @@ reads the data:
 - a mapping may not repeat a key (merge keys ``<<`` apart);
 - the document, with every alias expanded, may hold at most ``MAX_NODES`` values, and
   no alias may contain itself;
-- every number must be finite.
+- every number must be finite, and no key or text may hold a control character.
 """
 
 from __future__ import annotations
@@ -75,16 +75,30 @@ def expanded_size(node: yaml.Node, memo: dict[int, int] | None = None,
     return size
 
 
-def non_finite(data: Any, path: tuple = ()) -> Iterator[tuple[tuple, float]]:
-    """(key path, value) of every non-finite float in ``data``."""
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # tab and newline are text
+
+
+def bad_values(data: Any, path: tuple = ()) -> Iterator[tuple[tuple, str]]:
+    """(key path, what is wrong) for every non-finite number and every key or text holding
+    a control character (YAML's escapes can write NUL or ESC into a string) in ``data``."""
     if isinstance(data, float) and not math.isfinite(data):
-        yield path, data
+        yield path, f"{data} is not a finite number"
+    elif isinstance(data, str) and CONTROL.search(data):
+        yield path, f"{data!r} holds a control character"
     elif isinstance(data, dict):
         for k, v in data.items():
-            yield from non_finite(v, path + (k,))
+            if isinstance(k, str) and CONTROL.search(k):
+                yield path, f"key {k!r} holds a control character"
+            yield from bad_values(v, path + (k,))
     elif isinstance(data, list):
         for i, v in enumerate(data):
-            yield from non_finite(v, path + (i,))
+            yield from bad_values(v, path + (i,))
+
+
+def check_values(data: Any, source: str | None = None) -> None:
+    """Raise ConfigError at the first of :func:`bad_values`."""
+    for path, problem in bad_values(data):
+        raise ConfigError(f"{key_path(path)}: {problem}", source=source)
 
 
 def load_yaml_text(text: str, where: str) -> Any:
@@ -111,8 +125,7 @@ def load_yaml_text(text: str, where: str) -> Any:
     finally:
         if loader is not None:
             loader.dispose()
-    for path, value in non_finite(data):
-        raise ConfigError(f"{key_path(path)}: {value} is not a finite number", source=where)
+    check_values(data, where)
     return data
 
 

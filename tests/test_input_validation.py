@@ -217,3 +217,19 @@ def test_a_size_no_parameter_server_count_fits_is_refused():
     config["experiments"]["ps"]["parameter_servers"] = [1, 2]
     assert {(m["nodes"], m["parameter_servers"]) for m in load_campaign(config).measurements
             if m["experiment"] == "ps"} == {(1, 1), (2, 1), (2, 2)}
+
+
+def test_control_characters_oversized_axes_and_repeated_systems_are_refused(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(campaign()).replace("campaign: tiny", 'description: "a\\x00b"\ncampaign: tiny'))
+    with pytest.raises(ConfigError, match=r"c.yaml: description: 'a\\x00b' holds a control character"):
+        load_campaign_file(path)
+    rejected(campaign(system={"description": "bell\a"}), "system_definitions.local.description",
+             "control character")
+    rejected(campaign({"batch_sizes": list(range(1, 5001)), "threads": [1, 2],
+                       "inter_threads": list(range(0, 3)), "models": ["small_cnn", "alexnet"],
+                       "vendor_library": ["on", "off"], "data": ["synthetic", "real"]},
+                      system={"cores_per_socket": 2}),
+             "experiments.threads.axes: 5000 batch x 2 threads x 3 inter", "(at most 100000)")
+    rejected(campaign(systems=["local", "local"]), "config.systems", "non-unique")
+    rejected(campaign({"systems": []}), "experiments.threads.systems")

@@ -10,6 +10,7 @@ fields go under ``tuning`` and become part of the configuration id.
 from __future__ import annotations
 
 import itertools
+import math
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -21,6 +22,7 @@ from archbench.systems import cores_of
 from archbench.validate import ConfigError
 
 Expander = Callable[[dict, dict], list[dict]]
+MAX_CONFIGURATIONS = 100_000  # of one experiment's axes on one system
 # Why values of an experiment's axes planned nothing on a system (see expand_with_skips).
 _SKIPPED: ContextVar[list[str] | None] = ContextVar("skipped", default=None)
 
@@ -69,9 +71,14 @@ def on_off(value: Any) -> bool:
 
 
 def product(**axes: Iterable) -> list[dict]:
-    """Cartesian product of named axes as a list of dicts (order of the axes kept)."""
-    names = list(axes)
-    return [dict(zip(names, values)) for values in itertools.product(*axes.values())]
+    """Cartesian product of named axes as a list of dicts (order of the axes kept); at most
+    MAX_CONFIGURATIONS, else ConfigError naming the axes (a campaign that large is a typo)."""
+    names, values = list(axes), [list(v) for v in axes.values()]
+    size = math.prod(len(v) for v in values)
+    if size > MAX_CONFIGURATIONS:
+        sizes = " x ".join(f"{len(v)} {name}" for name, v in zip(names, values))
+        raise ConfigError(f"axes: {sizes} make {size} configurations (at most {MAX_CONFIGURATIONS})")
+    return [dict(zip(names, combination)) for combination in itertools.product(*values)]
 
 
 def thread_count(value: Any, cores: int) -> int:
