@@ -7,8 +7,8 @@ from archbench import plan as archbench_plan
 from archbench.campaign import ConfigError, check_inputs_exist, load_campaign, raw_path
 from archbench.containers import build_command, shell_join
 from archbench.figures import FIGURES
-from archbench.importer import ImportFormatError, check_imports, mapping_files
-from archbench.published import is_claims_file
+from archbench.importer import ImportFormatError, mapping_files
+from archbench.published import check_imports, is_claims_file
 from archbench.models import spec as model_spec
 from archbench.integrity import quarantine_invalid
 from archbench.tables import TABLES
