@@ -71,8 +71,37 @@ column), e.g. for the CESGA 2018 Table 3 (``data/published/cesga-2018/``)::
                 data: synthetic, experiment_type: node_scaling, source: "CESGA 2018, Table 3"}
 
 Every row becomes a tidy-table row (as ``archbench.record.flatten`` gives) with status
-``ok``, ``kind`` train or kernel, plus ``reported_error`` and ``source``. A malformed file
-raises :class:`ImportFormatError` with one line naming the file, row and column.
+``ok``, ``kind`` train or kernel, plus ``reported_error`` and ``source``.
+
+A malformed file raises :class:`ImportFormatError` with one line naming the file, row and
+line (data rows count from 1, blank lines skipped; the header is row 0) and column. It is
+malformed when it:
+
+- is missing, a directory or not a regular file, over :data:`MAX_FILE_BYTES` (4 MiB), not
+  UTF-8 (a leading BOM is fine), not strict CSV, empty, or a header without data rows;
+- repeats a header name, maps two file columns to one import column, or gives a column
+  its mapping also sets as a constant; has a row whose field count differs from the header's;
+- has a cell with a character that is not printable (``str.isprintable``: control
+  characters such as NUL, tab, newline or DEL, format characters such as a zero-width
+  space or a BOM, spaces other than U+0020); spaces around a cell are dropped;
+- gives a name (:data:`NAME_COLUMNS`: system, model, kernel, ...) that is not up to 64
+  letters, digits and ``_ . + -`` beginning with a letter or digit; both a model and a kernel;
+- gives a ``unit`` not in :data:`UNITS`, the units the tables convert (case and spaces
+  ignored, stored as spelled there): img/s (training); FLOP/s, kFLOP/s, MFLOP/s, GFLOP/s,
+  TFLOP/s, PFLOP/s (matmul, CG, FFT); B/s, kB/s, MB/s, GB/s, TB/s, KiB/s, MiB/s, GiB/s
+  (STREAM: GB/s, stream_comm: MiB/s);
+- gives a number that is not plain decimal (no inf, nan, hex or ``1_000``) or out of bounds:
+  counts (nodes, workers, gpus, gpus_per_node, processes_per_node, threads, inter_threads,
+  parameter_servers, repetition) 1 to 1,000,000 (0 allowed for threads, inter_threads,
+  parameter_servers and repetition); batch at most 2**20, global_batch 2**40,
+  problem_size and tile_size 2**50; throughput above 0, error at least 0, both at most 1e21.
+
+A mapping sidecar is malformed, besides the file checks above, when it is over 64 KiB,
+is not a YAML mapping of ``columns``, ``constants`` and ``values`` whose entries are
+single values, or breaks the rules of :mod:`archbench.yamlio` (a repeated key, a
+non-finite number, over :data:`archbench.yamlio.MAX_NODES` values with aliases
+expanded). :func:`archbench.published.check_imports` checks a campaign's ``imports:``
+(import and claims files) when the workflow is planned.
 
 The studies' published numbers ship in ``data/published/<study>/``: throughput tables in
 this format (each with its sidecar), and the derived values the papers print (speedups,
@@ -87,23 +116,33 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import math
 import os
+import re
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import pandas as pd
-import yaml
+
+from archbench.validate import ConfigError
+from archbench.yamlio import load_yaml_text
 
 REQUIRED = ("system", "throughput", "unit")
 TEXT_COLUMNS = ("system", "model", "kernel", "unit", "source", "experiment",
                 "experiment_type", "arch", "vendor_library", "variable_update")
+NAME_COLUMNS = ("system", "model", "kernel", "experiment", "experiment_type", "arch",
+                "vendor_library", "variable_update")
 INT_COLUMNS = ("nodes", "workers", "gpus", "gpus_per_node", "processes_per_node", "threads",
                "inter_threads", "batch", "global_batch", "problem_size", "tile_size",
                "repetition", "parameter_servers")
 ZERO_ALLOWED = ("threads", "inter_threads", "repetition", "parameter_servers")
+MAX_COUNT = 10**6  # every integer column not in MAX_INT
+MAX_INT = {"batch": 2**20, "global_batch": 2**40, "problem_size": 2**50, "tile_size": 2**50}
 FLOAT_COLUMNS = ("throughput", "error")
+MAX_VALUE = 1e21  # throughput and error, in any unit (1e21 FLOP/s: a thousand exaflops)
 CHOICES = {"data": ("synthetic", "real"),
            "strategy": ("single", "horovod", "mirrored", "parameter_server", "workers"),
            "scaling_unit": ("nodes", "workers", "gpus")}
@@ -111,26 +150,218 @@ BOOL_COLUMNS = ("vendor_library_enabled",)
 KNOWN = set(TEXT_COLUMNS) | set(INT_COLUMNS) | set(FLOAT_COLUMNS) | set(CHOICES) | set(BOOL_COLUMNS)
 _BOOL = {"true": True, "false": False, "on": True, "off": False, "yes": True, "no": False,
          "1": True, "0": False}
+# unit -> (the unit archbench.tables converts it to, its value per one of those)
+UNITS = {"img/s": ("img/s", 1.0),
+         "FLOP/s": ("GFLOP/s", 1e9), "kFLOP/s": ("GFLOP/s", 1e6), "MFLOP/s": ("GFLOP/s", 1e3),
+         "GFLOP/s": ("GFLOP/s", 1.0), "TFLOP/s": ("GFLOP/s", 1e-3), "PFLOP/s": ("GFLOP/s", 1e-6),
+         "B/s": ("GB/s", 1e9), "kB/s": ("GB/s", 1e6), "MB/s": ("GB/s", 1e3), "GB/s": ("GB/s", 1.0),
+         "TB/s": ("GB/s", 1e-3), "KiB/s": ("GB/s", 1e9 / 2**10), "MiB/s": ("GB/s", 1e9 / 2**20),
+         "GiB/s": ("GB/s", 1e9 / 2**30)}
+_UNIT_KEYS = {unit.lower(): unit for unit in UNITS}
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")  # 64 characters, as campaign names
+NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")  # linear: no backtracking
+MAX_FILE_BYTES = 4 * 2**20  # checked on every plan: about a second per MiB
+# a sidecar is small and hand-written; PyYAML reads about 80 KiB a second
+MAX_MAPPING_BYTES = 64 * 2**10
 
 
 class ImportFormatError(ValueError):
     """A malformed import file; the message is one line naming file, row and column."""
 
 
+# ----------------------------------------------------------------------- files and cells
+def read_text(path: Path, what: str = "import file", *, errors: str = "strict",
+              limit: int = MAX_FILE_BYTES) -> str:
+    """The text of ``path``, a regular UTF-8 file of at most ``limit`` bytes (``errors``:
+    as for bytes.decode). Raises ImportFormatError ('FILE: no such import file', ...)."""
+    check_file(path, what, limit)
+    try:
+        data = path.read_bytes()
+        return data.decode("utf-8-sig", errors)
+    except OSError as exc:
+        raise ImportFormatError(f"{path}: unreadable {what} ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ImportFormatError(f"{path}: line {line}: byte 0x{data[exc.start]:02x} "
+                                "is not UTF-8") from None
+
+
+def check_file(path: Path, what: str = "import file", limit: int = MAX_FILE_BYTES) -> None:
+    """Raise ImportFormatError unless ``path`` is a regular file of at most ``limit`` bytes."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ImportFormatError(f"{path}: no such {what}") from None
+    except OSError as exc:
+        raise ImportFormatError(f"{path}: unreadable {what} ({exc.strerror})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ImportFormatError(f"{path}: is a directory, not a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise ImportFormatError(f"{path}: not a regular file")
+    if info.st_size > limit:
+        raise ImportFormatError(f"{path}: {info.st_size:,} bytes, over the limit of {limit:,}")
+
+
+def show(text: object, limit: int = 40) -> str:
+    """``text`` for a one-line message: non-printable characters escaped, at most ``limit``."""
+    text = str(text)
+    if not text.isprintable():
+        text = text.encode("unicode_escape").decode("ascii")
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def clean_text(value: str) -> str:
+    """``value`` without surrounding spaces; raises ValueError when a character is not
+    printable (a control or format character, another space, or a byte that is not UTF-8)."""
+    text = value.strip(" ")
+    if not text.isprintable():
+        bad = next(c for c in text if not c.isprintable())
+        if "\udc80" <= bad <= "\udcff":  # an undecodable byte (read with surrogateescape)
+            raise ValueError(f"byte 0x{ord(bad) - 0xDC00:02x} is not UTF-8")
+        raise ValueError(f"character U+{ord(bad):04X} is not allowed (not printable)")
+    return text
+
+
+def parse_number(text: str) -> float:
+    """A plain decimal number (no inf, nan, hex or underscores) that is finite."""
+    if len(text) > 100 or not NUMBER.fullmatch(text):
+        raise ValueError(f"'{show(text)}' is not a number")
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"'{show(text)}' is not a finite number")
+    return number
+
+
+def canonical_unit(text: str) -> str | None:
+    """``text`` as spelled in :data:`UNITS` (case and spaces ignored), None if not there."""
+    return _UNIT_KEYS.get(text.lower().replace(" ", ""))
+
+
+def parse_cell(value: str, column: str) -> Any:
+    """One cell as its typed value (see the module docstring's checks); raises ValueError
+    with the reason."""
+    text = clean_text(value)
+    if column in INT_COLUMNS:
+        number = parse_number(text)
+        if not number.is_integer():
+            raise ValueError(f"'{text}' is not an integer")
+        low, high = (0 if column in ZERO_ALLOWED else 1), MAX_INT.get(column, MAX_COUNT)
+        if not low <= number <= high:
+            raise ValueError(f"'{show(text)}' is not between {low} and {high:,}")
+        return int(number)
+    if column in FLOAT_COLUMNS:
+        number = parse_number(text)
+        if not 0 <= number <= MAX_VALUE or (column == "throughput" and number == 0):
+            kind = "positive" if column == "throughput" else "non-negative"
+            raise ValueError(f"'{show(text)}' is not a {kind} number up to {MAX_VALUE:g}")
+        return number
+    if column == "unit":
+        if canonical_unit(text) is None:
+            raise ValueError(f"'{show(text)}' is not a known unit ({', '.join(UNITS)})")
+        return canonical_unit(text)
+    if column in NAME_COLUMNS and not NAME.fullmatch(text):
+        raise ValueError(f"'{show(text)}' is not a name (up to 64 letters, digits, _ . + -)")
+    if column in CHOICES and text not in CHOICES[column]:
+        raise ValueError(f"'{show(text)}' is not one of {', '.join(CHOICES[column])}")
+    if column in BOOL_COLUMNS:
+        if text.lower() not in _BOOL:
+            raise ValueError(f"'{show(text)}' is not true/false")
+        return _BOOL[text.lower()]
+    return text
+
+
+def at_row(path: Path, number: int, line: int) -> str:
+    """'FILE: row N (line L)' (the header: 'FILE: row 0 (header)') for error messages."""
+    return f"{path}: row 0 (header)" if number == 0 else f"{path}: row {number} (line {line})"
+
+
+def read_rows(path: str | os.PathLike) -> tuple[list[str], list[tuple[int, int, list[str]]]]:
+    """The header names (spaces around dropped) and the data rows (row number, first line,
+    cells) of CSV file ``path``, blank lines skipped; raises ImportFormatError unless the
+    file, its header and every row's field count pass the checks of the module docstring,
+    and for a NUL or a byte that is not UTF-8 in any cell."""
+    path = Path(path)
+    text = read_text(path, errors="surrogateescape")  # bad bytes are named per cell
+    rows: list[tuple[int, list[str]]] = []  # (first line, cells)
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    last = 0  # the last line of the previous record (a quoted cell may span lines)
+    try:
+        for cells in reader:
+            if any(cell.strip() for cell in cells):
+                rows.append((last + 1, cells))
+            last = reader.line_num
+    except csv.Error as exc:
+        raise ImportFormatError(f"{at_row(path, len(rows), last + 1)}: not valid CSV ({exc})") from None
+    if not rows:
+        raise ImportFormatError(f"{path}: row 0 (header): the file is empty")
+    header: dict[str, int] = {}  # name -> column number
+    for cell in rows[0][1]:
+        try:
+            name = clean_text(cell)
+        except ValueError as exc:
+            raise ImportFormatError(f"{path}: row 0 (header): column '{show(cell)}': {exc}") from None
+        if name in header:
+            raise ImportFormatError(f"{path}: row 0 (header): column '{show(name)}': repeated "
+                                    f"(columns {header[name]} and {len(header) + 1})")
+        header[name] = len(header) + 1
+    if len(rows) == 1:
+        raise ImportFormatError(f"{path}: row 0 (header): a header but no data rows")
+    names, data = list(header), []
+    for number, (line, cells) in enumerate(rows[1:], start=1):
+        if len(cells) != len(names):
+            column = names[min(len(cells), len(names)) - 1]
+            raise ImportFormatError(f"{at_row(path, number, line)}: column '{show(column)}': "
+                                    f"{len(cells)} fields, the header has {len(names)}")
+        data.append((number, line, cells))
+    if "\x00" in text or not _is_utf8(text):
+        _check_corrupt(path, names, data)
+    return names, data
+
+
+def _check_corrupt(path: Path, header: list[str], rows: list[tuple[int, int, list[str]]]) -> None:
+    """Raise ImportFormatError for the first cell, used or not, with a NUL or a byte that
+    is not UTF-8 (read as a surrogate)."""
+    for number, line, cells in rows:
+        for name, cell in zip(header, cells):
+            if "\x00" in cell or not _is_utf8(cell):
+                try:
+                    clean_text(cell)
+                except ValueError as exc:
+                    raise ImportFormatError(f"{at_row(path, number, line)}: column "
+                                            f"'{show(name)}': {exc}") from None
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------- mapping sidecars
+def _read_yaml(path: Path) -> Any:
+    """The YAML document of sidecar ``path``: at most MAX_MAPPING_BYTES, read strictly by
+    :func:`archbench.yamlio.load_yaml_text` (no repeated key, aliases bounded)."""
+    text = read_text(path, "mapping file", limit=MAX_MAPPING_BYTES)
+    try:
+        return load_yaml_text(text, str(path))
+    except ConfigError as exc:
+        raise ImportFormatError(show(exc, 300)) from None
+
+
 def load_mapping(path: str | os.PathLike) -> dict:
     """Read a mapping sidecar (YAML with ``columns``, ``constants`` and/or ``values``)."""
-    try:
-        mapping = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ImportFormatError(f"{path}: unreadable mapping ({first})") from exc
+    mapping = _read_yaml(Path(path))
+    mapping = {} if mapping is None else mapping
     check_mapping(mapping, str(path))
     return mapping
 
 
 def check_mapping(mapping: Any, where: str = "mapping") -> None:
     """Raise ImportFormatError unless ``mapping`` has only ``columns``, ``constants`` and
-    ``values`` dicts whose targets are import columns."""
+    ``values`` dicts whose targets are import columns and whose values are single values."""
+    single = (str, int, float, bool)
     if not isinstance(mapping, dict) or set(mapping) - {"columns", "constants", "values"}:
         raise ImportFormatError(f"{where}: a mapping has only 'columns', 'constants' and 'values'")
     for key in ("columns", "constants", "values"):
@@ -138,15 +369,32 @@ def check_mapping(mapping: Any, where: str = "mapping") -> None:
             raise ImportFormatError(f"{where}: {key}: expected a mapping")
     for name, table in mapping.get("values", {}).items():
         if name not in KNOWN:
-            raise ImportFormatError(f"{where}: values.{name}: unknown import column")
+            raise ImportFormatError(f"{where}: values.{show(name)}: unknown import column")
         if not isinstance(table, dict):
             raise ImportFormatError(f"{where}: values.{name}: expected a mapping of file text to value")
+        for text, value in table.items():
+            if not isinstance(text, single) or not isinstance(value, single):
+                raise ImportFormatError(f"{where}: values.{name}.{show(text)}: expected file text: value")
     for source, target in mapping.get("columns", {}).items():
+        if not isinstance(source, str) or not (target is None or isinstance(target, str)):
+            raise ImportFormatError(f"{where}: columns.{show(source)}: expected file column: "
+                                    "import column (or null)")
         if target is not None and target not in KNOWN:
-            raise ImportFormatError(f"{where}: columns.{source}: unknown import column '{target}'")
-    for name in mapping.get("constants", {}):
+            raise ImportFormatError(f"{where}: columns.{show(source)}: unknown import column "
+                                    f"'{show(target)}'")
+    for name, value in mapping.get("constants", {}).items():
         if name not in KNOWN:
-            raise ImportFormatError(f"{where}: constants.{name}: unknown import column")
+            raise ImportFormatError(f"{where}: constants.{show(name)}: unknown import column")
+        if not isinstance(value, single):
+            raise ImportFormatError(f"{where}: constants.{name}: expected a single value")
+
+
+def mapping_of(path: str | os.PathLike, mapping_dirs: Sequence[str | os.PathLike] = ()) -> dict:
+    """The mapping of import file ``path`` from its sidecar ({} without one), once the file
+    itself is known to be there (its own error comes first)."""
+    check_file(Path(path))
+    sidecar = find_mapping(path, mapping_dirs)
+    return load_mapping(sidecar) if sidecar else {}
 
 
 def find_mapping(path: str | os.PathLike, mapping_dirs: Sequence[str | os.PathLike] = ()) -> Path | None:
@@ -154,36 +402,41 @@ def find_mapping(path: str | os.PathLike, mapping_dirs: Sequence[str | os.PathLi
     path = Path(path)
     for folder in [path.parent, *map(Path, mapping_dirs)]:
         candidate = folder / f"{path.stem}.yaml"
-        if candidate.is_file():
+        if candidate.exists():  # a directory is found, and rejected by load_mapping
             return candidate
     return None
 
 
-def parse_cell(value: str, column: str) -> Any:
-    """One cell as its typed value; raises ValueError with the reason."""
-    text = value.strip()
-    if column in INT_COLUMNS:
-        number = float(text)
-        if not number.is_integer():
-            raise ValueError(f"'{text}' is not an integer")
-        minimum = 0 if column in ZERO_ALLOWED else 1
-        if number < minimum:
-            raise ValueError(f"'{text}' is below {minimum}")
-        return int(number)
-    if column in FLOAT_COLUMNS:
-        number = float(text)
-        if not math.isfinite(number) or number < 0 or (column == "throughput" and number == 0):
-            raise ValueError(f"'{text}' is not a positive finite number")
-        return number
-    if column in CHOICES:
-        if text not in CHOICES[column]:
-            raise ValueError(f"'{text}' is not one of {', '.join(CHOICES[column])}")
-        return text
-    if column in BOOL_COLUMNS:
-        if text.lower() not in _BOOL:
-            raise ValueError(f"'{text}' is not true/false")
-        return _BOOL[text.lower()]
-    return text
+# ----------------------------------------------------------------------- import files
+def _targets(path: Path, header: list[str], mapping: dict) -> list[str | None]:
+    """The import column of every file column (None: dropped); raises ImportFormatError for
+    an unknown column, two columns with one target, or a column that is also a constant."""
+    rename, constants = mapping.get("columns", {}), mapping.get("constants", {})
+    targets: list[str | None] = []
+    given: dict[str, str] = {}  # import column -> the file column that gives it
+    for name in header:
+        target = rename[name] if name in rename else name
+        if target is not None and target not in KNOWN:
+            raise ImportFormatError(f"{path}: row 0 (header): column '{show(name)}': unknown column "
+                                    "(map it, or drop it with a mapping to null)")
+        if target is not None and target in given:
+            other = given[target]
+            raise ImportFormatError(f"{path}: row 0 (header): column '{show(name)}': gives "
+                                    f"'{target}' as column '{show(other)}' does")
+        if target in constants:
+            raise ImportFormatError(f"{path}: row 0 (header): column '{show(name)}': gives "
+                                    f"'{target}', a constant of the mapping")
+        targets.append(target)
+        if target is not None:
+            given[target] = name
+    present = set(given) | set(constants)
+    for name in REQUIRED:
+        if name not in present:
+            raise ImportFormatError(f"{path}: row 0 (header): column '{name}': missing")
+    if "model" not in present and "kernel" not in present:
+        raise ImportFormatError(f"{path}: row 0 (header): column 'model': missing "
+                                "(a model or a kernel column is required)")
+    return targets
 
 
 def read_values(path: str | os.PathLike, mapping: dict | None = None) -> list[tuple[int, dict]]:
@@ -193,67 +446,39 @@ def read_values(path: str | os.PathLike, mapping: dict | None = None) -> list[tu
     path = Path(path)
     mapping = mapping or {}
     check_mapping(mapping, f"{path}: mapping")
-    rename = mapping.get("columns", {})
     constants = mapping.get("constants", {})
     translate = {name: {str(k).strip(): str(v) for k, v in table.items()}
                  for name, table in mapping.get("values", {}).items()}
-    rows: list[tuple[int, list[str]]] = []  # (line number, cells) of non-blank lines
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle, strict=True)
-            for cells in reader:
-                if any(cell.strip() for cell in cells):
-                    rows.append((reader.line_num, cells))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise ImportFormatError(f"{path}: unreadable CSV ({exc})") from exc
-    if not rows:
-        raise ImportFormatError(f"{path}: row 0 (header): the file is empty")
-    header = [h.strip() for h in rows[0][1]]
-    targets: list[str | None] = []
-    for name in header:
-        target = rename[name] if name in rename else name
-        if target is not None and target not in KNOWN:
-            raise ImportFormatError(f"{path}: row 0 (header): column '{name}': unknown column "
-                                    "(map it, or drop it with a mapping to null)")
-        targets.append(target)
-    present = {t for t in targets if t} | set(constants)
-    for name in REQUIRED:
-        if name not in present:
-            raise ImportFormatError(f"{path}: row 0 (header): column '{name}': missing")
-    if "model" not in present and "kernel" not in present:
-        raise ImportFormatError(f"{path}: row 0 (header): column 'model': missing "
-                                "(a model or a kernel column is required)")
+    header, rows = read_rows(path)
+    targets = _targets(path, header, mapping)
     const_values = {}
     for name, value in constants.items():
         try:
             const_values[name] = parse_cell(str(value).lower() if isinstance(value, bool) else str(value), name)
         except ValueError as exc:
-            raise ImportFormatError(f"{path}: mapping constants: column '{name}': {exc}") from exc
+            raise ImportFormatError(f"{path}: mapping constants: column '{name}': {exc}") from None
     out = []
-    for number, (line, cells) in enumerate(rows[1:], start=1):
-        where = f"{path}: row {number} (line {line})"
-        if len(cells) != len(header):
-            column = header[min(len(cells), len(header)) - 1]
-            raise ImportFormatError(f"{where}: column '{column}': {len(cells)} fields, "
-                                    f"the header has {len(header)}")
+    for number, line, cells in rows:
+        at = at_row(path, number, line)
         values = dict(const_values)
         for name, target, cell in zip(header, targets, cells):
-            if target is None or cell.strip() == "":
+            if target is None or cell.strip(" ") == "":
                 continue
-            cell = translate.get(target, {}).get(cell.strip(), cell)
             try:
-                values[target] = parse_cell(cell, target)
+                text = clean_text(cell)
+                values[target] = parse_cell(translate.get(target, {}).get(text, text), target)
             except ValueError as exc:
-                raise ImportFormatError(f"{where}: column '{name}': {exc}") from exc
+                raise ImportFormatError(f"{at}: column '{show(name)}': {exc}") from None
         for name in REQUIRED:
             if name not in values:
-                raise ImportFormatError(f"{where}: column '{name}': empty")
+                raise ImportFormatError(f"{at}: column '{name}': empty")
         if not values.get("model") and not values.get("kernel"):
-            raise ImportFormatError(f"{where}: column 'model': empty "
-                                    "(a model or a kernel is required)")
+            raise ImportFormatError(f"{at}: column 'model': empty (a model or a kernel is required)")
+        if values.get("model") and values.get("kernel"):
+            raise ImportFormatError(f"{at}: column 'kernel': a row gives a model or a kernel, not both")
         unit = scaling_unit(values)
         if unit and values.get(unit) is None and not (unit == "nodes" and "gpus" not in values):
-            raise ImportFormatError(f"{where}: column '{unit}': empty (the row scales over {unit})")
+            raise ImportFormatError(f"{at}: column '{unit}': empty (the row scales over {unit})")
         out.append((number, values))
     return out
 
@@ -317,8 +542,7 @@ def import_files(paths: Iterable[str | os.PathLike], mappings: dict | None = Non
     for path in paths:
         mapping = (mappings or {}).get(str(path))
         if mapping is None:
-            sidecar = find_mapping(path, mapping_dirs)
-            mapping = load_mapping(sidecar) if sidecar else {}
+            mapping = mapping_of(path, mapping_dirs)
         frames.append(read_import(path, mapping))
     frames = [f for f in frames if not f.empty]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

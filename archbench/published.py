@@ -32,14 +32,21 @@ setting). An identity column that the metric's table does not have (e.g. ``trans
 which archbench does not record) matches nothing, so the claim stays unmatched.
 
 A malformed file raises :class:`archbench.importer.ImportFormatError` with one line naming
-the file, row and column. ``python -m archbench.published FILE...`` checks files and prints
+the file, row and column. The file checks of :mod:`archbench.importer` apply (a missing,
+non-UTF-8 or header-only file, a repeated column, a wrong field count, a cell that is not
+printable); besides, text identity cells are names (up to 64 letters, digits, ``_ . + -``,
+after an optional ``!``), value, low and high are finite plain decimals of at most 1e21 in
+magnitude, a tolerance is a non-negative number or percentage, counts are 1 to 1,000,000
+(problem and tile sizes up to 2**50), and the unit is one of the metric's.
+
+:func:`check_imports` checks a campaign's ``imports:`` (import and claims files) when the
+workflow is planned; ``python -m archbench.published FILE...`` checks files and prints
 their claims.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 from dataclasses import dataclass
@@ -50,12 +57,20 @@ import pandas as pd
 
 from archbench.importer import (
     INT_COLUMNS,
+    MAX_VALUE,
+    NAME,
+    UNITS,
     ImportFormatError,
-    find_mapping,
-    load_mapping,
+    at_row,
+    canonical_unit,
+    clean_text,
+    mapping_of,
     parse_cell,
+    parse_number,
+    read_rows,
     read_values,
     scaling_unit,
+    show,
 )
 
 
@@ -73,6 +88,14 @@ class Metric:
 
 
 RATIO = {"x": 1.0}
+
+
+def _units_of(base: str) -> dict:
+    """Every import unit (:data:`archbench.importer.UNITS`) the tables give in ``base``,
+    with its value per one ``base``."""
+    return {unit: per for unit, (of, per) in UNITS.items() if of == base}
+
+
 METRICS: dict[str, Metric] = {
     # img/s of a configuration, at its best parameter-server count and variable update
     "throughput": Metric("best_configuration", "value", {"img/s": 1.0}),
@@ -85,11 +108,11 @@ METRICS: dict[str, Metric] = {
     "vendor_speedup": Metric("vendor_speedup", "speedup", RATIO),
     "process_speedup": Metric("process_layout", "speedup", RATIO),
     "io_overhead": Metric("io_overhead", "io_overhead_percent", {"%": 1.0}),
-    "gflops": Metric("kernel_gflops", "gflops", {"GFLOP/s": 1.0, "TFLOP/s": 1e-3}),
+    "gflops": Metric("kernel_gflops", "gflops", _units_of("GFLOP/s")),
     "kernel_speedup": Metric("kernel_gflops", "speedup", RATIO,
                              ("experiment", "system", "kernel", "problem_size", "tile_size"),
                              "workers"),
-    "bandwidth": Metric("stream_bandwidth", "bandwidth_gb_s", {"GB/s": 1.0, "MB/s": 1000.0}),
+    "bandwidth": Metric("stream_bandwidth", "bandwidth_gb_s", _units_of("GB/s")),
 }
 DEFAULT_TOLERANCE = "10%"  # a reproduction within 10% of the paper is not flagged
 
@@ -120,58 +143,53 @@ def is_claims_file(path: str | os.PathLike) -> bool:
 
 
 def _tolerance(text: str) -> str:
-    body = text[:-1] if text.endswith("%") else text
-    if float(body) < 0:
-        raise ValueError(f"'{text}' is negative")
+    if not 0 <= parse_number(text.removesuffix("%")) <= MAX_VALUE:
+        raise ValueError(f"'{show(text)}' is not a non-negative number up to {MAX_VALUE:g}")
     return text
 
 
-def _claim_cell(name: str, text: str) -> object:
+def _claim_cell(name: str, cell: str) -> object:
     """One typed cell of a claims file; raises ValueError with the reason."""
+    text = clean_text(cell)
     if name in ("value", "low", "high"):
-        return float(text)
+        if abs(number := parse_number(text)) > MAX_VALUE:
+            raise ValueError(f"'{show(text)}' is beyond {MAX_VALUE:g}")
+        return number
     if name == "tolerance":
         return _tolerance(text)
     if name == "metric" and text not in METRICS:
-        raise ValueError(f"'{text}' is not one of {', '.join(METRICS)}")
+        raise ValueError(f"'{show(text)}' is not one of {', '.join(METRICS)}")
+    if name == "unit":
+        return canonical_unit(text) or text
     if name in INT_IDENTITY:
-        return parse_cell(text, name if name in INT_COLUMNS else "batch")  # counts >= 1
+        return parse_cell(text, name if name in INT_COLUMNS else "nodes")  # counts >= 1
     if name in BOOL_IDENTITY:
         return parse_cell(text, name)
+    if name in TEXT_IDENTITY and not NAME.fullmatch(text.removeprefix("!")):
+        raise ValueError(f"'{show(text)}' is not a name (up to 64 letters, digits, _ . + -; ! before: not)")
     return text
 
 
 def read_claims(path: str | os.PathLike) -> pd.DataFrame:
     """The claims of one claims file (see the module docstring), one row each."""
     path = Path(path)
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle, strict=True)
-            lines = [(reader.line_num, cells) for cells in reader if any(c.strip() for c in cells)]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise ImportFormatError(f"{path}: unreadable CSV ({exc})") from exc
-    if not lines:
-        raise ImportFormatError(f"{path}: row 0 (header): the file is empty")
-    header = [h.strip() for h in lines[0][1]]
+    header, rows = read_rows(path)
     for name in header:
         if name not in CLAIM_FIELDS and name not in IDENTITY:
-            raise ImportFormatError(f"{path}: row 0 (header): column '{name}': unknown column")
+            raise ImportFormatError(f"{path}: row 0 (header): column '{show(name)}': unknown column")
     for name in ("metric", "unit", "source"):
         if name not in header:
             raise ImportFormatError(f"{path}: row 0 (header): column '{name}': missing")
     claims = []
-    for number, (line, cells) in enumerate(lines[1:], start=1):
-        where = f"{path}: row {number} (line {line})"
-        if len(cells) != len(header):
-            raise ImportFormatError(f"{where}: column '{header[min(len(cells), len(header)) - 1]}': "
-                                    f"{len(cells)} fields, the header has {len(header)}")
+    for number, line, cells in rows:
+        where = at_row(path, number, line)
         claim: dict = {}
         for name, cell in zip(header, cells):
-            if cell.strip():
+            if cell.strip(" "):
                 try:
-                    claim[name] = _claim_cell(name, cell.strip())
+                    claim[name] = _claim_cell(name, cell)
                 except ValueError as exc:
-                    raise ImportFormatError(f"{where}: column '{name}': {exc}") from exc
+                    raise ImportFormatError(f"{where}: column '{name}': {exc}") from None
         claims.append(_checked(claim, where, f"{path.name}, row {number}"))
     return pd.DataFrame(claims, columns=[*CLAIM_FIELDS, "file", *IDENTITY])
 
@@ -183,7 +201,7 @@ def _checked(claim: dict, where: str, file: str) -> dict:
             raise ImportFormatError(f"{where}: column '{name}': empty")
     metric = METRICS[claim["metric"]]
     if claim["unit"] not in metric.units:
-        raise ImportFormatError(f"{where}: column 'unit': '{claim['unit']}' is not a unit of "
+        raise ImportFormatError(f"{where}: column 'unit': '{show(claim['unit'])}' is not a unit of "
                                 f"{claim['metric']} ({', '.join(metric.units)})")
     if "value" in claim and ("low" in claim or "high" in claim):
         raise ImportFormatError(f"{where}: column 'value': give a value or low/high, not both")
@@ -237,12 +255,21 @@ def load_published(paths: Iterable[str | os.PathLike],
         if is_claims_file(path):
             frames.append(read_claims(path))
         else:
-            sidecar = find_mapping(path, mapping_dirs)
-            frames.append(import_claims(path, load_mapping(sidecar) if sidecar else {}))
+            frames.append(import_claims(path, mapping_of(path, mapping_dirs)))
     frames = [f for f in frames if not f.empty]
     if not frames:
         return pd.DataFrame(columns=[*CLAIM_FIELDS, "file", *IDENTITY])
     return pd.concat(frames, ignore_index=True)
+
+
+def check_imports(paths: Iterable[str | os.PathLike],
+                  mapping_dirs: Sequence[str | os.PathLike] = ()) -> None:
+    """Raise ImportFormatError (one line, e.g. 'FILE: no such import file') unless every
+    file of a campaign's ``imports:`` reads as the jobs that merge and compare them read
+    it: import files with their sidecars, and claims files. Fast (milliseconds for the
+    shipped files), so the workflow runs it when planned and a malformed import stops
+    it before any job."""
+    load_published(list(paths), mapping_dirs)
 
 
 def identity_of(claim: pd.Series) -> dict:
