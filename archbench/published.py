@@ -55,22 +55,17 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from archbench.csvfile import ImportFormatError, at_row, clean_text, parse_number, read_rows, show
 from archbench.importer import (
     INT_COLUMNS,
     MAX_VALUE,
     NAME,
     UNITS,
-    ImportFormatError,
-    at_row,
     canonical_unit,
-    clean_text,
     mapping_of,
     parse_cell,
-    parse_number,
-    read_rows,
     read_values,
     scaling_unit,
-    show,
 )
 
 
