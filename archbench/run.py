@@ -5,7 +5,14 @@ leave exactly one valid record behind (the worker's, or a failure record).
 
 SPEC_JSON is ``{"measurement": {...}, "system": {...}}`` as produced by the workflow.
 Exit status 0 whenever a record was written, so one failed benchmark never stops the
-campaign; non-zero only for a supervisor error (bad spec, unwritable output).
+campaign; non-zero for a supervisor error (bad spec, unwritable output) or a stopped run.
+
+The worker runs on a lifeline (:mod:`archbench.lifeline`): its whole process tree dies
+with the supervisor, however the supervisor dies. SIGINT, SIGTERM or SIGHUP, or the end of
+whoever started the supervisor (Snakemake, through its job shell), stop the run: the worker
+tree is killed, its scratch file removed, and no record written, so the next run reruns it.
+A benchmark starts only while it holds the host guard (:mod:`archbench.hostguard`): no
+two archbench benchmarks share a host; the wait does not count against the time limit.
 """
 
 from __future__ import annotations
@@ -15,12 +22,13 @@ import importlib
 import json
 import os
 import signal
-import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterator, NoReturn, Sequence
 
-from archbench import provenance
+from archbench import hostguard, lifeline, provenance
 from archbench.containers import exec_prefix
 from archbench.containers import image_digest as hash_file
 from archbench.failures import exit_failure
@@ -31,6 +39,15 @@ from archbench.vendor_evidence import recorded_library
 
 # The module whose command_for(measurement, system) gives a measurement's argv, per kind.
 WORKERS = {"train": "archbench.train", "kernel": "archbench.kernels"}
+POLL_S = 0.2  # how often the supervisor looks at its worker, its time limit and its parents
+
+
+class Interrupted(BaseException):
+    """The run was stopped: by signal ``signum``, or (SIGHUP) whoever started it is gone."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 def worker_command(measurement: dict, system: dict) -> list[str]:
@@ -71,21 +88,30 @@ def memory_limiter(limit_mb: int | None):
 
 
 def run_worker(argv: list[str], *, env: dict, timeout_s: float, log_path: Path,
-               memory_limit_mb: int | None = None) -> tuple[int | None, str]:
-    """Run argv in its own process group; return (returncode or None on timeout, log text)."""
+               memory_limit_mb: int | None = None, keep_fds: Sequence[int] = (),
+               check: Callable[[], None] = lambda: None) -> tuple[int | None, str]:
+    """Run argv on a lifeline; return (returncode, or None when it overran ``timeout_s``,
+    log text). ``check`` runs while waiting and may raise to stop the run; however this
+    returns, the worker tree is gone. ``keep_fds`` stay open while the tree lives."""
     with open(log_path, "a") as log:
         log.write(f"$ {' '.join(argv)}\n")
         log.flush()
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True,
-                                preexec_fn=memory_limiter(memory_limit_mb))
+        ended = "stopped: worker tree killed"  # unless it ends or times out below
         try:
-            code: int | None = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            code = None
-    return code, log_path.read_text(errors="replace")
+            with lifeline.Tether(argv, stdout=log, env=env, keep_fds=keep_fds,
+                                 preexec_fn=memory_limiter(memory_limit_mb)) as tether:
+                deadline = time.monotonic() + timeout_s
+                while (code := tether.poll()) is None and time.monotonic() < deadline:
+                    check()
+                    time.sleep(POLL_S)
+                if code is None:
+                    tether.stop()
+                ended = f"exit {code}" if code is not None else "timeout: worker tree killed"
+        finally:  # the lifeline marks the end of the tree, unless it was killed before
+            text = log_path.read_text(errors="replace")
+            if lifeline.last_mark(text) == "start":
+                lifeline.mark(log, f"end ({ended})")
+    return code, lifeline.without_marks(text)
 
 
 def identity_fields(measurement: dict, log_path: Path) -> dict:
@@ -100,8 +126,11 @@ def identity_fields(measurement: dict, log_path: Path) -> dict:
     return fields
 
 
-def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path) -> dict:
-    """Run the measurement (with its retries) and write its record; return the record."""
+def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
+              check: Callable[[], None] = lambda: None) -> dict:
+    """Run the measurement (with its retries) and write its record; return the record.
+    ``check`` runs while waiting for the host guard or the worker, and may raise to stop
+    the run (no record then)."""
     output.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     scratch = output.with_name(f".{output.name}.worker")
@@ -117,34 +146,75 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path) 
     knobs = {**horovod_knobs(tuning.get("horovod_cycle_time_ms"), tuning.get("horovod_fusion_threshold_bytes")),
              **pinned_cores(tuning)}
     settings_env = measurement.get("env", {})
-    start = provenance.now()
-    for attempt in range(1 + int(measurement.get("retries", 0))):
-        scratch.unlink(missing_ok=True)
-        code, log_text = run_worker(argv, env=env, timeout_s=timeout_s, log_path=log_path,
-                                    memory_limit_mb=measurement.get("memory_limit_mb"))
-        try:
-            worker_record = read_record(scratch)
-        except RecordError:
-            worker_record = None
-        if worker_record is not None:
-            record = {**worker_record, **identity,
-                      "env": {**worker_record.get("env", {}), **settings_env},
-                      "metrics": {**knobs, **worker_record.get("metrics", {})}}
-            record["vendor_library"] = recorded_library(  # what ran, not only what was declared
-                record.get("vendor_library"), record.get("vendor_library_enabled"),
-                record.get("vendor_evidence"))
-        elif code is None:
-            record = failure(identity, start=start, status="timeout", metrics=knobs, env=settings_env,
-                             reason=f"exceeded {timeout_s:.0f} s wall time (attempt {attempt + 1})")
-        else:
-            status, reason = exit_failure(code, log_text)
-            record = failure(identity, start=start, status=status, reason=reason, metrics=knobs,
-                             env=settings_env)
-        if record["status"] == "ok":
-            break
-    scratch.unlink(missing_ok=True)
-    write_record(output, record)
+    with hostguard.held(output, check=check) as guard:  # the wait is not the run's time
+        start = provenance.now()
+        try:  # an interrupted run (Interrupted) leaves neither scratch file nor record
+            for attempt in range(1 + int(measurement.get("retries", 0))):
+                scratch.unlink(missing_ok=True)
+                code, log_text = run_worker(argv, env=env, timeout_s=timeout_s, log_path=log_path,
+                                            memory_limit_mb=measurement.get("memory_limit_mb"),
+                                            keep_fds=(guard,), check=check)
+                try:
+                    worker_record = read_record(scratch)
+                except RecordError:
+                    worker_record = None
+                if worker_record is not None:
+                    record = {**worker_record, **identity,
+                              "env": {**worker_record.get("env", {}), **settings_env},
+                              "metrics": {**knobs, **worker_record.get("metrics", {})}}
+                    record["vendor_library"] = recorded_library(  # what ran, not only what was declared
+                        record.get("vendor_library"), record.get("vendor_library_enabled"),
+                        record.get("vendor_evidence"))
+                elif code is None:
+                    record = failure(identity, start=start, status="timeout", metrics=knobs,
+                                     env=settings_env, reason=f"exceeded {timeout_s:.0f} s wall time"
+                                                              f" (attempt {attempt + 1})")
+                else:
+                    status, reason = exit_failure(code, log_text)
+                    record = failure(identity, start=start, status=status, reason=reason,
+                                     metrics=knobs, env=settings_env)
+                if record["status"] == "ok":
+                    break
+        finally:
+            scratch.unlink(missing_ok=True)
+        write_record(output, record)
     return record
+
+
+def abandonment_check() -> Callable[[], None]:
+    """A check raising Interrupted(SIGHUP) once whoever started this supervisor process is
+    gone (being abandoned is a hang-up: under ``nohup``, SIGHUP ignored, the run goes on)."""
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        return lambda: None
+    parents = lifeline.Parents()
+
+    def check() -> None:
+        if parents.gone():
+            interrupt(signal.SIGHUP)
+    return check
+
+
+def interrupt(signum: int) -> NoReturn:
+    """Raise Interrupted(signum), once: stop signals are ignored from here on (until
+    ``stop_signals`` ends), so that the cleanup runs undisturbed."""
+    for s in lifeline.STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+@contextmanager
+def stop_signals() -> Iterator[None]:
+    """Within the block SIGINT, SIGTERM and SIGHUP raise Interrupted (see ``interrupt``);
+    a signal ignored at start (``nohup``) stays ignored."""
+    before = {s: signal.getsignal(s) for s in lifeline.STOP_SIGNALS}
+    for s, handler in before.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(s, lambda signum, _frame: interrupt(signum))
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def failure(identity: dict, *, start: str, status: str, reason: str,
@@ -186,20 +256,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--output", required=True, type=Path)
     p.add_argument("--log", required=True, type=Path, help="worker output is appended here")
     args = p.parse_args(argv)
-    spec = json.loads(args.spec)
+    try:
+        with stop_signals():
+            return run_spec(json.loads(args.spec), output=args.output, log_path=args.log)
+    except Interrupted as stop:
+        written = "" if args.output.exists() else "; no record written (the next run reruns it)"
+        print(f"{args.output}: stopped by {stop}{written}", flush=True)
+        return 128 + stop.signum
+
+
+def run_spec(spec: dict, *, output: Path, log_path: Path) -> int:
+    """Supervise the measurement of a spec (its `best` placeholder resolved first)."""
     measurement = spec["measurement"]
     if measurement.get("best_of"):
         try:
             measurement = resolve_best_layout(measurement, spec.get("best_records", []),
                                               spec.get("statistic", "mean"))
         except ValueError as exc:
-            record = failure(identity_fields(measurement, args.log), start=provenance.now(),
+            record = failure(identity_fields(measurement, log_path), start=provenance.now(),
                              status="failed", reason=str(exc), env=measurement.get("env"))
-            write_record(args.output, record)
-            print(f"{args.output}: failed {exc}")
+            write_record(output, record)
+            print(f"{output}: failed {exc}")
             return 0
-    record = supervise(measurement, spec["system"], output=args.output, log_path=args.log)
-    print(f"{args.output}: {record['status']} {record['throughput']} {record['throughput_unit']}"
+    record = supervise(measurement, spec["system"], output=output, log_path=log_path,
+                       check=abandonment_check())
+    print(f"{output}: {record['status']} {record['throughput']} {record['throughput_unit']}"
           f" {record['reason']}".rstrip())
     return 0
 
