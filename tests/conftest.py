@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,14 @@ def tool_env(**extra: str) -> dict:
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.update(extra)
     return env
+
+
+def default_signals() -> None:
+    """A ``preexec_fn``: stop signals back to their defaults, as a terminal gives them,
+    whatever the test runner ignores (a script's background job ignores SIGINT, nohup
+    SIGHUP, and children inherit that)."""
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def copy_workflow(dest: Path) -> Path:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import tool_env
+from conftest import default_signals, tool_env
 from test_run import SYSTEM, measurement
 
 from archbench import run
@@ -134,7 +134,8 @@ def start_supervisor(tmp_path: Path, worker: list[str], m: dict | None = None,
         argv = launcher[:-1] + [f"{launcher[-1]}{shlex.join(argv)} > {tmp_path / 'rep0.log'} 2>&1"]
     proc = subprocess.Popen(argv, env=tool_env(TREE_WORKER=json.dumps(worker)), cwd=tmp_path,
                             stdout=open(tmp_path / "supervisor.out", "w"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=default_signals)
     return proc, out
 
 
@@ -265,7 +266,8 @@ def test_a_killed_supervisor_takes_real_horovod_ranks_with_it(tmp_path, monkeypa
     proc = subprocess.Popen([sys.executable, "-m", "archbench.run", "--spec", spec, "--output",
                              str(tmp_path / "rep0.json"), "--log", str(tmp_path / "w.log")],
                             env=tool_env(), cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=default_signals)
     tree: dict = {}
     try:
         end = time.monotonic() + 120

@@ -19,7 +19,7 @@ from typing import Iterable
 
 import pandas as pd
 import pytest
-from conftest import copy_workflow, snakemake, tool_env
+from conftest import copy_workflow, default_signals, snakemake, tool_env
 
 from archbench.campaign import load_campaign_file, raw_path
 from archbench.lifeline import MARK
@@ -59,7 +59,8 @@ def start_and_kill(workdir: Path, whom: str, signum: int, extra_s: float) -> boo
     send ``signum`` to ``whom``; assert that nothing of the run survives. False when the
     campaign finished before a benchmark started."""
     proc = subprocess.Popen(COMMAND, cwd=workdir, env=tool_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+                            stderr=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=default_signals)
     try:
         while not any(f"-m archbench.{w} " in c for c in processes_in(workdir).values()
                       for w in ("train", "kernels")):
