@@ -20,6 +20,7 @@ import yaml
 
 from archbench.experiment_types import EXPERIMENT_TYPES
 from archbench.experiment_types.base import expand_with_skips
+from archbench.experiment_types.node_scaling import best_sources
 from archbench.kernels import KERNELS
 from archbench.models import MODELS
 from archbench.record import config_id
@@ -112,8 +113,7 @@ def check_best(config: dict) -> None:
     for name, experiment in experiments.items():
         if "best" not in experiment:
             continue
-        best = experiment["best"]
-        names = [best] if isinstance(best, str) else list(best)
+        names = best_sources(experiment["best"])
         for source in names:
             if experiments.get(source, {}).get("type") != "hybrid":
                 raise ConfigError(f"experiments.{name}.best: '{source}' is not a hybrid "

@@ -75,6 +75,7 @@ def expanded_size(node: yaml.Node, memo: dict[int, int] | None = None,
     return size
 
 
+PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")  # printed as is in a key path; others quoted
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # tab and newline are text
 
 
@@ -131,8 +132,7 @@ def load_yaml_text(text: str, where: str) -> Any:
 
 def key_path(parts: tuple) -> str:
     """``a.b.0``: a key path as the error messages print it (odd keys quoted)."""
-    plain = re.compile(r"^[A-Za-z0-9_-]+$")
-    return ".".join(str(p) if plain.match(str(p)) else repr(p) for p in parts) or "(top level)"
+    return ".".join(str(p) if PLAIN_KEY.match(str(p)) else repr(p) for p in parts) or "(top level)"
 
 
 def yaml_reason(exc: yaml.YAMLError) -> str:

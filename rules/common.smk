@@ -12,7 +12,7 @@ from archbench.published import check_imports, is_claims_file
 from archbench.models import spec as model_spec
 from archbench.integrity import quarantine_invalid
 from archbench.tables import TABLES
-from archbench.tables.best import best_sources
+from archbench.experiment_types.node_scaling import best_sources
 from archbench.yamlio import load_yaml_file
 
 # mapping sidecars sit beside their CSV (data/published/<study>/); extra folders go here

@@ -79,6 +79,13 @@ unevaluatedProperties: false
 """)
 
 
+def best_sources(best_of: str | list[str] | None) -> list[str]:
+    """The hybrid experiments a ``best_of`` marker names: one name or a list of them."""
+    if not best_of:
+        return []
+    return [best_of] if isinstance(best_of, str) else list(best_of)
+
+
 def parameter_server_counts(experiment: dict, workers: int) -> list[int]:
     """The parameter-server counts tried with ``workers`` workers: the experiment's list up
     to the workers, or for ``all`` 1, 2, 4, ... up to the workers plus the workers count."""

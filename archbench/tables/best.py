@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from archbench.experiment_types.node_scaling import best_sources
 from archbench.record import config_id
 from archbench.tables.common import empty, sort_rows, summary_of
 from archbench.tables.training import best_per_group, hybrid_configurations
@@ -34,13 +35,6 @@ def best_hybrid(df: pd.DataFrame) -> pd.DataFrame:
     blank = ("configuration", *LAYOUT_FIELDS, "global_batch", "error")
     out = best_per_group(table, keys=GROUP, value="img_s", blank=blank)
     return sort_rows(out[list(BEST_HYBRID_COLUMNS)], GROUP)
-
-
-def best_sources(best_of: str | list[str] | None) -> list[str]:
-    """The hybrid experiments a ``best_of`` marker names: one name or a list of them."""
-    if not best_of:
-        return []
-    return [best_of] if isinstance(best_of, str) else list(best_of)
 
 
 def best_layout(best: pd.DataFrame, measurement: dict) -> dict | None:
