@@ -53,6 +53,10 @@ def resolve_system(name: str, definition: dict | None = None,
         raise ConfigError(f"{where or 'system'}: a system must be a mapping", source=source)
     definition = {"name": name, **definition}
     check(definition, load_schema("system"), where, source=source)
+    if definition["name"] != name:  # records, paths and the campaign all use the one name
+        key = f"{where}.name" if where else "name"
+        raise ConfigError(f"{key}: '{definition['name']}' is not the system's name '{name}'",
+                          source=source)
     system = {**DEFAULTS, **definition}
     if system["arch"] == "auto":
         system["arch"] = platform.machine()

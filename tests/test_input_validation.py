@@ -63,6 +63,7 @@ def test_bad_experiment_values_are_refused(experiment, expected):
     ({"memory_per_node_gb": float("nan")}, ("memory_per_node_gb",)),
     ({"threads_per_core": 1.5}, ("system_definitions.local.threads_per_core",)),
     ({"nodes": 10**9}, ("system_definitions.local.nodes", "maximum")),
+    ({"name": "other"}, ("system_definitions.local.name: 'other' is not the system's name 'local'",)),
 ])
 def test_bad_system_values_are_refused(system, expected):
     rejected(campaign(system=system), *expected)
