@@ -1,10 +1,14 @@
-"""Job resources and the pre-submission plan: jobs, node-hours and core-hours per
-system and experiment, computed from the same measurements the workflow runs."""
+"""Job resources and the pre-submission plan: measurements, Slurm jobs (after batching),
+node-hours and core-hours per system and experiment, computed from the same measurements
+the workflow runs."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pandas as pd
 
+from archbench.batching import chunks
 from archbench.files import atomic_write_text
 from archbench.systems import cores_of, cpus_per_process
 
@@ -41,42 +45,59 @@ def job_resources(measurement: dict, system: dict) -> dict:
     return resources
 
 
-def plan_table(measurements: list[dict], systems: dict[str, dict]) -> pd.DataFrame:
-    """Jobs, node-hours and core-hours (at the time limit) per system and experiment."""
+def plan_table(measurements: list[dict], systems: dict[str, dict], *, batch_size: int = 1,
+               batch_max_minutes: int | None = None) -> pd.DataFrame:
+    """Measurements, Slurm jobs (a batch of ``batch_size`` counts once, see
+    :mod:`archbench.batching`), node-hours and core-hours (at the time limit) per system
+    and experiment."""
+    def resources(m: dict) -> dict:
+        return job_resources(m, systems[m["system"]])
+
+    # a batch spanning experiments counts in the row of its first measurement
+    jobs = Counter((chunk[0]["system"], chunk[0]["experiment"]) for chunk in
+                   chunks(measurements, resources, size=batch_size,
+                                  max_minutes=batch_max_minutes))
     rows = []
     for m in measurements:
         system = systems[m["system"]]
-        res = job_resources(m, system)
+        res = resources(m)
         hours = res["runtime"] / 60
         rows.append({"system": m["system"], "experiment": m["experiment"],
-                     "type": m["experiment_type"], "jobs": 1, "max_nodes": res["nodes"],
+                     "type": m["experiment_type"], "measurements": 1,
+                     "max_nodes": res["nodes"],
                      "node_hours": res["nodes"] * hours,
                      "core_hours": res["nodes"] * cores_of(system) * hours})
-    columns = ["system", "experiment", "type", "jobs", "max_nodes", "node_hours", "core_hours"]
+    columns = ["system", "experiment", "type", "measurements", "jobs", "max_nodes",
+               "node_hours", "core_hours"]
     if not rows:
         return pd.DataFrame(columns=columns)
     frame = pd.DataFrame(rows)
     table = (frame.groupby(["system", "experiment", "type"], sort=True)
-             .agg(jobs=("jobs", "sum"), max_nodes=("max_nodes", "max"),
-                  node_hours=("node_hours", "sum"), core_hours=("core_hours", "sum"))
+             .agg(measurements=("measurements", "sum"), max_nodes=("max_nodes", "max"), node_hours=("node_hours", "sum"),
+                  core_hours=("core_hours", "sum"))
              .reset_index())
+    table["jobs"] = [jobs[key] for key in zip(table["system"], table["experiment"])]
     return table[columns]
 
 
 def plan_markdown(name: str, table: pd.DataFrame) -> str:
     """The plan as Markdown with a total line (upper bounds: every run at its time limit)."""
-    total = table[["jobs", "node_hours", "core_hours"]].sum()
+    total = table[["measurements", "jobs", "node_hours", "core_hours"]].sum()
     body = table.to_markdown(index=False, floatfmt=".2f") if not table.empty else "(no jobs)"
     return (f"# Plan for campaign `{name}`\n\n"
-            "Upper bounds: every run is charged its full time limit.\n\n"
-            f"{body}\n\n**Total:** {int(total['jobs'])} jobs, {total['node_hours']:.2f} node-hours, "
+            "Upper bounds: every run is charged its full time limit. `jobs` counts Slurm "
+            "jobs: a batch of measurements (`batch_size`) is one.\n\n"
+            f"{body}\n\n**Total:** {int(total['measurements'])} measurements in "
+            f"{int(total['jobs'])} Slurm jobs, {total['node_hours']:.2f} node-hours, "
             f"{total['core_hours']:.2f} core-hours.\n")
 
 
 def write_plan(name: str, measurements: list[dict], systems: dict[str, dict], *,
-               csv: str, markdown: str) -> pd.DataFrame:
+               csv: str, markdown: str, batch_size: int = 1,
+               batch_max_minutes: int | None = None) -> pd.DataFrame:
     """Write the plan of campaign ``name`` as CSV and Markdown; return its table."""
-    table = plan_table(measurements, systems)
+    table = plan_table(measurements, systems, batch_size=batch_size,
+                       batch_max_minutes=batch_max_minutes)
     atomic_write_text(csv, table.to_csv(index=False, float_format="%.4f", lineterminator="\n"))
     atomic_write_text(markdown, plan_markdown(name, table))
     return table

@@ -16,6 +16,8 @@ rule run_measurement:
     params:
         spec=get_spec,
     threads: get_threads
+    # batch_size > 1: up to that many measurements share one Slurm job, one at a time
+    group: get_batch_group
     resources:
         nodes=lambda w: get_resources(w)["nodes"],
         tasks=lambda w: get_resources(w)["tasks"],

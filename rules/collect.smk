@@ -30,4 +30,5 @@ rule plan_campaign:
         f"logs/plan_campaign/{CAMPAIGN.name}.log",
     run:
         archbench_plan.write_plan(CAMPAIGN.name, CAMPAIGN.measurements, SYSTEMS,
-                                  csv=output.csv, markdown=output.markdown)
+                                  csv=output.csv, markdown=output.markdown,
+                                  batch_size=BATCH_SIZE, batch_max_minutes=BATCH_MAX_MINUTES)

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 from archbench import plan as archbench_plan
+from archbench.batching import group_names
 from archbench.campaign import ConfigError, check_inputs_exist, load_campaign, raw_path
 from archbench.containers import build_command, shell_join
 from archbench.figures import FIGURES
@@ -43,6 +44,25 @@ FIGURE_NAMES = sorted(FIGURES)
 # The small JPEG TFRecord set rule make_tfrecords writes (a system's data_dir may name it).
 GENERATED_TFRECORDS = "results/data/tfrecords"
 
+# Batching (campaign key batch_size; archbench/batching.py): each chunk of measurements is
+# one job group, i.e. one Slurm job. measurement_slots is counted per submission with a
+# pool of 1, so a group runs its members one after another and asks for one member's
+# cores and memory with the sum of their runtimes (not the sums Snakemake's layering
+# would give members side by side).
+BATCH_SIZE = int(config.get("batch_size", 1))
+BATCH_MAX_MINUTES = config.get("batch_max_minutes")
+BATCH_GROUPS = group_names(
+    CAMPAIGN.measurements, lambda m: archbench_plan.job_resources(m, SYSTEMS[m["system"]]),
+    lambda m: f"results/{raw_path(m)}", size=BATCH_SIZE, max_minutes=BATCH_MAX_MINUTES)
+
+
+resource_scopes:
+    measurement_slots="local",
+
+
+if BATCH_GROUPS:
+    workflow.register_resource("measurement_slots", 1)
+
 # A corrupt or truncated record is never aggregated: it is moved aside and rerun.
 if workflow.is_main_process and not REGENERATE_ONLY:
     for message in quarantine_invalid(MEASUREMENTS, "results", dry_run=DRY_RUN):
@@ -60,6 +80,26 @@ def get_measurement(wildcards):
     """The measurement a record path stands for."""
     path = f"results/raw/{wildcards.system}/{wildcards.experiment}/{wildcards.config_id}/rep{wildcards.rep}.json"
     return MEASUREMENTS[path]
+
+
+def get_batch_group(wildcards):
+    """The job group (one Slurm job) a measurement runs in, or None for a job of its own."""
+    path = f"results/raw/{wildcards.system}/{wildcards.experiment}/{wildcards.config_id}/rep{wildcards.rep}.json"
+    join_batch_members()
+    return BATCH_GROUPS.get(path)
+
+
+def join_batch_members():
+    """Have Snakemake join every member of a batch into one group job: independent jobs
+    of one group name form one group job only as far as --group-components allows. Set
+    here, while the DAG is built (Snakemake only calls this for a cluster run or a dry
+    run), because the group settings it runs with replace those the Snakefile was read
+    with."""
+    settings = workflow.group_settings
+    first = next(iter(BATCH_GROUPS.values()), None)
+    if first is not None and settings.group_components.get(first) != BATCH_SIZE:
+        settings.group_components = {**settings.group_components,
+                                     **{name: BATCH_SIZE for name in set(BATCH_GROUPS.values())}}
 
 
 def get_record_paths(wildcards=None):

@@ -43,11 +43,12 @@ def sacct_job_ids(env: dict) -> set[str]:
     return {line.split("|")[0] for line in out.splitlines() if line}
 
 
-def run_through_slurm(campaign: str, workdir, env: dict, timeout: int):
-    """tests/campaigns/<campaign> through `snakemake --profile profiles/slurm-test`."""
+def run_through_slurm(campaign: str, workdir, env: dict, timeout: int, targets=()):
+    """tests/campaigns/<campaign> through `snakemake --profile profiles/slurm-test`
+    (every output, or only ``targets``)."""
     copy_workflow(workdir)
     (workdir / campaign).write_text((REPO / "tests/campaigns" / campaign).read_text())
-    snakemake(workdir, "--profile", "profiles/slurm-test", "--configfile", campaign,
+    snakemake(workdir, *targets, "--profile", "profiles/slurm-test", "--configfile", campaign,
               timeout=timeout, env=env)
     return workdir
 
@@ -94,6 +95,55 @@ def test_two_node_training_runs_as_one_srun_step_over_both_nodes(two_node_run, s
     by_strategy = {r["strategy"]: r["throughput"] for r in records}
     for row in table.itertuples():
         assert row.img_s == pytest.approx(by_strategy[row.strategy])
+
+
+@pytest.fixture(scope="module")
+def batch_run(slurm_env, tmp_path_factory):
+    # the records (collected in measurements.csv, a local job) and the plan, no tables
+    return run_through_slurm("batch_slurm.yaml", tmp_path_factory.mktemp("batch"), slurm_env, 900,
+                             targets=("results/tables/measurements.csv",
+                                      "results/plan/batch-slurm.md"))
+
+
+def sacct_allocations(job_ids: set[str], env: dict) -> dict[str, dict]:
+    """Job id -> its allocation's sacct fields (time limit in minutes, CPUs, memory, nodes)."""
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "--noconvert", "-j", ",".join(sorted(job_ids)),
+                          "-o", "JobID,TimelimitRaw,ReqCPUS,ReqMem,NNodes,State"],
+                         capture_output=True, text=True, env=env, check=True, timeout=60).stdout
+    rows = [line.split("|") for line in out.splitlines() if line]
+    return {r[0]: {"minutes": int(r[1]), "cpus": int(r[2]), "mem": r[3], "nodes": int(r[4]),
+                   "state": r[5]} for r in rows}
+
+
+def test_a_batch_runs_its_measurements_one_after_another_in_one_node_sized_job(batch_run, slurm_env):
+    """batch_size 3: five measurements in two Slurm jobs, each asking for one member's node,
+    CPUs and memory and the sum of its members' time limits; every measurement its own
+    record, the one that ran out of time recorded as such beside ok ones of its batch."""
+    records = [json.loads(p.read_text()) for p in (batch_run / "results/raw").rglob("rep*.json")]
+    assert len(records) == 5
+    by_status = sorted((r["experiment"], r["status"]) for r in records)
+    assert by_status == [("threads", "ok")] * 4 + [("too_short", "timeout")], by_status
+    assert all(r["throughput"] > 0 for r in records if r["status"] == "ok")
+    jobs: dict[str, list[dict]] = {}
+    for r in records:
+        jobs.setdefault(r["slurm_job_id"], []).append(r)
+    assert None not in jobs and sorted(len(m) for m in jobs.values()) == [2, 3]
+    assert set(jobs) <= sacct_job_ids(slurm_env)
+    allocations = sacct_allocations(set(jobs), slurm_env)
+    margin = 5  # archbench.plan.RUNTIME_MARGIN_MIN, added to each member's own limit
+    for job_id, members in jobs.items():
+        alloc = allocations[job_id]
+        assert alloc["state"] == "COMPLETED", alloc
+        assert alloc["minutes"] == sum(int(m["timeout_minutes"]) + margin for m in members), alloc
+        # one member's request (2 CPUs of a node, 1000 MB per CPU), not three members' sum
+        assert (alloc["nodes"], alloc["cpus"]) == (1, 2), alloc
+        assert alloc["mem"] in ("2000M", "2000Mn"), alloc
+    # one after another: the members' runs (start to record) never overlap
+    for members in jobs.values():
+        spans = sorted((m["start_time"], m["end_time"]) for m in members)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+    plan = pd.read_csv(batch_run / "results/plan/batch-slurm.csv")
+    assert (plan["measurements"].sum(), plan["jobs"].sum()) == (5, 2)
 
 
 def test_tables_have_the_shape_of_a_local_run(slurm_run, tmp_path):
