@@ -12,6 +12,9 @@ import pandas as pd
 import pytest
 from conftest import REPO, copy_workflow, in_ci, snakemake, tool_env
 
+from archbench.campaign import load_campaign_file, raw_path
+from archbench.plan import job_resources
+
 pytestmark = pytest.mark.slurm
 SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
 
@@ -119,7 +122,13 @@ def test_a_batch_runs_its_measurements_one_after_another_in_one_node_sized_job(b
     """batch_size 3: five measurements in two Slurm jobs, each asking for one member's node,
     CPUs and memory and the sum of its members' time limits; every measurement its own
     record, the one that ran out of time recorded as such beside ok ones of its batch."""
-    records = [json.loads(p.read_text()) for p in (batch_run / "results/raw").rglob("rep*.json")]
+    campaign = load_campaign_file(batch_run / "batch_slurm.yaml")
+    limits = {f"results/{raw_path(m)}": job_resources(m, campaign.systems[m["system"]])["runtime"]
+              for m in campaign.measurements}  # the run's timeout_minutes + RUNTIME_MARGIN_MIN
+    paths = sorted((batch_run / "results/raw").rglob("rep*.json"))
+    records = [json.loads(p.read_text()) for p in paths]
+    for path, record in zip(paths, records):
+        record["limit"] = limits[str(path.relative_to(batch_run))]
     assert len(records) == 5
     by_status = sorted((r["experiment"], r["status"]) for r in records)
     assert by_status == [("threads", "ok")] * 4 + [("too_short", "timeout")], by_status
@@ -130,11 +139,10 @@ def test_a_batch_runs_its_measurements_one_after_another_in_one_node_sized_job(b
     assert None not in jobs and sorted(len(m) for m in jobs.values()) == [2, 3]
     assert set(jobs) <= sacct_job_ids(slurm_env)
     allocations = sacct_allocations(set(jobs), slurm_env)
-    margin = 5  # archbench.plan.RUNTIME_MARGIN_MIN, added to each member's own limit
     for job_id, members in jobs.items():
         alloc = allocations[job_id]
         assert alloc["state"] == "COMPLETED", alloc
-        assert alloc["minutes"] == sum(int(m["timeout_minutes"]) + margin for m in members), alloc
+        assert alloc["minutes"] == sum(m["limit"] for m in members), alloc
         # one member's request (2 CPUs of a node, 1000 MB per CPU), not three members' sum
         assert (alloc["nodes"], alloc["cpus"]) == (1, 2), alloc
         assert alloc["mem"] in ("2000M", "2000Mn"), alloc
