@@ -54,9 +54,8 @@ def plan_table(measurements: list[dict], systems: dict[str, dict], *, batch_size
         return job_resources(m, systems[m["system"]])
 
     # a batch spanning experiments counts in the row of its first measurement
-    jobs = Counter((chunk[0]["system"], chunk[0]["experiment"]) for chunk in
-                   chunks(measurements, resources, size=batch_size,
-                                  max_minutes=batch_max_minutes))
+    cut = chunks(measurements, resources, size=batch_size, max_minutes=batch_max_minutes)
+    jobs = Counter((chunk[0]["system"], chunk[0]["experiment"]) for chunk in cut)
     rows = []
     for m in measurements:
         system = systems[m["system"]]
@@ -73,8 +72,8 @@ def plan_table(measurements: list[dict], systems: dict[str, dict], *, batch_size
         return pd.DataFrame(columns=columns)
     frame = pd.DataFrame(rows)
     table = (frame.groupby(["system", "experiment", "type"], sort=True)
-             .agg(measurements=("measurements", "sum"), max_nodes=("max_nodes", "max"), node_hours=("node_hours", "sum"),
-                  core_hours=("core_hours", "sum"))
+             .agg(measurements=("measurements", "sum"), max_nodes=("max_nodes", "max"),
+                  node_hours=("node_hours", "sum"), core_hours=("core_hours", "sum"))
              .reset_index())
     table["jobs"] = [jobs[key] for key in zip(table["system"], table["experiment"])]
     return table[columns]

@@ -28,7 +28,11 @@ rule plan_campaign:
         csv=f"results/plan/{CAMPAIGN.name}.csv",
     log:
         f"logs/plan_campaign/{CAMPAIGN.name}.log",
+    params:
+        batch_size=BATCH_SIZE,  # a changed batch size rewrites the plan
+        batch_max_minutes=BATCH_MAX_MINUTES,
     run:
         archbench_plan.write_plan(CAMPAIGN.name, CAMPAIGN.measurements, SYSTEMS,
                                   csv=output.csv, markdown=output.markdown,
-                                  batch_size=BATCH_SIZE, batch_max_minutes=BATCH_MAX_MINUTES)
+                                  batch_size=params.batch_size,
+                                  batch_max_minutes=params.batch_max_minutes)
