@@ -63,6 +63,8 @@ def group_names(measurements: list[dict], resources: Callable[[dict], dict],
                 max_minutes: int | None = None) -> dict[str, str]:
     """Record path -> job group name, for the members of chunks of two or more (a group
     of one would only add a nested Snakemake to the job)."""
+    if size <= 1:  # batching off: no group, and no resources computed at planning
+        return {}
     groups = {}
     for number, chunk in enumerate(chunks(measurements, resources, size=size,
                                                  max_minutes=max_minutes)):
