@@ -45,6 +45,10 @@ def check(config: TrainRun) -> None:
     chosen = strategy(config.strategy)
     if chosen.parameter_servers and config.parameter_servers < 1:
         raise ValueError(f"--strategy {config.strategy} needs --parameter-servers >= 1")
+    workers = (config.nodes or 0) * (config.processes_per_node or 0)
+    if chosen.parameter_servers and workers and config.parameter_servers > workers:
+        raise ValueError(f"--parameter-servers {config.parameter_servers} is above the "
+                         f"{workers} workers (--nodes x --processes-per-node)")
     if config.variable_update is not None and config.variable_update not in chosen.variable_updates:
         raise ValueError(f"--variable-update {config.variable_update} is not one of strategy "
                          f"{config.strategy}'s ({', '.join(chosen.variable_updates) or 'none'})")
