@@ -203,7 +203,7 @@ def run(config: TrainRun) -> dict | None:
     extra = backend.metrics(model)
     if config.data == "real" and spec(config.model).dataset == "digits" and backend.is_writer:
         _, _, x_test, y_test = digits_arrays(config.image_size, config.data_format)
-        extra["accuracy"] = {"value": accuracy(model, x_test, y_test), "unit": "fraction"}
+        extra["accuracy"] = {"value": accuracy(backend.predictor(model), x_test, y_test), "unit": "fraction"}
     if not backend.is_writer:
         return None
     record_metrics = {

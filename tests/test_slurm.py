@@ -96,6 +96,39 @@ def test_two_node_training_runs_as_one_srun_step_over_both_nodes(two_node_run, s
         assert row.img_s == pytest.approx(by_strategy[row.strategy])
 
 
+@pytest.fixture(scope="module")
+def ps_run(slurm_env, tmp_path_factory):
+    return run_through_slurm("ps_slurm.yaml", tmp_path_factory.mktemp("slurm-ps"), slurm_env, 900)
+
+
+def test_synchronous_parameter_servers_run_one_worker_per_node(ps_run, slurm_env):
+    """1 PS + 2 workers: one Slurm job of both nodes, one srun step of 3 tasks; each node
+    runs one worker, the PS beside one of them; throughput counts both workers' images."""
+    records = [json.loads(p.read_text()) for p in (ps_run / "results/raw").rglob("rep*.json")]
+    assert len(records) == 1
+    r = records[0]
+    assert r["status"] == "ok", r["reason"]
+    assert (r["strategy"], r["variable_update"], r["parameter_servers"]) == (
+        "parameter_server", "parameter_server", 1)
+    assert (r["nodes"], r["workers"], r["global_batch"]) == (2, 2, 8)
+    assert r["metrics"]["images"]["value"] == 2 * 4 * 2
+    assert r["throughput"] == pytest.approx(16 / r["metrics"]["window_s"]["value"])
+    out = subprocess.run(["sacct", "-n", "-P", "-j", r["slurm_job_id"], "-o",
+                          "JobID,NNodes,NTasks,State"], capture_output=True, text=True,
+                         env=slurm_env, check=True, timeout=60).stdout
+    steps = [line.split("|") for line in out.splitlines() if line]
+    assert steps[0][1] == "2", out
+    assert any(s[0].split(".")[-1].isdigit() and s[1:] == ["2", "3", "COMPLETED"]
+               for s in steps), out
+    # every task said where it runs: the two workers on different nodes
+    log = (ps_run / r["log_path"]).read_text()  # relative to the workflow directory
+    placed = dict(line.split(": ", 1)[1].split(" on node ") for line in log.splitlines()
+                  if line.startswith("archbench.train: ") and " on node " in line)
+    assert sorted(placed) == ["ps:0", "worker:0", "worker:1"], log[-3000:]
+    assert placed["worker:0"] != placed["worker:1"]
+    assert placed["ps:0"] in (placed["worker:0"], placed["worker:1"])
+
+
 def test_tables_have_the_shape_of_a_local_run(slurm_run, tmp_path):
     local = copy_workflow(tmp_path / "local")
     snakemake(local, "--profile", "profiles/local", "--configfile", "tiny.yaml", timeout=900)

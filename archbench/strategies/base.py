@@ -165,6 +165,10 @@ class Backend:
         rows = self.gather([wall, batch_size * steps])
         return times, losses, max(r[0] for r in rows), int(sum(r[1] for r in rows))
 
+    def predictor(self, model) -> Callable:
+        """images -> logits of ``model`` in inference mode, as numpy."""
+        return lambda images: np.asarray(model(images, training=False))
+
     def weights(self, model) -> list:
         """This worker's trainable weights as numpy arrays."""
         return [np.asarray(v) for v in model.trainable_variables]

@@ -25,6 +25,8 @@ worker 0 has finished.
 from __future__ import annotations
 
 import itertools
+import os
+import socket
 
 import numpy as np
 
@@ -90,6 +92,8 @@ class SyncParameterServerBackend(Backend):
         if servers != config.parameter_servers:
             raise LaunchError(f"cluster has {servers} parameter servers, "
                               f"--parameter-servers says {config.parameter_servers}")
+        node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+        print(f"archbench.train: {resolver.task_type}:{resolver.task_id} on node {node}", flush=True)
         if resolver.task_type == "ps":
             serve(tf, spec, task_type="ps", task_id=int(resolver.task_id),
                   intra=config.intra_threads, inter=config.inter_threads)
@@ -234,6 +238,13 @@ class SyncParameterServerBackend(Backend):
         rows = self.session.run(self._rows)
         self.barrier()  # nobody writes the next gather before all have read this one
         return [list(map(float, row[:len(values)])) for row in rows]
+
+    def predictor(self, model):
+        tf = self.tf
+        with tf.device(self.device):
+            images = tf.compat.v1.placeholder(tf.float32, [None, *model.input_shape[1:]])
+            logits = model(images, training=False)
+        return lambda batch: self.session.run(logits, {images: batch})
 
     def weights(self, model) -> list[np.ndarray]:
         return self.session.run(list(model.trainable_variables))
