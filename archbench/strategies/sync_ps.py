@@ -56,6 +56,16 @@ class GreedyBySize:
         return task
 
 
+def ps_device_setter(tf, tasks: int, placement: str, *, worker_device: str):
+    """``replica_device_setter`` putting variables on ``tasks`` parameter servers by
+    ``placement`` (round_robin | greedy) and every other op on ``worker_device``."""
+    if placement not in PLACEMENTS:
+        raise LaunchError(f"unknown variable placement '{placement}' (known: {', '.join(PLACEMENTS)})")
+    return tf.compat.v1.train.replica_device_setter(
+        ps_tasks=tasks, worker_device=worker_device,
+        ps_strategy=GreedyBySize(tasks) if placement == GREEDY else None)
+
+
 def barrier_op(tf, name: str, *, workers: int, rank: int, after=()):
     """An op returning once all ``workers`` have run it (tf_cnn_benchmarks' sync queues):
     one FIFO queue per worker on ps:0; a worker puts a token in every other worker's
@@ -111,16 +121,16 @@ class SyncParameterServerBackend(Backend):
         self.session_config.MergeFrom(threads)
         self.device = f"/job:worker/task:{self.rank}"
         self.placement = config.ps_variable_placement
+        self._setter = None
         self._step = 0
 
     def _ps_setter(self):
         """Device function: variables round-robin or greedily by size over the parameter
-        servers, every other op on this worker."""
-        tf = self.tf
-        tasks = len(self._spec["ps"])
-        return tf.compat.v1.train.replica_device_setter(
-            ps_tasks=tasks, worker_device=self.device,
-            ps_strategy=GreedyBySize(tasks) if self.placement == GREEDY else None)
+        servers, every other op on this worker (one for the run: it counts the loads)."""
+        if self._setter is None:
+            self._setter = ps_device_setter(self.tf, len(self._spec["ps"]), self.placement,
+                                            worker_device=self.device)
+        return self._setter
 
     def scope(self):
         return self.tf.compat.v1.device(self.device if self.replicated else self._ps_setter())
@@ -162,7 +172,8 @@ class SyncParameterServerBackend(Backend):
         else:
             targets = variables
         self._step_ph = tf.compat.v1.placeholder(tf.int64, [], name="archbench_step")
-        grads = tf.compat.v1.gradients(loss, variables)
+        with tf.device(self.device):  # the backward pass on this worker, like the forward
+            grads = tf.compat.v1.gradients(loss, variables, colocate_gradients_with_ops=True)
         applied, accumulators = [], []
         for i, (grad, target) in enumerate(zip(grads, targets)):
             with tf.device(target.device):
@@ -182,7 +193,7 @@ class SyncParameterServerBackend(Backend):
         if self.replicated:
             with tf.control_dependencies([barrier]):
                 barrier = tf.group([v.assign(t) for v, t in zip(variables, targets)])
-        with tf.control_dependencies([barrier]):
+        with tf.control_dependencies([barrier]), tf.device(self.device):
             self._loss = tf.identity(loss)
         self._build_sync(len(variables))
         if self.replicated:
