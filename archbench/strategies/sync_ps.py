@@ -110,10 +110,10 @@ class SyncParameterServerBackend(Backend):
         self.rank, self.size = int(resolver.task_id), len(self._spec["worker"])
         tf.compat.v1.disable_eager_execution()  # graph mode from here on in this process
         tf.compat.v1.set_random_seed(config.seed)
-        # a worker with one inter-op thread deadlocks on its first remote read (see serve)
+        # the run's thread pools, as asked (graph-mode remote reads need no extra thread)
         threads = tf.compat.v1.ConfigProto(
             intra_op_parallelism_threads=config.intra_threads,
-            inter_op_parallelism_threads=max(config.inter_threads, 2) if config.inter_threads else 0)
+            inter_op_parallelism_threads=config.inter_threads)
         self.server = tf.distribute.Server(spec, job_name="worker", task_index=self.rank,
                                            protocol="grpc", config=threads, start=True)
         self.session_config = tf.compat.v1.ConfigProto(
