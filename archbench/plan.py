@@ -38,7 +38,8 @@ def job_resources(measurement: dict, system: dict) -> dict:
         resources["slurm_account"] = system["account"]
     if system.get("slurm_extra"):
         resources["slurm_extra"] = system["slurm_extra"]
-    if nodes * ppn > 1 and system.get("launcher") == "srun":
+    # the launcher's srun starts the workers and any parameter servers
+    if nodes * ppn + int(m.get("parameter_servers") or 0) > 1 and system.get("launcher") == "srun":
         resources["mpi"] = "srun"
     return resources
 

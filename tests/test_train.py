@@ -236,6 +236,8 @@ def test_synchronous_parameter_servers_beside_the_workers_or_on_nodes_of_their_o
     assert {"--nodes=3", "--ntasks=3"} <= set(own) and "--overcommit" not in own
     resources = plan.job_resources(separate, srun_system)  # the plan counts the PS node
     assert (resources["nodes"], resources["tasks"]) == (3, 3)
+    # one worker + its PS is still a multi-task srun step (run from the batch step)
+    assert plan.job_resources({**separate, "nodes": 1}, srun_system)["mpi"] == "srun"
     with pytest.raises(LaunchError, match="srun"):
         train.command_for({**separate, "nodes": 1}, SYSTEM)
 
