@@ -68,10 +68,10 @@ def slurm_tf_config(jobs: dict[str, int], *, workers_per_node: int | None = None
     Tasks are numbered by SLURM_PROCID over the step's nodes in order (block
     distribution) and assigned to the jobs in sorted name order (chief, ps, worker), as
     TensorFlow's SlurmClusterResolver does; with ``workers_per_node``, by node instead
-    (:func:`_roles_by_node`: worker 0 is task 0, the one that writes the record). Unlike that resolver (which divides GPUs among
-    tasks and fails with "range() arg 3 must not be zero" on nodes without GPUs, and gives
-    tasks on different nodes the same port), every task gets its own port
-    (:func:`archbench.slurm.port_base` plus the task number).
+    (:func:`_roles_by_node`: worker 0 is task 0, the one that writes the record). Unlike
+    that resolver (which divides GPUs among tasks and fails with "range() arg 3 must not
+    be zero" on nodes without GPUs, and gives tasks on different nodes the same port),
+    every task gets its own port (:func:`archbench.slurm.port_base` plus the task number).
     """
     nodes = slurm.task_nodes()
     addresses = {node: slurm.node_address(node) for node in set(nodes)}
