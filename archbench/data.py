@@ -164,11 +164,12 @@ def digits_dataset(batch_size: int, *, image_size: int = 8, shard_index: int = 0
     return _with_threads(tf, ds, threads)
 
 
-def accuracy(model, images: np.ndarray, labels: np.ndarray, *, batch_size: int = 256) -> float:
-    """Fraction of ``images`` whose highest logit is the label."""
+def accuracy(predict, images: np.ndarray, labels: np.ndarray, *, batch_size: int = 256) -> float:
+    """Fraction of ``images`` whose highest logit is the label; ``predict(images)`` gives the
+    logits (e.g. a Keras model in eager mode)."""
     correct = 0
     for i in range(0, len(images), batch_size):
-        logits = model(images[i:i + batch_size], training=False)
+        logits = predict(images[i:i + batch_size])
         correct += int(np.sum(np.argmax(np.asarray(logits), axis=1) == labels[i:i + batch_size]))
     return correct / len(images)
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from archbench.batching import chunks
 from archbench.files import atomic_write_text
+from archbench.strategies.base import ps_nodes
 from archbench.systems import cores_of, cpus_per_process
 
 # Slack added to a run's time limit for start-up and record writing.
@@ -20,15 +21,16 @@ def job_resources(measurement: dict, system: dict) -> dict:
     """Portable Snakemake resources of one measurement on ``system``.
 
     A measurement occupies whole nodes (benchmarks need quiet machines): ``nodes``,
-    one task per process, ``cores / processes_per_node`` CPUs per task.
+    one task per process, ``cores / processes_per_node`` CPUs per task; parameter servers
+    placed on nodes of their own add one node and task each.
     """
     m = measurement
     ppn = m.get("processes_per_node", 1)
     nodes = m.get("nodes", 1)
     cpus = cpus_per_process(system, ppn)
     resources = {
-        "nodes": nodes,
-        "tasks": nodes * ppn,
+        "nodes": nodes + ps_nodes(m),
+        "tasks": nodes * ppn + ps_nodes(m),
         "cpus_per_task": cpus,
         "mem_mb": int(system.get("memory_per_node_gb", 4) * 1024 * 0.9),
         "runtime": int(m.get("timeout_minutes", system["runtime_minutes"])) + RUNTIME_MARGIN_MIN,
@@ -40,7 +42,8 @@ def job_resources(measurement: dict, system: dict) -> dict:
         resources["slurm_account"] = system["account"]
     if system.get("slurm_extra"):
         resources["slurm_extra"] = system["slurm_extra"]
-    if nodes * ppn > 1 and system.get("launcher") == "srun":
+    # the launcher's srun starts the workers and any parameter servers
+    if nodes * ppn + int(m.get("parameter_servers") or 0) > 1 and system.get("launcher") == "srun":
         resources["mpi"] = "srun"
     return resources
 

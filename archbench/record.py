@@ -73,6 +73,8 @@ def config_id(configuration: dict) -> str:
                  f"i{c['inter_threads']}", vendor, c["data"], c["strategy"]]
         if c.get("parameter_servers"):
             parts.append(f"ps{c['parameter_servers']}")
+        if c.get("variable_update"):  # records before the field (asynchronous) keep their ids
+            parts.append(c["variable_update"])
     extra = dict(sorted(c.get("tuning", {}).items()))
     if c.get("env"):
         extra["env"] = c["env"]

@@ -62,15 +62,16 @@ def local_rank() -> int:
     return 0
 
 
-def slurm_tf_config(jobs: dict[str, int]) -> dict:
+def slurm_tf_config(jobs: dict[str, int], *, workers_per_node: int | None = None) -> dict:
     """TF_CONFIG of this task of a Slurm job step whose tasks form a cluster of ``jobs``.
 
     Tasks are numbered by SLURM_PROCID over the step's nodes in order (block
     distribution) and assigned to the jobs in sorted name order (chief, ps, worker), as
-    TensorFlow's SlurmClusterResolver does. Unlike that resolver (which divides GPUs among
-    tasks and fails with "range() arg 3 must not be zero" on nodes without GPUs, and gives
-    tasks on different nodes the same port), every task gets its own port
-    (:func:`archbench.slurm.port_base` plus the task number).
+    TensorFlow's SlurmClusterResolver does; with ``workers_per_node``, by node instead
+    (:func:`_roles_by_node`: worker 0 is task 0, the one that writes the record). Unlike
+    that resolver (which divides GPUs among tasks and fails with "range() arg 3 must not
+    be zero" on nodes without GPUs, and gives tasks on different nodes the same port),
+    every task gets its own port (:func:`archbench.slurm.port_base` plus the task number).
     """
     nodes = slurm.task_nodes()
     addresses = {node: slurm.node_address(node) for node in set(nodes)}
@@ -80,20 +81,44 @@ def slurm_tf_config(jobs: dict[str, int]) -> dict:
         raise LaunchError(f"the job step has {len(places)} tasks, the cluster needs "
                           f"{sum(jobs.values())}")
     rank = int(os.environ["SLURM_PROCID"])
-    cluster, task, start = {}, {}, 0
-    for job in sorted(jobs):
-        cluster[job] = [f"{host}:{base + start + i}"
-                        for i, host in enumerate(places[start:start + jobs[job]])]
-        if start <= rank < start + jobs[job]:
-            task = {"type": job, "index": rank - start}
-        start += jobs[job]
+    roles = (_roles_by_node(nodes, jobs, workers_per_node) if workers_per_node
+             else [job for job in sorted(jobs) for _ in range(jobs[job])])
+    cluster: dict[str, list[str]] = {job: [] for job in sorted(jobs)}
+    task = {}
+    for number, (job, host) in enumerate(zip(roles, places)):
+        if number == rank:
+            task = {"type": job, "index": len(cluster[job])}
+        cluster[job].append(f"{host}:{base + number}")
     return {"cluster": cluster, "task": task}
 
 
-def cluster_resolver(*, chief: bool = False, parameter_servers: int = 0):
+def _roles_by_node(nodes: list[str], jobs: dict[str, int], workers_per_node: int) -> list[str]:
+    """The job of each task: the first ``workers_per_node`` tasks of each node are workers
+    until there are ``jobs["worker"]``, every other task is a parameter server. So workers
+    spread one (or ``workers_per_node``) per node whatever the task distribution, and
+    parameter servers take the remaining slots: beside the workers, or nodes of their own."""
+    roles, on_node = [], {}
+    workers = 0
+    for node in nodes:
+        on_node[node] = on_node.get(node, 0) + 1
+        if on_node[node] <= workers_per_node and workers < jobs.get("worker", 0):
+            roles.append("worker")
+            workers += 1
+        else:
+            roles.append("ps")
+    if workers != jobs.get("worker", 0) or len(roles) - workers != jobs.get("ps", 0):
+        raise LaunchError(f"the job step's tasks per node ({os.environ.get('SLURM_STEP_TASKS_PER_NODE')}) "
+                          f"cannot hold {jobs.get('worker', 0)} workers, {workers_per_node} per "
+                          f"node, and {jobs.get('ps', 0)} parameter servers")
+    return roles
+
+
+def cluster_resolver(*, chief: bool = False, parameter_servers: int = 0,
+                     workers_per_node: int | None = None):
     """The TF cluster of this run: TF_CONFIG when set, else the Slurm job step (a chief if
-    ``chief``, ``parameter_servers`` ps tasks, the other tasks workers), else None: one
-    local worker, which only a cluster without chief and parameter servers can be."""
+    ``chief``, ``parameter_servers`` ps tasks, the other tasks workers; placed by node
+    with ``workers_per_node``, see :func:`slurm_tf_config`), else None: one local
+    worker, which only a cluster without chief and parameter servers can be."""
     import tensorflow as tf
     if os.environ.get("TF_CONFIG"):
         return tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -104,7 +129,8 @@ def cluster_resolver(*, chief: bool = False, parameter_servers: int = 0):
             raise LaunchError(f"{ntasks} Slurm tasks cannot hold {'a chief, ' if chief else ''}"
                               f"{parameter_servers} parameter servers and a worker")
         jobs = {"chief": int(chief), "ps": parameter_servers, "worker": workers}
-        os.environ["TF_CONFIG"] = json.dumps(slurm_tf_config({k: n for k, n in jobs.items() if n}))
+        os.environ["TF_CONFIG"] = json.dumps(slurm_tf_config({k: n for k, n in jobs.items() if n},
+                                                             workers_per_node=workers_per_node))
         return tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if chief or parameter_servers:
         raise LaunchError("a cluster with a chief or parameter servers needs TF_CONFIG "
@@ -113,8 +139,9 @@ def cluster_resolver(*, chief: bool = False, parameter_servers: int = 0):
 
 
 def serve(tf, spec, *, task_type: str, task_id: int, intra: int, inter: int) -> None:
-    """Run this task's tf.distribute.Server until the chief, once seen listening, stops
-    listening (its run is over) or SIGTERM arrives; both exit with status 0. Never returns."""
+    """Run this task's tf.distribute.Server until the chief (worker 0 in a cluster without
+    chief), once seen listening, stops listening (its run is over) or SIGTERM arrives; both
+    exit with status 0. Never returns."""
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     # A worker with ONE inter-op thread deadlocks on the first remote step (its receive
     # from the parameter server blocks the only thread): servers get at least two.
@@ -126,7 +153,8 @@ def serve(tf, spec, *, task_type: str, task_id: int, intra: int, inter: int) -> 
     # server.join() blocks in C++ where Python signal handlers cannot run: join in a
     # thread and keep the main thread interruptible; leave once the chief has gone.
     threading.Thread(target=server.join, daemon=True).start()
-    chief = (spec.as_dict().get("chief") or [None])[0]
+    jobs = spec.as_dict()
+    chief = (jobs.get("chief") or jobs.get("worker") or [None])[0]
     seen = False
     while True:
         time.sleep(1)

@@ -6,7 +6,8 @@ over a measured window after warm-up, written as one JSON record.
         --image-size 224 --output run.json
 
 Multi-process runs start one such process per worker (``--strategy horovod`` under
-mpirun/srun/horovodrun; ``mirrored`` and ``parameter_server`` under srun or
+mpirun/srun/horovodrun; ``mirrored`` and ``parameter_server`` -- its ``--variable-update``
+parameter_server, distributed_replicated or ps_async -- under srun or
 ``python -m archbench.launch spawn``); the first worker writes ONE record for the
 whole job. ``command_for`` gives the full launcher argv of a measurement.
 
@@ -72,6 +73,14 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainRun:
                    help="worker processes per node as planned (default: workers / nodes)")
     p.add_argument("--parameter-servers", type=int, default=1,
                    help="parameter-server tasks (strategies with parameter servers)")
+    p.add_argument("--variable-update", default=None,
+                   help="how strategy parameter_server updates variables: "
+                        + ", ".join(strategies.strategy("parameter_server").variable_updates)
+                        + " (default: the first)")
+    p.add_argument("--ps-variable-placement", choices=["round_robin", "greedy"],
+                   default="round_robin",
+                   help="variables over the parameter servers: round robin, or greedily by "
+                        "size (the server with the fewest bytes so far)")
     p.add_argument("--horovod-cycle-time", type=float, default=None,
                    help="HOROVOD_CYCLE_TIME in ms, set on every rank before hvd.init")
     p.add_argument("--horovod-fusion-threshold", type=int, default=None,
@@ -158,12 +167,12 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def save_weights(directory: str, rank: int, model) -> Path:
-    """Save ``model``'s trainable weights as <directory>/rank<rank>.npz."""
+def save_weights(directory: str, name: str, weights: Sequence) -> Path:
+    """Save ``weights`` (numpy arrays) as <directory>/<name>.npz."""
     import numpy as np
-    path = Path(directory) / f"rank{rank}.npz"
+    path = Path(directory) / f"{name}.npz"
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, *[np.asarray(v) for v in model.trainable_variables])
+    np.savez(path, *weights)
     return path
 
 
@@ -182,17 +191,19 @@ def run(config: TrainRun) -> dict | None:
         step = make_train_step(backend, model, config.learning_rate)
     batches = backend.batches(dataset_fn(tf, config))
     backend.start(model)
+    if config.weights_out:  # the weights every worker starts from
+        save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
     times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
                                                  steps=config.steps, batch_size=config.batch_size)
     spread = backend.weight_spread(model)
     if config.weights_out:
-        save_weights(config.weights_out, backend.rank, model)
+        save_weights(config.weights_out, f"rank{backend.rank}", backend.weights(model))
     nodes, ppn = backend.layout()
     hosts = backend.hosts()
     extra = backend.metrics(model)
     if config.data == "real" and spec(config.model).dataset == "digits" and backend.is_writer:
         _, _, x_test, y_test = digits_arrays(config.image_size, config.data_format)
-        extra["accuracy"] = {"value": accuracy(model, x_test, y_test), "unit": "fraction"}
+        extra["accuracy"] = {"value": accuracy(backend.predictor(model), x_test, y_test), "unit": "fraction"}
     if not backend.is_writer:
         return None
     record_metrics = {
@@ -242,6 +253,9 @@ def base_fields(config: TrainRun, *, tf_version: str = "", nodes: int | None = N
                 batch_per_process=config.batch_size, global_batch=config.batch_size * workers,
                 image_size=config.image_size, vendor_library=config.vendor_library,
                 vendor_library_enabled=config.onednn == "on")
+    if strategies.strategy(config.strategy).variable_updates:
+        conf["variable_update"] = (config.variable_update
+                                   or strategies.strategy(config.strategy).variable_updates[0])
     return {**provenance.host_fields(), **conf, "experiment": "adhoc", "system": "local",
             "config_id": config_id(conf), "repetition": 0, "framework": "tensorflow",
             "framework_version": tf_version, "warmup_steps": config.warmup_steps,
@@ -271,6 +285,10 @@ def worker_argv(measurement: dict, system: dict) -> list[str]:
             "--processes-per-node", str(m.get("processes_per_node", 1))]
     if strategies.strategy(m.get("strategy", "single")).parameter_servers:
         argv += ["--parameter-servers", str(m.get("parameter_servers") or 1)]
+    if m.get("variable_update"):
+        argv += ["--variable-update", m["variable_update"]]
+    if tuning.get("ps_variable_placement"):
+        argv += ["--ps-variable-placement", tuning["ps_variable_placement"]]
     if tuning.get("horovod_cycle_time_ms") is not None:
         argv += ["--horovod-cycle-time", f"{tuning['horovod_cycle_time_ms']:g}"]
     if tuning.get("horovod_fusion_threshold_bytes") is not None:

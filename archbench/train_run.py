@@ -47,6 +47,8 @@ class TrainRun:
     nodes: int | None = None
     processes_per_node: int | None = None
     parameter_servers: int = 1
+    variable_update: str | None = None  # strategy parameter_server: how variables update
+    ps_variable_placement: str = "round_robin"  # round_robin | greedy (by size) over the PSs
     horovod_cycle_time: float | None = None  # ms
     horovod_fusion_threshold: int | None = None  # bytes
     cores: int | None = None  # pin each process to this many cores

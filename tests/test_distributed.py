@@ -1,6 +1,6 @@
 """Multi-process training for real: 2-rank Horovod (MPI and Gloo) whose ranks must end
-with identical weights, MultiWorkerMirrored with 2 workers, ParameterServer with 1 PS +
-2 workers; plus the process identity helpers (the launchers are in test_launch.py).
+with identical weights, MultiWorkerMirrored with 2 workers, synchronous parameter
+servers with 2 PS + 2 workers on real data; plus the process identity helpers (the launchers are in test_launch.py).
 
 Horovod tests are marked ``horovod``; without Horovod (or mpirun) they skip, except under
 CI (CI=true) where they fail.
@@ -137,13 +137,20 @@ def test_multi_worker_mirrored_two_workers_agree(tmp_path):
     assert_identical_weights(tmp_path / "weights", 2)
 
 
-def test_parameter_server_one_ps_two_workers(tmp_path):
-    m = {**TINY, "strategy": "parameter_server", "parameter_servers": 1}
-    r = launch(m, tmp_path, weights=False)
+def test_synchronous_parameter_servers_two_workers_on_real_data_shards(tmp_path):
+    """1 PS + 2 workers, each worker reading its own shard of generated TFRecords; the
+    variables spread greedily over two parameter servers. (Synchrony itself:
+    test_sync_ps.py; the asynchronous ps_async there too.)"""
+    from archbench.data import make_tfrecords
+    make_tfrecords(tmp_path / "tfr", images=16, image_size=32, shards=2)
+    m = {**TINY, "strategy": "parameter_server", "parameter_servers": 2, "data": "real",
+         "variable_update": "parameter_server", "tuning": {"ps_variable_placement": "greedy"}}
+    r = launch(m, tmp_path, weights=False, system={**SYSTEM, "data_dir": str(tmp_path / "tfr")})
     assert_two_worker_record(r, "parameter_server")
-    assert r["metrics"]["parameter_servers"]["value"] == 1
-    assert r["step_times_s"] == []  # asynchronous steps overlap: no per-step times
-    assert len(r["hosts"]) == 1 and r["loss_first"] is not None
+    assert r["data"] == "real" and r["variable_update"] == "parameter_server"
+    assert r["metrics"]["parameter_servers"]["value"] == 2
+    assert r["metrics"]["ps_variable_placement"]["value"] == "greedy"
+    assert len(r["step_times_s"]) == 3 and r["loss_first"] is not None
 
 
 # ---------------------------------------------------------------- process identity

@@ -220,6 +220,33 @@ def test_a_size_no_parameter_server_count_fits_is_refused():
             if m["experiment"] == "ps"} == {(1, 1), (2, 1), (2, 2)}
 
 
+def test_parameter_server_keys_the_system_cannot_run_are_refused():
+    """PS counts above every size's workers, an unknown variable update, PS nodes of their
+    own where the system has none (or no srun): one line naming the key."""
+    def ps(**keys) -> dict:
+        config = campaign(system={"nodes": 4})
+        config["experiments"]["ps"] = {"type": "node_scaling", "models": ["small_cnn"],
+                                       "batch_sizes": [4], "nodes": [1, 2],
+                                       "variable_update": ["parameter_server"], **keys}
+        return config
+    rejected(ps(parameter_servers=[1, 3]), "experiments.ps.parameter_servers: 3 above the 2 "
+             "workers of the largest size")
+    rejected(ps(parameter_servers=[0]), "experiments.ps.parameter_servers")
+    rejected(ps(variable_update=["sync"]), "experiments.ps.variable_update.0")
+    rejected(ps(strategies=["horovod"]), "experiments.ps.variable_update: give it or strategies")
+    rejected(ps(variable_update=["horovod"], parameter_servers=[1]),
+             "experiments.ps.parameter_servers: only the parameter-server updates")
+    rejected(ps(ps_placement="separate"), "experiments.ps.ps_placement: separate needs nodes "
+             "of their own", "launcher local (needs srun)")
+    srun = ps(ps_placement="separate", nodes=[2, 4])
+    srun["system_definitions"]["local"]["launcher"] = "srun"
+    # 4 worker nodes + the PS node do not fit 4 nodes: that size is skipped, 2 + 1 runs
+    assert {(m["nodes"], m["parameter_servers"]) for m in load_campaign(srun).measurements
+            if m["experiment"] == "ps"} == {(2, 1)}
+    srun["experiments"]["ps"]["nodes"] = [4]
+    rejected(srun, "experiments.ps", "nodes 4 + 1 parameter-server nodes > the system's 4")
+
+
 def test_control_characters_oversized_axes_and_repeated_systems_are_refused(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(campaign()).replace("campaign: tiny", 'description: "a\\x00b"\ncampaign: tiny'))

@@ -71,6 +71,33 @@ def test_slurm_job_step_becomes_a_tf_cluster(monkeypatch):
     assert len(set(mirrored["cluster"]["worker"])) == 4
 
 
+@pytest.mark.parametrize("nodelist, per_node, tasks", [
+    # beside the workers: block distribution puts tasks 0, 1 on n1 and 2 on n2
+    ("n[1-2]", "2,1", [("worker", 0, "n1"), ("ps", 0, "n1"), ("worker", 1, "n2")]),
+    # on a node of its own
+    ("n[1-3]", "1(x3)", [("worker", 0, "n1"), ("worker", 1, "n2"), ("ps", 0, "n3")]),
+])
+def test_synchronous_ps_tasks_are_one_worker_per_node(monkeypatch, nodelist, per_node, tasks):
+    """Each node's first task is its worker (task 0 = worker 0 writes the record), the
+    others parameter servers, wherever Slurm numbered them."""
+    monkeypatch.setenv("SLURM_STEP_NODELIST", nodelist)
+    monkeypatch.setenv("SLURM_STEP_TASKS_PER_NODE", per_node)
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setattr(slurm, "node_address", lambda node: node)
+    seen = []
+    for rank in range(3):
+        monkeypatch.setenv("SLURM_PROCID", str(rank))
+        config = tfcluster.slurm_tf_config({"worker": 2, "ps": 1}, workers_per_node=1)
+        task = config["task"]
+        seen.append((task["type"], task["index"],
+                     config["cluster"][task["type"]][task["index"]].split(":")[0]))
+    assert seen == tasks
+    monkeypatch.setenv("SLURM_STEP_TASKS_PER_NODE", "3,0" if nodelist == "n[1-2]" else "1(x3)")
+    if nodelist == "n[1-2]":  # three tasks on n1: no worker for n2
+        with pytest.raises(tfcluster.LaunchError, match="cannot hold 2 workers"):
+            tfcluster.slurm_tf_config({"worker": 2, "ps": 1}, workers_per_node=1)
+
+
 def test_node_names_that_resolve_are_kept():
     assert slurm.node_address("localhost") == "localhost"
 

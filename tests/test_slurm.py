@@ -154,6 +154,60 @@ def test_a_batch_runs_its_measurements_one_after_another_in_one_node_sized_job(b
     assert (plan["measurements"].sum(), plan["jobs"].sum()) == (5, 2)
 
 
+@pytest.fixture(scope="module")
+def ps_run(slurm_env, tmp_path_factory):
+    return run_through_slurm("ps_slurm.yaml", tmp_path_factory.mktemp("slurm-ps"), slurm_env, 900)
+
+
+def sacct_steps(job_id: str, env: dict) -> list[list[str]]:
+    """(JobID, NNodes, NTasks, State) of a job and its steps, as sacct reports them."""
+    out = subprocess.run(["sacct", "-n", "-P", "-j", job_id, "-o", "JobID,NNodes,NTasks,State"],
+                         capture_output=True, text=True, env=env, check=True, timeout=60).stdout
+    return [line.split("|") for line in out.splitlines() if line]
+
+
+def task_nodes(record: dict, workdir) -> dict[str, str]:
+    """Each task's Slurm node, as the task logged it ("archbench.train: worker:0 on node n1")."""
+    log = (workdir / record["log_path"]).read_text()  # relative to the workflow directory
+    return dict(line.split(": ", 1)[1].split(" on node ") for line in log.splitlines()
+                if line.startswith("archbench.train: ") and " on node " in line)
+
+
+def test_synchronous_parameter_servers_run_one_worker_per_node(ps_run, slurm_env):
+    """1 PS + 2 workers: one Slurm job of both nodes, one srun step of 3 tasks; each node
+    runs one worker, the PS beside one of them; throughput counts both workers' images.
+    1 worker + 1 PS on a node of its own: a job of 2 nodes, the PS alone on the second."""
+    records = {r["experiment"]: r for r in (json.loads(p.read_text()) for p in
+                                            (ps_run / "results/raw").rglob("rep*.json"))}
+    assert sorted(records) == ["ps", "ps_own_node"]
+    r = records["ps"]
+    assert r["status"] == "ok", r["reason"]
+    assert (r["strategy"], r["variable_update"], r["parameter_servers"]) == (
+        "parameter_server", "parameter_server", 1)
+    assert (r["nodes"], r["workers"], r["global_batch"]) == (2, 2, 8)
+    assert r["metrics"]["images"]["value"] == 2 * 4 * 2
+    assert r["throughput"] == pytest.approx(16 / r["metrics"]["window_s"]["value"])
+    steps = sacct_steps(r["slurm_job_id"], slurm_env)
+    assert steps[0][1] == "2", steps
+    assert any(s[0].split(".")[-1].isdigit() and s[1:] == ["2", "3", "COMPLETED"]
+               for s in steps), steps
+    placed = task_nodes(r, ps_run)
+    assert sorted(placed) == ["ps:0", "worker:0", "worker:1"], placed
+    assert placed["worker:0"] != placed["worker:1"]
+    assert placed["ps:0"] in (placed["worker:0"], placed["worker:1"])
+
+    own = records["ps_own_node"]
+    assert own["status"] == "ok", own["reason"]
+    assert (own["variable_update"], own["nodes"], own["workers"]) == ("distributed_replicated", 1, 1)
+    assert own["metrics"]["parameter_server_only_hosts"]["value"] == 0  # both nodes: one host
+    steps = sacct_steps(own["slurm_job_id"], slurm_env)
+    assert steps[0][1] == "2", steps  # the plan asked a node for the PS
+    assert any(s[0].split(".")[-1].isdigit() and s[1:] == ["2", "2", "COMPLETED"]
+               for s in steps), steps
+    placed = task_nodes(own, ps_run)
+    assert sorted(placed) == ["ps:0", "worker:0"] and placed["ps:0"] != placed["worker:0"], placed
+
+
 def test_tables_have_the_shape_of_a_local_run(slurm_run, tmp_path):
     local = copy_workflow(tmp_path / "local")
     snakemake(local, "--profile", "profiles/local", "--configfile", "tiny.yaml", timeout=900)

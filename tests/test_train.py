@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from archbench import train
+from archbench import plan, train
 from archbench.failures import error_summary
 from archbench.record import read_record
 from archbench.tfcluster import LaunchError
@@ -38,6 +38,19 @@ def test_defaults_come_from_the_model():
 def test_cli_rejects_bad_options(bad):
     with pytest.raises(SystemExit):
         train.parse_args([*TINY, *bad, "--output", "x"])
+
+
+@pytest.mark.parametrize("bad, flag", [
+    (["--strategy", "parameter_server", "--variable-update", "bogus"], "--variable-update bogus"),
+    (["--strategy", "horovod", "--variable-update", "parameter_server"], "--variable-update"),
+    (["--strategy", "parameter_server", "--parameter-servers", "3", "--nodes", "1",
+      "--processes-per-node", "2"], "--parameter-servers 3"),
+])
+def test_cli_names_the_bad_parameter_server_option(bad, flag, capsys):
+    with pytest.raises(SystemExit):
+        train.parse_args([*TINY, *bad, "--output", "x"])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert flag in error
 
 
 @pytest.mark.parametrize("losses,expected", [
@@ -188,19 +201,45 @@ def test_gloo_uses_horovodrun_on_one_node_only():
 
 
 def test_tf_strategies_spawn_locally_and_srun_on_clusters():
-    ps = m_(strategy="parameter_server", processes_per_node=2, parameter_servers=3)
+    ps = m_(strategy="parameter_server", processes_per_node=2, parameter_servers=3,
+            variable_update="ps_async")
     argv = train.command_for(ps, SYSTEM)
     assert argv[:4] == [sys.executable, "-m", "archbench.launch", "spawn"]
     assert value(argv, "--workers") == "2" and value(argv, "--ps") == "3" and "--chief" in argv
     assert argv.count(sys.executable) == 1  # the supervisor inserts containers there
     tail = argv[argv.index("--") + 1:]
     assert tail[:2] == ["-m", "archbench.train"] and value(tail, "--parameter-servers") == "3"
+    assert value(tail, "--variable-update") == "ps_async"
     srun = train.command_for({**ps, "nodes": 2}, {**SYSTEM, "launcher": "srun"})
     assert "--ntasks=8" in srun and "--overcommit" in srun  # 4 workers + 3 PS + chief
     mirrored = train.command_for(m_(strategy="mirrored", processes_per_node=2), SYSTEM)
     assert value(mirrored, "--workers") == "2" and "--chief" not in mirrored
     with pytest.raises(LaunchError, match="srun"):
         train.command_for(m_(strategy="mirrored", nodes=2), {**SYSTEM, "launcher": "mpirun"})
+
+
+def test_synchronous_parameter_servers_beside_the_workers_or_on_nodes_of_their_own():
+    sync = m_(strategy="parameter_server", nodes=2, parameter_servers=1,
+              variable_update="distributed_replicated", tuning={"ps_variable_placement": "greedy"})
+    local = train.command_for({**sync, "nodes": 1, "processes_per_node": 2}, SYSTEM)
+    assert value(local, "--workers") == "2" and value(local, "--ps") == "1"
+    assert "--chief" not in local  # worker 0 writes the record
+    srun_system = {**SYSTEM, "launcher": "srun", "nodes": 4, "runtime_minutes": 10}
+    beside = train.command_for(sync, srun_system)
+    assert value(beside, "--variable-update") == "distributed_replicated"
+    assert value(beside, "--ps-variable-placement") == "greedy"
+    # 2 workers + 1 PS on the workers' 2 nodes, sharing their cores
+    assert {"--nodes=2", "--ntasks=3", "--overcommit"} <= set(beside)
+    assert plan.job_resources(sync, srun_system)["nodes"] == 2
+    separate = {**sync, "tuning": {"ps_placement": "separate"}}
+    own = train.command_for(separate, srun_system)
+    assert {"--nodes=3", "--ntasks=3"} <= set(own) and "--overcommit" not in own
+    resources = plan.job_resources(separate, srun_system)  # the plan counts the PS node
+    assert (resources["nodes"], resources["tasks"]) == (3, 3)
+    # one worker + its PS is still a multi-task srun step (run from the batch step)
+    assert plan.job_resources({**separate, "nodes": 1}, srun_system)["mpi"] == "srun"
+    with pytest.raises(LaunchError, match="srun"):
+        train.command_for({**separate, "nodes": 1}, SYSTEM)
 
 
 def test_impossible_launches_are_refused():

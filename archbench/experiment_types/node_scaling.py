@@ -19,6 +19,7 @@ from archbench.experiment_types.base import (
     process_threads,
     product,
     schema_fragment,
+    skip,
     thread_count,
     training_axes,
     training_configuration,
@@ -47,14 +48,41 @@ properties:
     minItems: 1
     uniqueItems: true
     items: {$ref: "#/$defs/multi_process_strategy"}
-    description: "Distribution: horovod (allreduce), mirrored (TF MultiWorkerMirroredStrategy), parameter_server (TF ParameterServerStrategy). Default [horovod]."
+    description: "Distribution: horovod (allreduce), mirrored (TF MultiWorkerMirroredStrategy), parameter_server (synchronous parameter servers, variable update parameter_server). Default [horovod]. Give this or variable_update."
+  variable_update:
+    type: array
+    minItems: 1
+    uniqueItems: true
+    items: {enum: [parameter_server, distributed_replicated, ps_async, horovod, mirrored]}
+    description: >
+      The strategy axis in tf_cnn_benchmarks' words (its --variable_update), instead of
+      `strategies`: parameter_server (synchronous, variables on the parameter servers, the
+      mean gradient of all workers applied once per step), distributed_replicated
+      (synchronous, a replica per worker, gradients aggregated on the parameter servers
+      and copied back), ps_async (TF2's asynchronous ParameterServerStrategy with a
+      coordinator task), horovod, mirrored (MultiWorkerMirrored). The first three run
+      strategy parameter_server and record their variable_update.
   parameter_servers:
     description: >
-      Parameter-server tasks for strategy parameter_server (an axis). Default [1]. At each
-      size the counts above its workers are skipped (as node counts beyond the system's
-      are). `all` = 1, 2, 4, ... up to the size's workers, and the workers themselves (CSCS
-      2017 Sec. 5.1 tried PS counts from 1 to the number of workers at each size).
+      Parameter-server tasks of the parameter-server updates (an axis). Default [1]. At
+      each size the counts above its workers are skipped (as node counts beyond the
+      system's are); a count above the workers of every size is an error. `all` = 1, 2,
+      4, ... up to the size's workers, and the workers themselves (CSCS 2017 Sec. 5.1
+      tried PS counts from 1 to the number of workers at each size).
     oneOf: [{$ref: "#/$defs/positive_list"}, {const: all}]
+  ps_placement:
+    enum: [colocated, separate]
+    description: >
+      Where the parameter servers run: colocated (default) = beside the workers on their
+      nodes, sharing their cores (CSCS 2017 Sec. 5.3); separate = each on a node of its
+      own, which the plan counts (CESGA 2018's PS node). `nodes` counts the workers'
+      nodes either way; on Slurm each node runs processes_per_node workers.
+  ps_variable_placement:
+    enum: [round_robin, greedy]
+    description: >
+      How variables are spread over the parameter servers: round_robin (default, the
+      order they are created) or greedy = each on the server with the fewest bytes so far
+      (tf_cnn_benchmarks' greedy load balancing, CSCS 2017 Fig. 4).
   processes_per_node: {type: integer, minimum: 1, description: Worker processes per node (explicit configuration). Default 1.}
   threads_per_process:
     $ref: "#/$defs/process_threads"
@@ -86,6 +114,18 @@ def best_sources(best_of: str | list[str] | None) -> list[str]:
     return [best_of] if isinstance(best_of, str) else list(best_of)
 
 
+def check_ps_counts(experiment: dict, workers: list[int]) -> None:
+    """ConfigError naming ``parameter_servers`` when a count exceeds the workers of every
+    size the experiment runs (a parameter server without a worker to serve)."""
+    counts = experiment.get("parameter_servers", [1])
+    if counts == "all" or not workers:
+        return
+    over = [c for c in counts if c > max(workers)]
+    if over:
+        raise ConfigError(f"parameter_servers: {', '.join(map(str, over))} above the "
+                          f"{max(workers)} workers of the largest size")
+
+
 def parameter_server_counts(experiment: dict, workers: int) -> list[int]:
     """The parameter-server counts tried with ``workers`` workers: the experiment's list up
     to the workers, or for ``all`` 1, 2, 4, ... up to the workers plus the workers count."""
@@ -97,6 +137,58 @@ def parameter_server_counts(experiment: dict, workers: int) -> list[int]:
                               "of a size the experiment runs (add a count at most that)")
         return fitting
     return sorted({*powers_of_two(workers), workers})
+
+
+# the variable_update axis: its values' strategies (the others are their own strategy)
+PS_UPDATES = ("parameter_server", "distributed_replicated", "ps_async")
+
+
+def strategy_runs(experiment: dict) -> list[tuple[str, str | None]]:
+    """(strategy, variable update or None) of each value of the strategy axis: the
+    ``variable_update`` list, or ``strategies`` (parameter_server = its synchronous update)."""
+    if "variable_update" in experiment and "strategies" in experiment:
+        raise ConfigError("variable_update: give it or strategies, not both")
+    if "variable_update" in experiment:
+        return [("parameter_server", v) if v in PS_UPDATES else (v, None)
+                for v in experiment["variable_update"]]
+    return [(s, "parameter_server" if s == "parameter_server" else None)
+            for s in experiment.get("strategies", ["horovod"])]
+
+
+def check_ps_placement(experiment: dict, system: dict, runs: list[tuple[str, str | None]]) -> None:
+    """ConfigError naming the key when the parameter servers cannot be placed as asked on
+    ``system``: the largest PS count above the workers of every size, or nodes of their
+    own beyond the system's nodes or without srun."""
+    if not any(s == "parameter_server" for s, _ in runs):
+        for key in ("parameter_servers", "ps_placement", "ps_variable_placement"):
+            if key in experiment:
+                raise ConfigError(f"{key}: only the parameter-server updates take it "
+                                  "(variable_update parameter_server, distributed_replicated, ps_async)")
+        return
+    if experiment.get("ps_placement") != "separate":
+        return
+    if any(v == "ps_async" for _, v in runs):
+        raise ConfigError("ps_placement: separate is for the synchronous updates; ps_async "
+                          "places its coordinator and servers beside the workers")
+    if system.get("launcher") != "srun":
+        raise ConfigError(f"ps_placement: separate needs nodes of their own, system "
+                          f"'{system['name']}' has launcher {system.get('launcher', 'local')} (needs srun)")
+    if experiment.get("processes_per_node", 1) != 1:
+        raise ConfigError("ps_placement: separate runs one worker process per node "
+                          "(processes_per_node 1)")
+
+
+def ps_layouts(experiment: dict, system: dict, *, nodes: int, workers: int) -> list[int]:
+    """The parameter-server counts of one size whose placement fits ``system``: with
+    ``ps_placement: separate`` the workers' nodes plus one per server must exist."""
+    counts = parameter_server_counts(experiment, workers)
+    if experiment.get("ps_placement") != "separate":
+        return counts
+    fitting = [c for c in counts if nodes + c <= system["nodes"]]
+    for c in counts:
+        if c not in fitting:
+            skip(f"nodes {nodes} + {c} parameter-server nodes > the system's {system['nodes']}")
+    return fitting
 
 
 def expand(experiment: dict, system: dict) -> list[dict]:
@@ -113,10 +205,16 @@ def expand(experiment: dict, system: dict) -> list[dict]:
     ppn = experiment.get("processes_per_node", 1)
     threads = process_threads(experiment.get("threads_per_process", "cores"), cores=cores,
                               processes_per_node=ppn)
+    runs = strategy_runs(experiment)
+    check_ps_placement(experiment, system, runs)
+    sizes = node_counts(experiment, system, default="all")
+    check_ps_counts(experiment, [n * ppn for n in sizes])
+    tuning_ps = {k: experiment[k] for k in ("ps_placement", "ps_variable_placement")
+                 if experiment.get(k) not in (None, "colocated", "round_robin")}
     out = []
-    for nodes in node_counts(experiment, system, default="all"):
-        for strategy in experiment.get("strategies", ["horovod"]):
-            ps_list = (parameter_server_counts(experiment, nodes * ppn)
+    for nodes in sizes:
+        for strategy, update in runs:
+            ps_list = (ps_layouts(experiment, system, nodes=nodes, workers=nodes * ppn)
                        if strategy == "parameter_server" else [0])
             names = controllers(experiment, nodes) if strategy == "horovod" else ["mpi"]
             batches = [1] if best else experiment["batch_sizes"]
@@ -128,7 +226,8 @@ def expand(experiment: dict, system: dict) -> list[dict]:
                               vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
                               scaling_unit=experiment.get("scaling_unit", "nodes"))
                 if strategy == "parameter_server":
-                    values["parameter_servers"] = a["ps"]
+                    values.update(parameter_servers=a["ps"], variable_update=update)
+                    tuning = {**tuning, **tuning_ps}
                 if best:  # placeholder: layout and batch come from the hybrid sweep
                     conf = training_configuration(
                         experiment, system, **values, processes_per_node=1, intra_threads=0,

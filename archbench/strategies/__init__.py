@@ -3,8 +3,10 @@ line of :data:`STRATEGIES`.
 
 * ``single``: one process.
 * ``horovod``: allreduce under mpirun, srun or horovodrun --gloo.
-* ``mirrored`` and ``parameter_server``: tf.distribute over a TF cluster started by srun
-  or, on one node, by ``python -m archbench.launch spawn``.
+* ``mirrored``: tf.distribute over a TF cluster started by srun or, on one node, by
+  ``python -m archbench.launch spawn``; ``parameter_server`` likewise, with its variable
+  update (synchronous parameter_server or distributed_replicated in TF's v1 distributed
+  runtime, or ps_async, tf.distribute's ParameterServerStrategy).
 
 To add a strategy, write ``archbench/strategies/<name>.py`` defining ``STRATEGY =
 Strategy(backend=..., launch=..., ...)`` (see :class:`~archbench.strategies.base.Strategy`)
@@ -40,8 +42,16 @@ def strategy(name: str) -> Strategy:
 
 def check(config: TrainRun) -> None:
     """ValueError when ``config`` lacks what its strategy needs."""
-    if strategy(config.strategy).parameter_servers and config.parameter_servers < 1:
+    chosen = strategy(config.strategy)
+    if chosen.parameter_servers and config.parameter_servers < 1:
         raise ValueError(f"--strategy {config.strategy} needs --parameter-servers >= 1")
+    workers = (config.nodes or 0) * (config.processes_per_node or 0)
+    if chosen.parameter_servers and workers and config.parameter_servers > workers:
+        raise ValueError(f"--parameter-servers {config.parameter_servers} is above the "
+                         f"{workers} workers (--nodes x --processes-per-node)")
+    if config.variable_update is not None and config.variable_update not in chosen.variable_updates:
+        raise ValueError(f"--variable-update {config.variable_update} is not one of strategy "
+                         f"{config.strategy}'s ({', '.join(chosen.variable_updates) or 'none'})")
 
 
 def make_backend(tf, config: TrainRun) -> Backend:

@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+import numpy as np
+
 from archbench.systems import cpus_per_process
 from archbench.tfcluster import LaunchError
 from archbench.train_run import TrainRun
@@ -36,6 +38,8 @@ class Launch:
     tuning: Mapping[str, Any]  # the measurement's ``tuning``
     parameter_servers: int  # the measurement's parameter-server tasks (0: none)
     env: Mapping[str, str]  # the measurement's ``env``
+    variable_update: str | None = None  # the measurement's (strategy parameter_server)
+    ps_nodes: int = 0  # nodes of the parameter servers' own (0: beside the workers)
 
     @classmethod
     def of(cls, measurement: dict, system: dict, worker: Sequence[str]) -> Launch:
@@ -45,7 +49,9 @@ class Launch:
                    processes_per_node=ppn, cpus_per_process=cpus_per_process(system, ppn),
                    tuning=measurement.get("tuning") or {},
                    parameter_servers=int(measurement.get("parameter_servers") or 0),
-                   env={k: str(v) for k, v in (measurement.get("env") or {}).items()})
+                   env={k: str(v) for k, v in (measurement.get("env") or {}).items()},
+                   variable_update=measurement.get("variable_update"),
+                   ps_nodes=ps_nodes(measurement))
 
     @property
     def ranks(self) -> int:
@@ -56,6 +62,15 @@ class Launch:
         """LaunchError when the local launcher is asked for several nodes."""
         if self.launcher == "local" and self.nodes > 1:
             raise LaunchError(f"launcher local runs on one node, not {self.nodes}")
+
+
+def ps_nodes(measurement: dict) -> int:
+    """Nodes a measurement's parameter servers take beside its workers' nodes: one per
+    parameter server with ``tuning.ps_placement: separate`` (CESGA 2018's PS node), else
+    0 (beside the workers, CSCS 2017)."""
+    if (measurement.get("tuning") or {}).get("ps_placement") != "separate":
+        return 0
+    return int(measurement.get("parameter_servers") or 0)
 
 
 def unique(items: Sequence[str]) -> list[str]:
@@ -150,17 +165,24 @@ class Backend:
         rows = self.gather([wall, batch_size * steps])
         return times, losses, max(r[0] for r in rows), int(sum(r[1] for r in rows))
 
+    def predictor(self, model) -> Callable:
+        """images -> logits of ``model`` in inference mode, as numpy."""
+        return lambda images: np.asarray(model(images, training=False))
+
+    def weights(self, model) -> list:
+        """This worker's trainable weights as numpy arrays."""
+        return [np.asarray(v) for v in model.trainable_variables]
+
     def weight_spread(self, model) -> float | None:
         """Largest difference between workers of per-variable checksums (sum and sum of
         absolute values, in float64) of the trainable weights: 0 when replicas agree;
         None when there are no replicas to compare."""
         if self.workers < 2:
             return None
-        tf = self.tf
         sums = []
-        for v in model.trainable_variables:
-            w = tf.cast(tf.convert_to_tensor(v), tf.float64)
-            sums += [float(tf.reduce_sum(w)), float(tf.reduce_sum(tf.abs(w)))]
+        for w in self.weights(model):
+            w = np.asarray(w, dtype=np.float64)
+            sums += [float(w.sum()), float(np.abs(w).sum())]
         rows = self.gather(sums)
         return max((max(col) - min(col) for col in zip(*rows)), default=0.0)
 
@@ -178,17 +200,20 @@ def rank_zero() -> int:
 class Strategy:
     """A registered training strategy: how its processes train and how they are started.
 
-    ``backend`` is the :class:`Backend` class every process of a run builds;
+    ``backend(tf, config)`` is the :class:`Backend` every process of a run builds (a
+    class, or a function choosing one, e.g. by ``config.variable_update``);
     ``launch(plan)`` is the full argv that starts all processes of a :class:`Launch`
     (launcher + worker argv); ``launch_rank()`` is this process's rank as its launcher set
     it, before any framework initialises (0 = the process that writes the record);
     ``parameter_servers``: the run has parameter-server tasks (``--parameter-servers``);
+    ``variable_updates``: the ``--variable-update`` values it takes, the first the default;
     ``multi_process``: the strategy runs several processes (experiments may sweep it).
     """
 
-    backend: type[Backend]
+    backend: Callable[[Any, TrainRun], Backend]
     launch: Callable[[Launch], list[str]]
     help: str
     launch_rank: Callable[[], int] = rank_zero
     parameter_servers: bool = False
+    variable_updates: tuple[str, ...] = ()
     multi_process: bool = True

@@ -1,8 +1,18 @@
-"""Strategy ``parameter_server``: tf.distribute.experimental.ParameterServerStrategy.
+"""Strategy ``parameter_server``: variables on parameter-server tasks, in the three ways
+its ``--variable-update`` names (tf_cnn_benchmarks' names for the first two):
 
-Variables live on the parameter servers; this process (the coordinator, the chief of
-the TF cluster) schedules asynchronous steps on the workers. Workers and parameter
-servers only serve, and never return.
+* ``parameter_server`` (default): synchronous; every step the mean of all workers'
+  gradients is applied once on the parameter servers (``sync_ps``);
+* ``distributed_replicated``: synchronous; every worker trains a local replica, the
+  gradients are aggregated on the parameter servers and the result copied back
+  (``sync_ps``);
+* ``ps_async``: TensorFlow 2's ParameterServerStrategy: a coordinator (the chief task)
+  schedules asynchronous steps on the workers, each applying its own gradients.
+
+Synchronous runs are a TF cluster of workers and parameter servers (worker 0 writes the
+record); on Slurm one srun step whose first ``processes_per_node`` tasks of each node are
+workers and the rest parameter servers, beside the workers (``--overcommit``) or, with
+``tuning.ps_placement: separate``, on nodes of their own.
 """
 
 from __future__ import annotations
@@ -10,13 +20,17 @@ from __future__ import annotations
 import time
 
 from archbench.net import hostname_of
+from archbench.slurm import srun_argv
 from archbench.strategies.base import Backend, Launch, Strategy, unique
+from archbench.strategies.sync_ps import DistributedReplicatedBackend, SyncParameterServerBackend
 from archbench.strategies.tfdistribute import per_example_loss, tf_cluster_launch
 from archbench.tfcluster import LaunchError, cluster_resolver, serve, tf_task_rank
 from archbench.train_run import TrainRun
 
+ASYNC = "ps_async"
 
-class ParameterServerBackend(Backend):
+
+class AsyncParameterServerBackend(Backend):
     """ParameterServerStrategy: variables on parameter servers, asynchronous workers
     driven by this process (the coordinator/chief). Other tasks serve and never return."""
 
@@ -89,12 +103,40 @@ class ParameterServerBackend(Backend):
         return {"parameter_servers": {"value": len(self._spec.get("ps", [])), "unit": "tasks"}}
 
 
+VARIABLE_UPDATES: dict[str, type[Backend]] = {
+    "parameter_server": SyncParameterServerBackend,
+    "distributed_replicated": DistributedReplicatedBackend,
+    ASYNC: AsyncParameterServerBackend,
+}
+
+
+def backend(tf, config: TrainRun) -> Backend:
+    """The backend of ``config.variable_update`` (default: synchronous parameter_server)."""
+    return VARIABLE_UPDATES[config.variable_update or "parameter_server"](tf, config)
+
+
 def launch(plan: Launch) -> list[str]:
-    """A TF cluster of a chief (the coordinator), the workers and the parameter servers
-    (the measurement's ``parameter_servers``, default 1)."""
-    return tf_cluster_launch(plan, chief=True, parameter_servers=plan.parameter_servers or 1)
+    """The TF cluster of ``plan``: workers and ``parameter_servers`` ps tasks (default 1),
+    plus a chief (the coordinator) for ``ps_async``."""
+    servers = plan.parameter_servers or 1
+    if plan.variable_update == ASYNC:
+        return tf_cluster_launch(plan, chief=True, parameter_servers=servers)
+    if plan.launcher != "srun":
+        if plan.ps_nodes:
+            raise LaunchError(f"parameter servers on nodes of their own need launcher srun, "
+                              f"not {plan.launcher}")
+        return tf_cluster_launch(plan, parameter_servers=servers)
+    # block distribution, balanced over the nodes: each node's first processes_per_node
+    # tasks are its workers (tfcluster.slurm_tf_config); the others parameter servers
+    argv = srun_argv(nodes=plan.nodes + plan.ps_nodes, tasks=plan.ranks + servers,
+                     cpus_per_task=plan.cpus_per_process)
+    if not plan.ps_nodes:  # the parameter servers share the workers' cores
+        argv.append("--overcommit")
+    return argv + list(plan.worker)
 
 
-STRATEGY = Strategy(backend=ParameterServerBackend, launch=launch, launch_rank=tf_task_rank,
-                    parameter_servers=True,
-                    help="tf.distribute ParameterServer (asynchronous workers, a chief)")
+STRATEGY = Strategy(backend=backend, launch=launch, launch_rank=tf_task_rank,
+                    parameter_servers=True, variable_updates=tuple(VARIABLE_UPDATES),
+                    help="variables on parameter servers: synchronous (--variable-update "
+                         "parameter_server, distributed_replicated) or ps_async "
+                         "(tf.distribute ParameterServerStrategy, a chief)")

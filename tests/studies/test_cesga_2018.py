@@ -8,6 +8,7 @@ import pytest
 from conftest import REPO
 
 from archbench.campaign import load_campaign_file
+from archbench.plan import job_resources
 from archbench.systems import cores_of, resolve_system
 
 CAMPAIGN = REPO / "config" / "campaigns" / "cesga-2018.yaml"
@@ -126,6 +127,11 @@ def test_distributed_runs_one_ps_and_one_24_core_worker_per_node(campaign):
     assert sorted({m["workers"] for m in ms}) == WORKERS
     for m in ms:
         assert m["strategy"] == "parameter_server" and m["parameter_servers"] == 1
+        # tf_cnn_benchmarks' default update, synchronous; the PS on a thin node of its own
+        assert m["variable_update"] == "parameter_server"
+        assert m["tuning"]["ps_placement"] == "separate"
+        resources = job_resources(m, resolve_system("finisterrae2"))
+        assert (resources["nodes"], resources["tasks"]) == (m["workers"] + 1, m["workers"] + 1)
         assert (m["nodes"], m["processes_per_node"]) == (m["workers"], 1)
         assert (m["intra_threads"], m["inter_threads"]) == (NODE_CORES, 1)
         assert m["global_batch"] == 64 * m["workers"]

@@ -14,6 +14,8 @@ CAMPAIGN = REPO / "config" / "campaigns" / "cscs-2017.yaml"
 REPETITIONS = 5  # Sec. 5.1: each test run 5 times
 BATCH_PER_GPU = 64  # Sec. 5.3
 DATA = ["real", "synthetic"]
+# Sec. 5.1, Tables 1-3: both synchronous variable updates tried, the best one reported
+VARIABLE_UPDATES = ["distributed_replicated", "parameter_server"]
 
 # Sec. 5.2 and Tables 1-3: GPUs per node and the GPU counts on CPU-expressible node counts
 # (p2.8xlarge's 1, 2 and 4 GPUs share one node and need GPU runs).
@@ -47,7 +49,7 @@ def ps_sample(workers: int) -> set[int]:
 def expected_runs(system: str) -> int:
     s = SYSTEMS[system]
     nodes = [g // s["gpus_per_node"] for g in s["gpus"]]
-    return sum(len(ps_sample(n)) for n in nodes) * len(DATA) * REPETITIONS
+    return sum(len(ps_sample(n)) for n in nodes) * len(DATA) * len(VARIABLE_UPDATES) * REPETITIONS
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +92,19 @@ def test_inception_v3_at_64_images_per_gpu(campaign, system):
         assert m["global_batch"] == BATCH_PER_GPU * per_node * m["nodes"]  # 64 x GPUs
         assert (m["processes_per_node"], m["intra_threads"]) == (1, cores)
         assert m["strategy"] == "parameter_server"
+
+
+@pytest.mark.parametrize("system", sorted(SYSTEMS))
+def test_both_synchronous_updates_with_the_servers_beside_the_workers(campaign, system):
+    """Sec. 5.3: PSs run on the workers' nodes; each (size, PS count, data) runs both
+    variable updates, greedy variable placement (tf_cnn_benchmarks' distributed setter)."""
+    tried: dict[tuple, set] = {}
+    for m in runs(campaign, system):
+        assert m["tuning"].get("ps_placement", "colocated") == "colocated"
+        assert m["tuning"]["ps_variable_placement"] == "greedy"
+        tried.setdefault((m["nodes"], m["parameter_servers"], m["data"]), set()).add(
+            m["variable_update"])
+    assert all(sorted(updates) == VARIABLE_UPDATES for updates in tried.values())
 
 
 @pytest.mark.parametrize("system", sorted(SYSTEMS))
