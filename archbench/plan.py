@@ -6,17 +6,22 @@ from __future__ import annotations
 import pandas as pd
 
 from archbench.files import atomic_write_text
+from archbench.sbatch import sbatch_resources
 from archbench.systems import cores_of, cpus_per_process
 
 # Slack added to a run's time limit for start-up and record writing.
 RUNTIME_MARGIN_MIN = 5
 
 
-def job_resources(measurement: dict, system: dict) -> dict:
+def job_resources(measurement: dict, system: dict, pinned_nodes: str | None = None) -> dict:
     """Portable Snakemake resources of one measurement on ``system``.
 
     A measurement occupies whole nodes (benchmarks need quiet machines): ``nodes``,
-    one task per process, ``cores / processes_per_node`` CPUs per task.
+    one task per process, ``cores / processes_per_node`` CPUs per task, 90 % of the
+    system's ``memory_per_node_gb`` (default 4) per node as ``mem_mb`` (sbatch --mem, the
+    job's only memory request). The system's placement keys (constraint, qos,
+    reservation, exclusive, exclude, nodelist) go through :func:`sbatch_resources`;
+    ``pinned_nodes``: the hostlist a repetition must run on.
     """
     m = measurement
     ppn = m.get("processes_per_node", 1)
@@ -34,8 +39,7 @@ def job_resources(measurement: dict, system: dict) -> dict:
         resources["slurm_partition"] = system["partition"]
     if system.get("account"):
         resources["slurm_account"] = system["account"]
-    if system.get("slurm_extra"):
-        resources["slurm_extra"] = system["slurm_extra"]
+    resources.update(sbatch_resources(system, pinned_nodes))
     if nodes * ppn > 1 and system.get("launcher") == "srun":
         resources["mpi"] = "srun"
     return resources
