@@ -13,8 +13,6 @@ from __future__ import annotations
 import re
 import shlex
 
-from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
-
 from archbench.validate import ConfigError
 
 # The system key that sets what a plugin-managed option would (by the plugin's name of it).
@@ -31,6 +29,9 @@ EXTRA_OPTION_KEYS = {"--reservation": "reservation", "--exclusive": "exclusive",
 def check_slurm_extra(text: str) -> None:
     """Raise ValueError naming the option and the system key to use instead when the
     user-written ``text`` sets an option the plugin manages or a system key sets."""
+    # imported here: images install archbench without the workflow's packages, and their
+    # workers import archbench.systems (which checks systems through this module)
+    from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
     for pattern, name in get_forbidden_slurm_options().items():
         if re.search(pattern, text):
             key = PLUGIN_OPTION_KEYS.get(name)

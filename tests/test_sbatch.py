@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -107,3 +109,11 @@ def test_a_dry_run_stops_on_a_managed_slurm_extra_option(workflow_copy):
     assert proc.returncode != 0
     assert ("archbench: invalid configuration: config/systems/local.yaml: slurm_extra: "
             "'--qos=high' sets the quality of service option") in proc.stderr
+
+
+def test_workers_import_without_the_slurm_plugin():
+    """Images install archbench without the workflow's packages: the modules a worker
+    imports must not need the executor plugin."""
+    code = ("import sys; sys.modules['snakemake_executor_plugin_slurm'] = None; "
+            "import archbench.run, archbench.strategies.base, archbench.kernels, archbench.plan")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
