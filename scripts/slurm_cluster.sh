@@ -303,6 +303,16 @@ wait_ready() {
     done
 }
 
+# Close every descriptor above 2 this script inherited, so the daemons it starts keep
+# none: a caller's lock (`flock LOCKFILE slurm_cluster.sh up`) held open by slurmdbd or
+# mariadbd would stay locked for as long as the cluster runs.
+close_inherited_fds() {
+    local fd
+    for fd in $(ls /proc/$$/fd); do
+        [ "$fd" -gt 2 ] && [ "$fd" != 255 ] && eval "exec $fd>&-" 2>/dev/null || true
+    done
+}
+
 # ----------------------------------------------------------------- commands ----
 cmd_up() {
     if [ "$(id -u)" != 0 ]; then
@@ -320,6 +330,7 @@ cmd_up() {
         return 0
     fi
     local t0=$SECONDS
+    close_inherited_fds
     install_packages
     install -d -m 755 "$STATE"
     # One `up` at a time; daemons below are started with fd 9 closed (9>&-) so
