@@ -16,24 +16,29 @@ chunks could otherwise depend on each other both ways.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 # Resources that may differ inside a chunk: Snakemake sums runtime over the serial
 # members and takes the maximum (1) of the slots.
 VARYING = ("runtime", "measurement_slots")
 
 
-def batch_key(measurement: dict, resources: dict) -> tuple | None:
+def batch_key(measurement: dict, resources: dict, system: dict | None = None) -> tuple | None:
     """What a measurement must share with the others of its chunk, or None when it runs
-    as a job of its own (batching off for it)."""
+    as a job of its own (batching off for it). A system keeping repetitions on the same
+    nodes (``same_nodes``) is never batched: its later repetitions are pinned, at
+    submission, to the nodes repetition 0 ran on."""
     if resources.get("nodes", 1) != 1 or measurement.get("best_of"):
+        return None
+    if system is not None and system.get("same_nodes"):
         return None
     fixed = tuple(sorted((k, str(v)) for k, v in resources.items() if k not in VARYING))
     return (measurement["system"], fixed)
 
 
 def chunks(measurements: list[dict], resources: Callable[[dict], dict], *, size: int,
-           max_minutes: int | None = None) -> list[list[dict]]:
+           max_minutes: int | None = None,
+           systems: Mapping[str, dict] | None = None) -> list[list[dict]]:
     """The measurements cut into Slurm jobs, in campaign order: chunks of at most ``size``
     members sharing a :func:`batch_key` whose summed ``runtime`` stays within
     ``max_minutes`` (a partition's time limit; None: no bound), and single measurements."""
@@ -42,7 +47,8 @@ def chunks(measurements: list[dict], resources: Callable[[dict], dict], *, size:
     minutes: dict[tuple, int] = {}
     for m in measurements:
         res = resources(m)
-        key = batch_key(m, res) if size > 1 else None
+        system = systems[m["system"]] if systems is not None else None
+        key = batch_key(m, res, system) if size > 1 else None
         if key is None:
             out.append([m])
             continue
@@ -59,15 +65,15 @@ def chunks(measurements: list[dict], resources: Callable[[dict], dict], *, size:
 
 
 def group_names(measurements: list[dict], resources: Callable[[dict], dict],
-                path: Callable[[dict], str], *, size: int,
-                max_minutes: int | None = None) -> dict[str, str]:
+                path: Callable[[dict], str], *, size: int, max_minutes: int | None = None,
+                systems: Mapping[str, dict] | None = None) -> dict[str, str]:
     """Record path -> job group name, for the members of chunks of two or more (a group
     of one would only add a nested Snakemake to the job)."""
     if size <= 1:  # batching off: no group, and no resources computed at planning
         return {}
     groups = {}
     for number, chunk in enumerate(chunks(measurements, resources, size=size,
-                                                 max_minutes=max_minutes)):
+                                          max_minutes=max_minutes, systems=systems)):
         if len(chunk) > 1:
             name = f"batch-{chunk[0]['system']}-{number}"
             groups.update({path(m): name for m in chunk})

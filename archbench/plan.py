@@ -10,6 +10,7 @@ import pandas as pd
 
 from archbench.batching import chunks
 from archbench.files import atomic_write_text
+from archbench.sbatch import sbatch_resources
 from archbench.strategies.base import ps_nodes
 from archbench.systems import cores_of, cpus_per_process
 
@@ -17,12 +18,16 @@ from archbench.systems import cores_of, cpus_per_process
 RUNTIME_MARGIN_MIN = 5
 
 
-def job_resources(measurement: dict, system: dict) -> dict:
+def job_resources(measurement: dict, system: dict, pinned_nodes: str | None = None) -> dict:
     """Portable Snakemake resources of one measurement on ``system``.
 
     A measurement occupies whole nodes (benchmarks need quiet machines): ``nodes``,
     one task per process, ``cores / processes_per_node`` CPUs per task; parameter servers
-    placed on nodes of their own add one node and task each.
+    placed on nodes of their own add one node and task each. 90 % of the system's
+    ``memory_per_node_gb`` (default 4) per node as ``mem_mb`` (sbatch --mem, the job's
+    only memory request). The system's placement keys (constraint, qos, reservation,
+    exclusive, exclude, nodelist) go through :func:`sbatch_resources`; ``pinned_nodes``:
+    the hostlist a repetition must run on.
     """
     m = measurement
     ppn = m.get("processes_per_node", 1)
@@ -40,8 +45,7 @@ def job_resources(measurement: dict, system: dict) -> dict:
         resources["slurm_partition"] = system["partition"]
     if system.get("account"):
         resources["slurm_account"] = system["account"]
-    if system.get("slurm_extra"):
-        resources["slurm_extra"] = system["slurm_extra"]
+    resources.update(sbatch_resources(system, pinned_nodes))
     # the launcher's srun starts the workers and any parameter servers
     if nodes * ppn + int(m.get("parameter_servers") or 0) > 1 and system.get("launcher") == "srun":
         resources["mpi"] = "srun"
@@ -57,7 +61,8 @@ def plan_table(measurements: list[dict], systems: dict[str, dict], *, batch_size
         return job_resources(m, systems[m["system"]])
 
     # a batch spanning experiments counts in the row of its first measurement
-    cut = chunks(measurements, resources, size=batch_size, max_minutes=batch_max_minutes)
+    cut = chunks(measurements, resources, size=batch_size, max_minutes=batch_max_minutes,
+                 systems=systems)
     jobs = Counter((chunk[0]["system"], chunk[0]["experiment"]) for chunk in cut)
     rows = []
     for m in measurements:

@@ -69,6 +69,7 @@ def host_fields() -> dict[str, Any]:
         "hosts": [socket.gethostname()],
         "cpu_model": cpu_model(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_nodes": os.environ.get("SLURM_JOB_NODELIST") or None,
         "git_commit": git_commit(),
         "env": performance_env(),
         "image": os.environ.get("ARCHBENCH_IMAGE", "host"),

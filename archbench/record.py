@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "throughput": None, "throughput_unit": "", "metrics": {}, "loss_first": None,
     "loss_last": None, "loss_decreased": None, "status": "ok", "reason": "",
     "log_path": None, "env": {}, "hosts": [], "cpu_model": "", "slurm_job_id": None,
+    "slurm_nodes": None,
     "git_commit": None, "config_hash": None,
 }
 

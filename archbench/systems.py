@@ -7,6 +7,7 @@ import os
 import platform
 from pathlib import Path
 
+from archbench.sbatch import check_system
 from archbench.validate import ROOT, ConfigError, check, load_schema
 from archbench.yamlio import load_yaml_file
 
@@ -53,6 +54,7 @@ def resolve_system(name: str, definition: dict | None = None,
         raise ConfigError(f"{where or 'system'}: a system must be a mapping", source=source)
     definition = {"name": name, **definition}
     check(definition, load_schema("system"), where, source=source)
+    check_system(definition, where, source)  # slurm_extra: nothing the plugin or a key sets
     if definition["name"] != name:  # records, paths and the campaign all use the one name
         key = f"{where}.name" if where else "name"
         raise ConfigError(f"{key}: '{definition['name']}' is not the system's name '{name}'",

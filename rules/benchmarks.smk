@@ -8,6 +8,7 @@ rule run_measurement:
         image=get_image_for_measurement,
         best=get_best_inputs,
         data=get_data_inputs,
+        anchor=get_anchor_record,
     output:
         record="results/raw/{system}/{experiment}/{config_id}/rep{rep}.json",
     log:
@@ -26,7 +27,10 @@ rule run_measurement:
         runtime=lambda w: get_resources(w)["runtime"],
         slurm_partition=lambda w: get_resources(w).get("slurm_partition", ""),
         slurm_account=lambda w: get_resources(w).get("slurm_account", ""),
-        slurm_extra=lambda w: get_resources(w).get("slurm_extra", ""),
+        # the system's placement keys (archbench.sbatch); constraint and qos only when set
+        constraint=lambda w: get_resources(w).get("constraint"),
+        qos=lambda w: get_resources(w).get("qos"),
+        slurm_extra=lambda w, input: get_resources(w, input).get("slurm_extra", ""),
         # "srun" for multi-rank jobs: the Slurm executor then runs the job's command in
         # the batch step, where the launcher's own srun spans every allocated node.
         mpi=lambda w: get_resources(w).get("mpi"),

@@ -7,6 +7,7 @@ from archbench import plan as archbench_plan
 from archbench.batching import group_names
 from archbench.campaign import ConfigError, check_inputs_exist, load_campaign, raw_path
 from archbench.containers import build_command, shell_join
+from archbench.sbatch import pinned_nodes
 from archbench.figures import FIGURES
 from archbench.importer import ImportFormatError, mapping_files
 from archbench.published import check_imports, is_claims_file
@@ -53,7 +54,8 @@ BATCH_SIZE = int(config.get("batch_size", 1))
 BATCH_MAX_MINUTES = config.get("batch_max_minutes")
 BATCH_GROUPS = group_names(
     CAMPAIGN.measurements, lambda m: archbench_plan.job_resources(m, SYSTEMS[m["system"]]),
-    lambda m: f"results/{raw_path(m)}", size=BATCH_SIZE, max_minutes=BATCH_MAX_MINUTES)
+    lambda m: f"results/{raw_path(m)}", size=BATCH_SIZE, max_minutes=BATCH_MAX_MINUTES,
+    systems=SYSTEMS)
 
 
 resource_scopes:
@@ -151,10 +153,24 @@ def get_threads(wildcards):
     return m.get("processes_per_node", 1) * per_process
 
 
-def get_resources(wildcards):
-    """Portable resources of a measurement (the Slurm executor maps them to sbatch)."""
-    return archbench_plan.job_resources(get_measurement(wildcards),
-                                        SYSTEMS[get_measurement(wildcards)["system"]])
+def get_resources(wildcards, input=None):
+    """Portable resources of a measurement (the Slurm executor maps them to sbatch); with
+    ``input``, pinned to the nodes its repetition-0 record (input.anchor) names."""
+    m = get_measurement(wildcards)
+    pinned = None
+    if input is not None and input.get("anchor"):
+        with open(input.anchor) as f:  # missing in a dry run: Snakemake defers the value
+            pinned = pinned_nodes(json.load(f))
+    return archbench_plan.job_resources(m, SYSTEMS[m["system"]], pinned)
+
+
+def get_anchor_record(wildcards):
+    """Repetition 0's record, for a later repetition on a system keeping a configuration's
+    repetitions on the same nodes (``same_nodes``); else none."""
+    m = get_measurement(wildcards)
+    if m["repetition"] == 0 or not SYSTEMS[m["system"]].get("same_nodes"):
+        return []
+    return f"results/{raw_path({**m, 'repetition': 0})}"
 
 
 def get_final_outputs():

@@ -8,7 +8,8 @@
 #
 # Cluster "archbench": two virtual nodes n1, n2 on this host (one slurmd each),
 # partition "debug", accounting through slurmdbd + MariaDB so that sacct works
-# (the Slurm executor plugin polls sacct). Daemons are started by hand (no systemd);
+# (the Slurm executor plugin polls sacct). Both nodes carry the feature "bench" (for
+# --constraint) and the QOS "bench" exists and is granted to root (for --qos). Daemons are started by hand (no systemd);
 # all state, configs, logs and pid files live in $ARCHBENCH_SLURM_DIR
 # (default /tmp/archbench-slurm) and SLURM_CONF points there. One exception:
 # snakemake-executor-plugin-slurm-jobstep removes SLURM_CONF from the environment
@@ -25,6 +26,8 @@ CTLD_PORT=16817
 DBD_PORT=16819
 DB_PORT=16306
 NODE_MEM_MB=4096                          # RealMemory of each virtual node
+NODE_FEATURE=bench                        # node feature a job can ask for (--constraint)
+QOS=bench                                 # QOS a job can ask for (--qos), besides "normal"
 PACKAGES=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server)
 
 export SLURM_CONF=$STATE/etc/slurm.conf
@@ -169,7 +172,7 @@ JobAcctGatherType=jobacct_gather/linux
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$DBD_PORT
-NodeName=n[1-2] NodeHostname=$host NodeAddr=127.0.0.1 Port=17001-17002 CPUs=$cpus RealMemory=$NODE_MEM_MB State=UNKNOWN
+NodeName=n[1-2] NodeHostname=$host NodeAddr=127.0.0.1 Port=17001-17002 CPUs=$cpus RealMemory=$NODE_MEM_MB Features=$NODE_FEATURE State=UNKNOWN
 PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
 EOF
 
@@ -253,7 +256,7 @@ start_slurmdbd() {
     wait_for 60 slurmdbd sacctmgr -n show cluster
 }
 
-# Register cluster, account and root user once (sacctmgr -i: no confirmation prompt).
+# Register cluster, account, QOS and root user once (sacctmgr -i: no confirmation prompt).
 register_accounting() {
     sacctmgr -n -P show cluster format=cluster | grep -qx "$CLUSTER" ||
         sacctmgr -i add cluster "$CLUSTER" >/dev/null
@@ -261,6 +264,10 @@ register_accounting() {
         sacctmgr -i add account "$CLUSTER" Cluster="$CLUSTER" Description="archbench runs" Organization=archbench >/dev/null
     sacctmgr -n -P show user format=user,defaultaccount | grep -qx "root|$CLUSTER" ||
         sacctmgr -i add user root Account="$CLUSTER" DefaultAccount="$CLUSTER" Cluster="$CLUSTER" >/dev/null
+    sacctmgr -n -P show qos format=name | grep -qx "$QOS" ||
+        sacctmgr -i add qos "$QOS" >/dev/null
+    sacctmgr -n -P show assoc user=root format=qos | tr ',' '\n' | grep -qx "$QOS" ||
+        sacctmgr -i modify user root set qos+="$QOS" >/dev/null
 }
 
 start_slurm() {
@@ -296,6 +303,16 @@ wait_ready() {
     done
 }
 
+# Close every descriptor above 2 this script inherited, so the daemons it starts keep
+# none: a caller's lock (`flock LOCKFILE slurm_cluster.sh up`) held open by slurmdbd or
+# mariadbd would stay locked for as long as the cluster runs.
+close_inherited_fds() {
+    local fd
+    for fd in $(ls /proc/$$/fd); do
+        [ "$fd" -gt 2 ] && [ "$fd" != 255 ] && eval "exec $fd>&-" 2>/dev/null || true
+    done
+}
+
 # ----------------------------------------------------------------- commands ----
 cmd_up() {
     if [ "$(id -u)" != 0 ]; then
@@ -313,6 +330,7 @@ cmd_up() {
         return 0
     fi
     local t0=$SECONDS
+    close_inherited_fds
     install_packages
     install -d -m 755 "$STATE"
     # One `up` at a time; daemons below are started with fd 9 closed (9>&-) so

@@ -66,6 +66,14 @@ def test_multi_node_best_and_differently_sized_runs_are_never_batched_together(c
         {"testcluster"}, {"other"}]
 
 
+def test_a_system_keeping_repetitions_on_the_same_nodes_is_never_batched(campaign):
+    systems = {name: {**system, "same_nodes": True} for name, system in campaign.systems.items()}
+    cut = chunks(campaign.measurements, resources_of(campaign), size=3, systems=systems)
+    assert [len(c) for c in cut] == [1] * 5
+    assert [len(c) for c in chunks(campaign.measurements, resources_of(campaign), size=3,
+                                   systems=campaign.systems)] == [3, 2]
+
+
 def test_group_names_cover_exactly_the_batches_of_two_or_more(campaign):
     names = group_names(campaign.measurements, resources_of(campaign), raw_path, size=4)
     paths = [raw_path(m) for m in campaign.measurements]

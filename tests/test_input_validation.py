@@ -64,6 +64,12 @@ def test_bad_experiment_values_are_refused(experiment, expected):
     ({"threads_per_core": 1.5}, ("system_definitions.local.threads_per_core",)),
     ({"nodes": 10**9}, ("system_definitions.local.nodes", "maximum")),
     ({"name": "other"}, ("system_definitions.local.name: 'other' is not the system's name 'local'",)),
+    ({"exclusive": "yes"}, ("system_definitions.local.exclusive", "not of type 'boolean'")),
+    ({"nodelist": []}, ("system_definitions.local.nodelist",)),
+    ({"exclude": ["n1 n2"]}, ("system_definitions.local.exclude",)),
+    ({"qos": "high prio"}, ("system_definitions.local.qos", "not allowed here")),
+    ({"slurm_extra": "--time=10"}, ("system_definitions.local.slurm_extra: '--time=10' sets the "
+                                    "runtime/time limit option", "use the system key runtime_minutes")),
 ])
 def test_bad_system_values_are_refused(system, expected):
     rejected(campaign(system=system), *expected)

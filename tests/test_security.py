@@ -21,6 +21,7 @@ def base():
 
 @pytest.mark.parametrize("value", HOSTILE)
 @pytest.mark.parametrize("where", ["partition", "account", "data_dir", "slurm_extra", "cpu_model",
+                                   "constraint", "qos", "reservation", "exclude", "nodelist",
                                    "env", "experiment_env", "campaign", "experiment_name"])
 def test_hostile_values_are_rejected(base, where, value):
     cfg = copy.deepcopy(base)
@@ -53,7 +54,9 @@ def test_hostile_env_name_is_rejected(base):
 def test_benign_values_pass(base):
     system = base["system_definitions"]["local"]
     system.update(account="proj-123", data_dir="/gpfs/data/imagenet_tfrecords",
-                  slurm_extra="--exclusive --constraint=skylake", env={
+                  slurm_extra="--hint=nomultithread", constraint="skylake&ib", qos="normal",
+                  reservation="maint-1", exclusive=True, exclude=["c1", "c[10-12]"],
+                  nodelist="c2", env={
                       "KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": 0})
     assert load_campaign(base).measurements
 

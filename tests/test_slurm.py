@@ -217,3 +217,52 @@ def test_tables_have_the_shape_of_a_local_run(slurm_run, tmp_path):
         if theirs is not None:
             assert list(ours.columns) == list(theirs.columns), table.name
             assert ours.shape == theirs.shape, table.name
+
+
+@pytest.fixture(scope="module")
+def placement_run(slurm_env, tmp_path_factory):
+    return run_through_slurm("placement_slurm.yaml", tmp_path_factory.mktemp("placement"),
+                             slurm_env, 900)
+
+
+def sacct_job(job_id: str, env: dict) -> dict:
+    """The allocation line of one job as sacct shows it (field -> value)."""
+    fields = ["JobID", "State", "Constraints", "QOS", "NodeList", "ReqMem", "ReqCPUS", "AllocCPUS"]
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", ",".join(fields)],
+                         capture_output=True, text=True, env=env, check=True, timeout=60).stdout
+    return dict(zip(fields, out.splitlines()[0].split("|")))
+
+
+def test_placement_keys_reach_every_job_as_sacct_shows_them(placement_run, slurm_env):
+    """constraint, qos, exclude, exclusive and memory of tests/campaigns/placement_slurm.yaml
+    on each job: sacct's Constraints, QOS, NodeList (n1 excluded), ReqMem (90 % of 2.5 GiB)
+    and, for --exclusive (no sacct field of its own in Slurm 22.05), every CPU of the node
+    allocated to a job asking for one."""
+    records = [json.loads(p.read_text()) for p in (placement_run / "results/raw").rglob("rep*.json")]
+    assert len(records) == 5 and all(r["status"] == "ok" for r in records), records
+    node_cpus = subprocess.run(["sinfo", "-h", "-N", "-n", "n1", "-o", "%c"], capture_output=True,
+                               text=True, env=slurm_env, check=True, timeout=60).stdout.split()[0]
+    for r in records:
+        job = sacct_job(r["slurm_job_id"], slurm_env)
+        assert (job["State"], job["Constraints"], job["QOS"]) == ("COMPLETED", "bench", "bench"), job
+        assert job["ReqMem"] == f"{int(2.5 * 1024 * 0.9)}M", job
+        assert (job["ReqCPUS"], job["AllocCPUS"]) == ("1", node_cpus), job
+        assert r["slurm_nodes"] == job["NodeList"], (r, job)
+        if r["system"] == "placed":
+            assert job["NodeList"] == "n2", job
+
+
+def test_repetitions_kept_on_the_same_nodes_ran_on_the_nodes_of_repetition_0(placement_run, slurm_env):
+    records = [json.loads(p.read_text()) for p in (placement_run / "results/raw/pinned").rglob("rep*.json")]
+    by_config: dict[str, dict[int, str]] = {}
+    for r in records:
+        by_config.setdefault(r["config_id"], {})[r["repetition"]] = r["slurm_job_id"]
+    assert len(by_config) == 2 and all(sorted(reps) == [0, 1] for reps in by_config.values())
+    for reps in by_config.values():
+        nodes = [sacct_job(reps[k], slurm_env)["NodeList"] for k in (0, 1)]
+        assert nodes[0] == nodes[1], nodes
+        # the pin was asked for: repetition 1's job requested repetition 0's node (scontrol
+        # keeps finished jobs for MinJobAge = 300 s)
+        shown = subprocess.run(["scontrol", "show", "job", "-o", reps[1]], capture_output=True,
+                               text=True, env=slurm_env, check=True, timeout=60).stdout
+        assert f"ReqNodeList={nodes[0]} " in shown, shown

@@ -418,3 +418,47 @@ def test_efficiency_heatmap_keeps_series_apart(scaling_input):
     assert len(h) == 6
     row = only(h, system="sysa", data="synthetic", vendor_library_enabled=False)
     assert float(row["2"]) == pytest.approx(95.0 / (2 * 100.0))
+
+
+# ------------------------------------------------------------------------ host outliers
+def host_runs(values_by_host: dict, **fields) -> list[dict]:
+    """Runs of one configuration, ``values_by_host``: host (set) -> its throughputs."""
+    rows, k = [], 0
+    for host, values in values_by_host.items():
+        for v in values:
+            rows.append(run(v, repetition=k, hosts=host, config_id=fields.get("config_id"), **{
+                key: value for key, value in fields.items() if key != "config_id"}))
+            k += 1
+    return rows
+
+
+def test_host_outliers_flag_a_host_beyond_the_spread_limit_and_not_one_within():
+    df = frame(
+        # c1: host c is 20 % slow -> config mean 92; c: 80 -> -13 % (flagged); a, b: +8.7 %
+        host_runs({"a": [100.0, 100.0], "b": [100.0], "c": [80.0, 80.0]},
+                  config_id="c1", intra_threads=1),
+        # c2: two host sets within 2 % of each other: nothing flagged
+        host_runs({"n1,n2": [50.0, 51.0], "n3,n4": [52.0]}, config_id="c2", intra_threads=2),
+        # c3: one host only: left out; a failed run on another host does not count as one
+        host_runs({"a": [10.0, 30.0]}, config_id="c3", intra_threads=4)
+        + [run(None, "failed", repetition=2, hosts="z", config_id="c3", intra_threads=4)],
+    )
+    t = build_table("host_outliers", df)
+    assert set(t["config_id"]) == {"c1", "c2"} and len(t) == 5
+    slow = only(t, config_id="c1", hosts="c")
+    assert slow["config_value"] == pytest.approx(92.0) and slow["value"] == pytest.approx(80.0)
+    assert slow["deviation_pct"] == pytest.approx(-100 * 12 / 92) and bool(slow["outlier"])
+    assert (slow["n"], slow["n_hosts"], slow["statistic"]) == (2, 3, "mean")
+    assert not only(t, config_id="c1", hosts="a")["outlier"]  # +8.7 %: within 10 %
+    assert not t[t["config_id"] == "c2"]["outlier"].any()
+    assert only(t, config_id="c2", hosts="n1,n2")["value"] == pytest.approx(50.5)
+
+
+def test_host_outliers_report_the_campaigns_statistic():
+    df = frame(host_runs({"a": [100.0, 100.0, 40.0], "b": [100.0]}, config_id="c1"))
+    median = build_table("host_outliers", df, statistic="median")
+    mean = build_table("host_outliers", df, statistic="mean")
+    assert only(median, hosts="a")["value"] == pytest.approx(100.0)
+    assert not only(median, hosts="a")["outlier"]  # median 100 against 100
+    assert only(mean, hosts="a")["value"] == pytest.approx(80.0)
+    assert bool(only(mean, hosts="b")["outlier"])  # 100 against 85: +17.6 %

@@ -21,6 +21,7 @@ from archbench.tables import (
     batches,
     best,
     evidence,
+    hosts,
     inter_intra,
     kernels,
     platforms,
@@ -53,13 +54,16 @@ class TableSpec:
     campaign's resolved systems (``systems=`` keyword, name -> system definition);
     ``uses_runs``: it takes the tidy table itself (one row per run), not the summary;
     ``uses_published``: it also takes the published values (``published=`` keyword, a table
-    of :func:`archbench.published.load_published`) and the ``statistic=`` to report."""
+    of :func:`archbench.published.load_published`) and the ``statistic=`` to report;
+    ``uses_statistic``: it takes the ``statistic=`` to report (mean unless the campaign
+    says median)."""
 
     build: Callable[..., pd.DataFrame]
     uses_peak: bool = False
     uses_systems: bool = False
     uses_runs: bool = False
     uses_published: bool = False
+    uses_statistic: bool = False
 
     @property
     def caption(self) -> str:
@@ -89,6 +93,7 @@ TABLES: dict[str, TableSpec] = {
     "stream_bandwidth": TableSpec(kernels.stream_bandwidth),
     "fraction_of_peak": TableSpec(kernels.fraction_of_peak, uses_peak=True),
     "vs_published": TableSpec(published.vs_published, uses_runs=True, uses_published=True),
+    "host_outliers": TableSpec(hosts.host_outliers, uses_runs=True, uses_statistic=True),
 }
 
 
@@ -111,6 +116,8 @@ def build_table(name: str, df: pd.DataFrame, peak: dict | None = None, *,
         extra["systems"] = systems or {}
     if spec.uses_published:
         extra.update(published=published, statistic=statistic)
+    if spec.uses_statistic:
+        extra["statistic"] = statistic or "mean"
     return spec.build(data, **extra)
 
 
