@@ -164,7 +164,8 @@ def base_rootfs(release: str, debarch: str, *, cache: Path, mirror: str, log) ->
         return tree
     shutil.rmtree(tree, ignore_errors=True)
     tree.parent.mkdir(parents=True, exist_ok=True)
-    run(["debootstrap", f"--arch={debarch}", "--variant=minbase",
+    # in a private mount namespace: the /proc it mounts in the tree never outlives it
+    run(["unshare", "--mount", "--propagation", "private", "debootstrap", f"--arch={debarch}", "--variant=minbase",
          f"--include={','.join(BASE_PACKAGES)}", release, str(tree), mirror],
         log=log, step=f"debootstrap {release} {debarch}")
     (tree / ".archbench-base-done").write_text(mirror + "\n")
@@ -255,8 +256,8 @@ def pack(root: Path, output: Path, log) -> None:
     """SquashFS image of ``root`` at ``output`` (lz4: fast to pack, read by squashfuse)."""
     output.parent.mkdir(parents=True, exist_ok=True)
     output.unlink(missing_ok=True)
-    run(["mksquashfs", str(root), str(output), "-noappend", "-comp", "lz4", "-quiet",
-         "-e", "proc", "-e", "sys"], log=log, step="mksquashfs")
+    run(["mksquashfs", str(root), str(output), "-noappend", "-comp", "lz4", "-no-progress"],
+        log=log, step="mksquashfs")
 
 
 def build(definition_path: str | Path, output: str | Path, *, overrides: Mapping[str, str] = {},
