@@ -227,11 +227,16 @@ def test_aarch64_training_and_kernel_under_emulation_show_acl(aarch64_image, tmp
     assert any("ref" in name for name in evidence["implementations"])
     assert on["vendor_library"] == "onednn-acl" and not on.get("vendor_mismatch")
     assert off["vendor_evidence"]["library"] == "none"
-    table = pd.read_csv(work / "results/tables/measurements.csv")
-    assert set(table["arch"]) == {"aarch64"}
-    TIMES.update({f"aarch64 {k[0]} oneDNN {'on' if k[1] else 'off'}: throughput": r["throughput"]
-                  for k, r in found.items()})
-    TIMES["aarch64 reference share"] = evidence["reference_share"]
+    assert set(pd.read_csv(work / "results/tables/measurements.csv")["arch"]) == {"aarch64"}
+    # the first aarch64 rows of the vendor-evidence table: ACL, and the reference share
+    table = pd.read_csv(work / "results/tables/vendor_evidence.csv").set_index("vendor_library_enabled")
+    assert table.loc[True, "library"] == "onednn+acl" and table.loc[False, "library"] == "none"
+    assert table.loc[True, "reference_share"] == pytest.approx(evidence["reference_share"])
+    assert "acl" in table.loc[True, "implementations"]
+    for (kind, enabled), record in found.items():
+        setting = "" if kind == "kernel" else f" oneDNN {'on' if enabled else 'off'}"
+        TIMES[f"aarch64 {kind}{setting} ({record['throughput_unit']}, emulated)"] = record["throughput"]
+    TIMES["aarch64 oneDNN reference share"] = evidence["reference_share"]
 
 
 # ---------------------------------------------------------------- ppc64le (emulated)
