@@ -7,8 +7,8 @@ SquashFS image), then archbench run inside them with Charliecloud's ch-run.
 - aarch64 (containers/aarch64-acl.def, HOROVOD=0) under qemu-user emulation: training with
   oneDNN on and off and one kernel; the records say arch aarch64, and the oneDNN-on run's
   vendor evidence names the Arm Compute Library and the share of reference fallbacks.
-- ppc64le: no TensorFlow wheel exists for it; its Debian userland runs python3, NumPy and
-  archbench's TensorFlow-free parts.
+- ppc64le: no TensorFlow wheel exists for it; its Debian userland runs python3, Debian's
+  NumPy and archbench's TensorFlow-free parts.
 
 Needs root, debootstrap, qemu-user-static with binfmt_misc, squashfs-tools and
 charliecloud: scripts/image_tools.sh installs them (as root). Without root or binfmt_misc
@@ -254,8 +254,8 @@ print(platform.machine(), numpy.__version__, bool((a @ a.T).trace() > 0),
 """
 
 def test_ppc64le_userland_runs_python_numpy_and_archbench(image_tools, tmp_path):
-    """No TensorFlow for ppc64le on the package index: the Debian ppc64el userland with a
-    venv, NumPy from its ppc64le wheel and archbench's TensorFlow-free parts."""
+    """No TensorFlow for ppc64le on the package index: the Debian ppc64el userland, Debian's
+    NumPy, and archbench's TensorFlow-free parts (campaign loading, the kernel registry)."""
     if imagebuild.binfmt_interpreter("ppc64le") is None:
         pytest.skip("this host is ppc64le: nothing to emulate")
     start = time.monotonic()
@@ -269,9 +269,11 @@ def test_ppc64le_userland_runs_python_numpy_and_archbench(image_tools, tmp_path)
         for part in ("archbench", "config"):
             shutil.copytree(REPO / part, root / "opt/archbench" / part)
         shutil.copy2(REPO / "tests/campaigns/tiny.yaml", root / "opt/archbench/tiny.yaml")
-        (root / "opt/smoke.py").write_text(PPC64LE_SMOKE)
-        script = ("pip install --no-cache-dir --only-binary=:all: numpy==1.26.4 pyyaml "
-                  "jsonschema fastjsonschema\ncd /opt/archbench && python /opt/smoke.py > /opt/smoke.txt")
+        (root / "opt/archbench/smoke.py").write_text(PPC64LE_SMOKE)
+        # the index has no ppc64le NumPy 1.26 wheel either (pip finds no version): Debian's
+        script = ("apt-get update -q\napt-get install -y -q --no-install-recommends python3-numpy "
+                  "python3-yaml python3-jsonschema python3-fastjsonschema\n"
+                  "cd /opt/archbench && /usr/bin/python3 smoke.py > /opt/smoke.txt")
         try:
             imagebuild.in_chroot(root, script, env=env, log=log, step="ppc64le smoke test")
             out = (root / "opt/smoke.txt").read_text().split()
@@ -281,7 +283,8 @@ def test_ppc64le_userland_runs_python_numpy_and_archbench(image_tools, tmp_path)
             shutil.rmtree(root, ignore_errors=True)
     TIMES["ppc64le userland + numpy + archbench"] = time.monotonic() - start
     # machine, NumPy, a matrix product, the campaign's detected arch, its 4 runs, kernels
-    assert out == ["ppc64le", "1.26.4", "True", "ppc64le", "4", "cg,fft,matmul,stream,stream_comm"]
+    assert out[0] == "ppc64le" and out[1].startswith("1.24.")
+    assert out[2:] == ["True", "ppc64le", "4", "cg,fft,matmul,stream,stream_comm"]
 
 
 def teardown_module() -> None:
