@@ -6,12 +6,12 @@
 #   scripts/image_tools.sh check     exit 0 when everything is there, else name what is not
 #
 # debootstrap (root filesystems), qemu-user-static + binfmt-support (foreign-architecture
-# binaries under emulation), squashfs-tools (mksquashfs), charliecloud (ch-run; ch-image
-# and ch-convert pull docker:// images, and need python3-lark and python3-requests).
+# binaries under emulation), squashfs-tools (mksquashfs), charliecloud-runtime (ch-run).
+# A site that pulls docker:// images with charliecloud also needs charliecloud-builders
+# (ch-image, ch-convert), which the tests do not use.
 set -euo pipefail
 
-PACKAGES=(debootstrap qemu-user-static binfmt-support squashfs-tools charliecloud-runtime
-          charliecloud-builders python3-lark python3-requests)
+PACKAGES=(debootstrap qemu-user-static binfmt-support squashfs-tools charliecloud-runtime)
 COMMANDS=(debootstrap mksquashfs unshare chroot ch-run qemu-aarch64-static qemu-ppc64le-static)
 BINFMT=/proc/sys/fs/binfmt_misc
 

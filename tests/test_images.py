@@ -1,7 +1,8 @@
 """The container path as the workflow drives it: image builds planned per system, the exact
 build command, benchmarks wrapped in `<runtime> exec` inside the launcher, and the image
-digest carried into every record. (No Apptainer exists here: a real build and exec are
-verified only on a site; see README.)"""
+digest carried into every record; prebuilt images by path or URI. (No Apptainer exists
+here: its build, pull and exec are checked as command lines; real builds and ch-run runs
+are tests/test_image_build.py.)"""
 
 from __future__ import annotations
 
