@@ -180,12 +180,18 @@ def _load_campaign(config: dict, system_dir: str | os.PathLike | None) -> Campai
 
 def check_inputs_exist(campaign: Campaign, root: str | os.PathLike = ".") -> None:
     """Raise ConfigError naming the system key when a system runs in a container whose
-    definition (``containers/<image>.def`` under ``root``) is missing or not named."""
+    definition (``containers/<image>.def`` under ``root``) is missing or not named, or
+    whose prebuilt image file (``image_uri``, a path) does not exist."""
     for name, system in campaign.systems.items():
         if system["container_runtime"] == "none":
             continue
+        uri = system.get("image_uri")
+        if uri:
+            if uri.startswith("/") and not Path(uri).is_file():
+                raise ConfigError(f"systems.{name}.image_uri: no image file {uri}")
+            continue
         if not system.get("image"):
-            raise ConfigError(f"systems.{name}.image: required with container_runtime "
+            raise ConfigError(f"systems.{name}.image: required (or image_uri) with container_runtime "
                               f"{system['container_runtime']}")
         definition = f"containers/{system['image']}.def"
         if not (Path(root) / definition).is_file():

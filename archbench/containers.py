@@ -1,20 +1,35 @@
 """Apptainer/Singularity definition files and the container command lines of the workflow.
 
-Pure functions: parsing and validating ``containers/*.def`` and building the exact argv
-lists that rules run (``apptainer build``, ``apptainer exec ...``). Nothing here runs a
-container; :func:`image_digest` only reads a file.
+Pure functions: parsing and validating ``containers/*.def``, where a system's image lives
+(built from a definition, pulled from a URI, or a prebuilt file), and the exact argv lists
+that rules run (``apptainer build|pull``, ``apptainer exec ...``, ``ch-run ...``). Nothing
+here runs a container; :func:`image_digest` only reads a file.
+
+Runtimes: apptainer and singularity run SIF files; charliecloud runs SquashFS images with
+``ch-run`` (built by :mod:`archbench.imagebuild`, or pulled with ``ch-image`` and converted
+by ``ch-convert``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-RUNTIMES = ("apptainer", "singularity", "none")
+RUNTIMES = ("apptainer", "singularity", "charliecloud", "none")
+# the image file each runtime runs
+IMAGE_SUFFIX = {"apptainer": ".sif", "singularity": ".sif", "charliecloud": ".sqfs"}
+# URI schemes of prebuilt images, per runtime that can pull them
+PULL_SCHEMES = {"apptainer": ("docker", "oras", "library"), "singularity": ("docker", "oras", "library"),
+                "charliecloud": ("docker",)}
+IMAGE_DIR = "results/images"
+# where ch-run mounts the working directory (a directory every Debian image has: a
+# read-only SquashFS image cannot get a new mount point)
+CH_WORKDIR = "/mnt"
 REQUIRED_HEADERS = ("Bootstrap", "From")
 REQUIRED_SECTIONS = ("post", "environment", "labels", "test")
 REQUIRED_LABELS = ("arch", "variant")
@@ -174,18 +189,89 @@ def _check_runtime(runtime: str) -> None:
         raise ValueError(f"unknown container runtime {runtime!r}; expected one of {', '.join(RUNTIMES)}")
 
 
+def uri_scheme(image_uri: str) -> str | None:
+    """The scheme of a prebuilt image URI (``docker``, ``oras``, ``library``); None for a
+    local path."""
+    match = re.match(r"^([a-z]+)://", image_uri)
+    return match.group(1) if match else None
+
+
+def check_image_uri(runtime: str, image_uri: str) -> None:
+    """ValueError (one line) when ``runtime`` cannot run or pull ``image_uri``."""
+    _check_runtime(runtime)
+    scheme = uri_scheme(image_uri)
+    if runtime == "none":
+        raise ValueError("an image needs a container_runtime other than none")
+    if scheme is None:
+        if not image_uri.endswith(IMAGE_SUFFIX[runtime]):
+            raise ValueError(f"{runtime} runs {IMAGE_SUFFIX[runtime]} image files, not {image_uri}")
+    elif scheme not in PULL_SCHEMES[runtime]:
+        raise ValueError(f"{runtime} cannot pull {scheme}:// images "
+                         f"(it pulls {', '.join(s + '://' for s in PULL_SCHEMES[runtime])})")
+
+
+def pulled_image_path(runtime: str, image_uri: str) -> str:
+    """Where the workflow keeps the image pulled from ``image_uri``:
+    ``results/images/pulled-<last part of the URI>-<hash of the URI><suffix>``."""
+    tail = re.sub(r"[^A-Za-z0-9_.-]+", "_", image_uri.split("://", 1)[1].rstrip("/").rsplit("/", 1)[-1])
+    key = hashlib.sha256(image_uri.encode()).hexdigest()[:8]
+    return f"{IMAGE_DIR}/pulled-{tail}-{key}{IMAGE_SUFFIX[runtime]}"
+
+
+def image_file(system: Mapping) -> str | None:
+    """The image file a system's benchmarks run in: its ``image_uri`` when that is a local
+    path (used as is), the pulled copy of a URI, or the image built from
+    ``containers/<image>.def``; None for runtime none."""
+    runtime = system.get("container_runtime", "none")
+    if runtime == "none":
+        return None
+    uri = system.get("image_uri")
+    if uri:
+        return uri if uri_scheme(uri) is None else pulled_image_path(runtime, uri)
+    return f"{IMAGE_DIR}/{system['image']}{IMAGE_SUFFIX[runtime]}"
+
+
 def build_command(
     runtime: str, definition: str | Path, image_path: str | Path, *, fakeroot: bool = True
 ) -> list[str]:
-    """argv that builds ``image_path`` (a SIF) from ``definition``.
+    """argv that builds ``image_path`` from ``definition``.
 
     ``["apptainer", "build", "--fakeroot", image, definition]``; ``--fakeroot`` lets an
-    unprivileged user build. Runtime ``none`` has no image to build: ValueError.
+    unprivileged user build. charliecloud: ``python3 -m archbench.imagebuild definition
+    image`` (a SquashFS image; as root, see that module). Runtime ``none`` has no image
+    to build: ValueError.
     """
     _check_runtime(runtime)
     if runtime == "none":
         raise ValueError("container runtime 'none' builds no image")
+    if runtime == "charliecloud":
+        return ["python3", "-m", "archbench.imagebuild", str(definition), str(image_path)]
     return [runtime, "build", *(["--fakeroot"] if fakeroot else []), str(image_path), str(definition)]
+
+
+def pull_commands(runtime: str, image_uri: str, image_path: str | Path) -> list[list[str]]:
+    """argv lists that fetch ``image_uri`` into ``image_path``, run in order.
+
+    apptainer/singularity: ``[runtime, "pull", image, uri]``. charliecloud (docker:// only):
+    ``ch-image pull`` into its storage, then ``ch-convert`` to a SquashFS file.
+    """
+    check_image_uri(runtime, image_uri)
+    if uri_scheme(image_uri) is None:
+        raise ValueError(f"{image_uri} is a local image: nothing to pull")
+    if runtime == "charliecloud":
+        ref = image_uri.split("://", 1)[1]
+        return [["ch-image", "pull", ref],
+                ["ch-convert", "-i", "ch-image", "-o", "squash", ref, str(image_path)]]
+    return [[runtime, "pull", str(image_path), image_uri]]
+
+
+def runtime_env(runtime: str) -> dict[str, str]:
+    """Variables the runtime itself needs in the launching environment (``ch-run`` refuses
+    to start without ``USER``, which a batch job or CI runner may not set)."""
+    if runtime == "charliecloud" and not os.environ.get("USER"):
+        import getpass
+        return {"USER": getpass.getuser()}
+    return {}
 
 
 def exec_prefix(
@@ -198,6 +284,11 @@ def exec_prefix(
 ) -> list[str]:
     """argv prefix that runs a command inside the image; ``[]`` for runtime ``none``.
 
+    apptainer/singularity: ``<runtime> exec [--cleanenv] --bind .. --env K=V .. IMAGE``.
+    charliecloud: ``ch-run [--unset-env=*] --set-env -b CWD:/mnt -c /mnt -b .. --set-env=K=V
+    .. IMAGE --``: the image's own environment (``/ch/environment``) first, the working
+    directory mounted and entered, so relative paths mean what they mean outside.
+
     ``cleanenv=False`` keeps the launcher's per-task variables (SLURM_*, PMI*, OMPI_*),
     which MPI inside the image needs when srun or mpirun starts the ranks.
 
@@ -209,6 +300,14 @@ def exec_prefix(
     if runtime == "none":
         return []
     pairs = [f"{src}:{dst}" for src, dst in binds.items()] if isinstance(binds, Mapping) else list(binds)
+    if runtime == "charliecloud":
+        argv = ["ch-run", *(["--unset-env=*"] if cleanenv else []), "--set-env",
+                "-b", f"{os.getcwd()}:{CH_WORKDIR}", "-c", CH_WORKDIR]
+        for bind in pairs:
+            argv += ["-b", bind]
+        for key, value in (env or {}).items():
+            argv.append(f"--set-env={key}={value}")
+        return argv + [str(image_path), "--"]
     argv = [runtime, "exec", *(["--cleanenv"] if cleanenv else [])]
     for bind in pairs:
         argv += ["--bind", bind]

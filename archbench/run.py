@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterator, NoReturn, Sequence
 
 from archbench import hostguard, lifeline, provenance
-from archbench.containers import exec_prefix
+from archbench.containers import IMAGE_DIR, exec_prefix, image_file, runtime_env
 from archbench.containers import image_digest as hash_file
 from archbench.failures import exit_failure
 from archbench.record import RecordError, make_record, read_record, schema, write_record
@@ -55,11 +55,15 @@ def worker_command(measurement: dict, system: dict) -> list[str]:
     module = importlib.import_module(WORKERS[measurement["kind"]])
     argv = module.command_for(measurement, system)
     runtime = system.get("container_runtime", "none")
-    if runtime == "none":
+    image = image_file(system)
+    if image is None:
         return argv
-    image = system.get("image_path") or f"results/images/{system['image']}.sif"
-    binds = [system["data_dir"]] if system.get("data_dir") else []
-    env = {"ARCHBENCH_IMAGE": image, "ARCHBENCH_IMAGE_SHA256": image_digest(image),
+    # a relative data_dir lies under the working directory, which every runtime mounts
+    binds = [system["data_dir"]] if str(system.get("data_dir", "")).startswith("/") else []
+    # the image holds no git checkout: the workflow's commit is passed in
+    commit = {"ARCHBENCH_GIT_COMMIT": provenance.git_commit()} if provenance.git_commit() else {}
+    env = {"ARCHBENCH_IMAGE": system.get("image_uri") or image,
+           "ARCHBENCH_IMAGE_SHA256": image_digest(image), **commit,
            **FRAMEWORK_ENV, **measurement.get("env", {})}
     # The launcher (srun/mpirun) stays outside; the interpreter runs inside the image.
     at = argv.index(sys.executable)
@@ -69,9 +73,12 @@ def worker_command(measurement: dict, system: dict) -> list[str]:
 
 
 def image_digest(image: str) -> str:
-    """The image's sha256: from the digest file the build wrote, else hashed now."""
+    """The image's sha256: from the digest file the workflow's build or pull wrote beside
+    it in results/images (when not older than the image), else hashed now (a prebuilt
+    image given by path is always hashed: a digest file beside it is not ours)."""
     digest_file = Path(image).with_suffix(".sha256")
-    if digest_file.exists():
+    ours = Path(image).as_posix().startswith(f"{IMAGE_DIR}/")
+    if ours and digest_file.exists() and digest_file.stat().st_mtime >= Path(image).stat().st_mtime:
         return digest_file.read_text().strip()
     return hash_file(image)
 
@@ -137,8 +144,8 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
     # A TF_CONFIG in the caller's environment would override the cluster the launcher
     # builds (spawn sets one per task; under srun it comes from the job step).
     inherited = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    env = {**inherited, **{k: str(v) for k, v in measurement.get("env", {}).items()},
-           **FRAMEWORK_ENV}
+    env = {**inherited, **runtime_env(system.get("container_runtime", "none")),
+           **{k: str(v) for k, v in measurement.get("env", {}).items()}, **FRAMEWORK_ENV}
     timeout_s = float(measurement.get("timeout_minutes", 30)) * 60
     argv = worker_command(measurement, system) + ["--output", str(scratch)]
     identity = identity_fields(measurement, log_path)

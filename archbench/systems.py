@@ -7,6 +7,7 @@ import os
 import platform
 from pathlib import Path
 
+from archbench.containers import check_image_uri
 from archbench.sbatch import check_system
 from archbench.validate import ROOT, ConfigError, check, load_schema
 from archbench.yamlio import load_yaml_file
@@ -36,6 +37,21 @@ def cpus_per_process(system: dict, processes_per_node: int) -> int:
     return max(1, cores_of(system) // max(1, int(processes_per_node)))
 
 
+def check_image(system: dict, where: str, source: str | None) -> None:
+    """One-line ConfigError when the system names both a built and a prebuilt image, or a
+    prebuilt image its runtime cannot run or pull."""
+    if not system.get("image_uri"):
+        return
+    key = f"{where}.image_uri" if where else "image_uri"
+    if system.get("image"):
+        raise ConfigError(f"{key}: exclusive with image (build containers/{system['image']}.def"
+                          " or use a prebuilt image, not both)", source=source)
+    try:
+        check_image_uri(system["container_runtime"], system["image_uri"])
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}", source=source) from None
+
+
 def resolve_system(name: str, definition: dict | None = None,
                    system_dir: Path | None = None) -> dict:
     """Load config/systems/<name>.yaml (or the inline ``definition``), validate, fill defaults.
@@ -60,6 +76,7 @@ def resolve_system(name: str, definition: dict | None = None,
         raise ConfigError(f"{key}: '{definition['name']}' is not the system's name '{name}'",
                           source=source)
     system = {**DEFAULTS, **definition}
+    check_image(system, where, source)
     if system["arch"] == "auto":
         system["arch"] = platform.machine()
     if system["cores_per_socket"] == "auto":

@@ -6,7 +6,7 @@ from pathlib import Path
 from archbench import plan as archbench_plan
 from archbench.batching import group_names
 from archbench.campaign import ConfigError, check_inputs_exist, load_campaign, raw_path
-from archbench.containers import build_command, shell_join
+from archbench.containers import build_command, image_file, pull_commands, shell_join, uri_scheme
 from archbench.sbatch import pinned_nodes
 from archbench.figures import FIGURES
 from archbench.importer import ImportFormatError, mapping_files
@@ -183,27 +183,39 @@ def get_final_outputs():
 
 # ---------------------------------------------------------------- images
 
-def image_systems():
-    """image variant -> the first system that runs it inside a container."""
-    images = {}
-    for name, system in SYSTEMS.items():
-        if system["container_runtime"] != "none" and system.get("image"):
-            images.setdefault(system["image"], system)
-    return images
+def built_images():
+    """image file -> the first system that runs it, for images built from containers/*.def."""
+    return {image_file(s): s for s in reversed(list(SYSTEMS.values()))
+            if image_file(s) and not s.get("image_uri")}
+
+
+def pulled_images():
+    """image file -> the first system that pulls it from its image_uri (a URI, not a path)."""
+    return {image_file(s): s for s in reversed(list(SYSTEMS.values()))
+            if s["container_runtime"] != "none" and uri_scheme(s.get("image_uri") or "")}
 
 
 def get_image_for_measurement(wildcards):
-    """The image a measurement runs in ([] for runtime none)."""
-    system = SYSTEMS[get_measurement(wildcards)["system"]]
-    if system["container_runtime"] == "none":
-        return []
-    return f"results/images/{system['image']}.sif"
+    """The image a measurement runs in ([] for runtime none): built, pulled or prebuilt."""
+    return image_file(SYSTEMS[get_measurement(wildcards)["system"]]) or []
 
 
 def get_build_command(wildcards, output):
-    system = image_systems()[wildcards.image]
+    system = built_images()[output.image]
     return shell_join(build_command(system["container_runtime"],
                                     f"containers/{wildcards.image}.def", output.image))
+
+
+def get_pull_command(wildcards, output):
+    system = pulled_images()[output.image]
+    return " && ".join(shell_join(argv) for argv in
+                       pull_commands(system["container_runtime"], system["image_uri"], output.image))
+
+
+def get_image_partition(image):
+    """The partition of the system an image is built or pulled for (its architecture)."""
+    system = {**built_images(), **pulled_images()}.get(image, {})
+    return system.get("partition", "")
 
 
 # ---------------------------------------------------------------- tables, figures, paper

@@ -134,3 +134,68 @@ def test_image_digest_of_a_sif_like_file(tmp_path):
     assert len(digest) == 64 and digest == hashlib.sha256(body).hexdigest()
     sif.write_bytes(body + b"!")
     assert c.image_digest(sif) != digest
+
+
+def test_charliecloud_exec_prefix_mounts_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = {"TF_USE_LEGACY_KERAS": "1", "OMP_NUM_THREADS": "2"}
+    assert c.exec_prefix("charliecloud", "results/images/x.sqfs", binds=["/data"], env=env) == [
+        "ch-run", "--unset-env=*", "--set-env", "-b", f"{tmp_path}:/mnt", "-c", "/mnt",
+        "-b", "/data", "--set-env=TF_USE_LEGACY_KERAS=1", "--set-env=OMP_NUM_THREADS=2",
+        "results/images/x.sqfs", "--"]
+    launched = c.exec_prefix("charliecloud", "x.sqfs", cleanenv=False)
+    assert "--unset-env=*" not in launched and launched[-2:] == ["x.sqfs", "--"]
+
+
+def test_charliecloud_builds_with_archbench_imagebuild():
+    assert c.build_command("charliecloud", "containers/x.def", "results/images/x.sqfs") == [
+        "python3", "-m", "archbench.imagebuild", "containers/x.def", "results/images/x.sqfs"]
+
+
+@pytest.mark.parametrize("runtime", ["apptainer", "singularity"])
+@pytest.mark.parametrize("uri", ["docker://python:3.11-slim-bookworm",
+                                 "oras://ghcr.io/site/archbench:1.0",
+                                 "library://site/default/archbench:latest"])
+def test_pull_command(runtime, uri):
+    path = c.pulled_image_path(runtime, uri)
+    assert path.startswith("results/images/pulled-") and path.endswith(".sif")
+    assert c.pull_commands(runtime, uri, path) == [[runtime, "pull", path, uri]]
+
+
+def test_charliecloud_pulls_docker_images_into_squashfs():
+    uri = "docker://python:3.11-slim-bookworm"
+    path = c.pulled_image_path("charliecloud", uri)
+    assert path.endswith(".sqfs")
+    assert c.pull_commands("charliecloud", uri, path) == [
+        ["ch-image", "pull", "python:3.11-slim-bookworm"],
+        ["ch-convert", "-i", "ch-image", "-o", "squash", "python:3.11-slim-bookworm", path]]
+    with pytest.raises(ValueError, match="cannot pull oras://"):
+        c.pull_commands("charliecloud", "oras://ghcr.io/x:1", "x.sqfs")
+
+
+def test_pulled_paths_differ_per_uri():
+    a = c.pulled_image_path("apptainer", "docker://site/archbench:1")
+    b = c.pulled_image_path("apptainer", "oras://site/archbench:1")
+    assert a != b and "archbench_1" in a
+
+
+@pytest.mark.parametrize("system, expected", [
+    ({"container_runtime": "none", "image": "x86_64-onednn"}, None),
+    ({"container_runtime": "apptainer", "image": "x86_64-onednn"}, "results/images/x86_64-onednn.sif"),
+    ({"container_runtime": "charliecloud", "image": "x86_64-onednn"}, "results/images/x86_64-onednn.sqfs"),
+    ({"container_runtime": "singularity", "image_uri": "/site/images/tf.sif"}, "/site/images/tf.sif"),
+])
+def test_image_file(system, expected):
+    assert c.image_file(system) == expected
+
+
+@pytest.mark.parametrize("runtime, uri, message", [
+    ("apptainer", "/site/images/tf.sqfs", "runs .sif image files"),
+    ("charliecloud", "/site/images/tf.sif", "runs .sqfs image files"),
+    ("charliecloud", "library://site/tf:1", "cannot pull library://"),
+    ("none", "/site/images/tf.sif", "other than none"),
+])
+def test_bad_image_uri_is_one_line(runtime, uri, message):
+    with pytest.raises(ValueError, match=message) as err:
+        c.check_image_uri(runtime, uri)
+    assert "\n" not in str(err.value)

@@ -1,0 +1,292 @@
+"""Images built and run for real: the repository's own definitions executed step by step
+(archbench.imagebuild: debootstrap base, %files, %post, %environment, %labels, %test, a
+SquashFS image), then archbench run inside them with Charliecloud's ch-run.
+
+- x86_64 (containers/x86_64-onednn.def, Horovod compiled): the tiny campaign through
+  Snakemake, every record carrying the image's digest.
+- aarch64 (containers/aarch64-acl.def, HOROVOD=0) under qemu-user emulation: training with
+  oneDNN on and off and one kernel; the records say arch aarch64, and the oneDNN-on run's
+  vendor evidence names the Arm Compute Library and the share of reference fallbacks.
+- ppc64le: no TensorFlow wheel exists for it; its Debian userland runs python3, Debian's
+  NumPy and archbench's TensorFlow-free parts.
+
+Needs root, debootstrap, qemu-user-static with binfmt_misc, squashfs-tools and
+charliecloud: scripts/image_tools.sh installs them (as root). Without root or binfmt_misc
+these tests skip, except under CI=true, where they fail. Each image is built once per
+session; the debootstrap trees are cached in /var/tmp/archbench-image-cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO, copy_workflow, in_ci, snakemake, tool_env
+
+from archbench import imagebuild
+from archbench.containers import image_digest
+
+pytestmark = pytest.mark.images
+BUILD_TIMEOUT_S = 3600
+TIMES: dict[str, float] = {}  # step -> seconds, printed at the end of the module
+
+
+def unavailable(reason: str) -> None:
+    if in_ci():
+        pytest.fail(f"CI requires the image tests: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def image_tools() -> None:
+    """Root, and the build and runtime tools (installed by scripts/image_tools.sh)."""
+    if os.geteuid() != 0:
+        unavailable("image builds need root (debootstrap, chroot, mounts)")
+    done = subprocess.run(["bash", str(REPO / "scripts/image_tools.sh"), "install"],
+                          capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        unavailable(f"image tools unavailable: {done.stderr.strip().splitlines()[-1:]}")
+
+
+@pytest.fixture(scope="session")
+def image_dir(image_tools):
+    """Where this session's images go (removed at the end: they are 1-2 GB each)."""
+    path = Path(tempfile.mkdtemp(prefix="archbench-images-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class Build:
+    """One image build by the CLI, started at once in the background (the x86_64 and
+    aarch64 builds overlap: one compiles while the other downloads), from the repository
+    root (its %files are relative to it), lending it this host's CA bundle and pip
+    configuration."""
+
+    def __init__(self, definition: str, image_dir: Path, *args: str) -> None:
+        self.definition, self.output = definition, image_dir / f"{definition}.sqfs"
+        self.start = time.monotonic()
+        self.stdout = open(image_dir / f"{definition}.stdout", "w+")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "archbench.imagebuild", f"containers/{definition}.def",
+             str(self.output), "--host-network-config", "--workdir", str(image_dir), *args],
+            cwd=REPO, stdout=self.stdout, stderr=subprocess.STDOUT, text=True,
+            env=tool_env(PYTHONPATH=str(REPO)))
+
+    def report(self) -> dict:
+        """The build's report once it has finished (AssertionError with its log if it failed)."""
+        try:
+            code = self.process.wait(timeout=max(1.0, BUILD_TIMEOUT_S - (time.monotonic() - self.start)))
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+        TIMES.setdefault(f"build {self.definition} (wall, overlapping)", time.monotonic() - self.start)
+        self.stdout.seek(0)
+        out = self.stdout.read()
+        log = self.output.with_suffix(".build.log")
+        tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
+        assert code == 0, f"{out[-2000:]}\n{tail}"
+        return json.loads(out.strip().splitlines()[-1])
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.stdout.close()
+
+
+@pytest.fixture(scope="session")
+def builds(image_dir):
+    """Both image builds, started together at the first test that needs one."""
+    started = {"x86_64": Build("x86_64-onednn", image_dir)}
+    if imagebuild.binfmt_interpreter("aarch64") is not None:
+        started["aarch64"] = Build("aarch64-acl", image_dir, "--build-arg", "HOROVOD=0")
+    yield started
+    for build in started.values():
+        build.stop()
+
+
+@pytest.fixture(scope="session")
+def x86_image(builds) -> dict:
+    return builds["x86_64"].report()
+
+
+@pytest.fixture(scope="session")
+def aarch64_image(builds) -> dict:
+    if "aarch64" not in builds:
+        pytest.skip("this host is aarch64: nothing to emulate")
+    return builds["aarch64"].report()
+
+
+def ch_run(image: str, *argv: str, timeout: float = 600) -> str:
+    """stdout of argv run inside the image with ch-run and the image's environment."""
+    env = {**os.environ, "USER": os.environ.get("USER") or "root"}
+    done = subprocess.run(["ch-run", "--unset-env=*", "--set-env", image, "--", *argv],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def run_campaign(tmp_path: Path, campaign: str, *targets: str, timeout: int) -> Path:
+    """The workflow copied to ``tmp_path``, campaign file ``campaign`` run to ``targets``."""
+    work = copy_workflow(tmp_path / "wf")
+    (work / "campaign.yaml").write_text(campaign)
+    start = time.monotonic()
+    # targets before --configfile, which takes every word after it as a file
+    snakemake(work, *targets, "--profile", "profiles/local", "--configfile", "campaign.yaml",
+              timeout=timeout)
+    TIMES[f"campaign in {tmp_path.name}"] = time.monotonic() - start
+    return work
+
+
+def records(work: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((work / "results/raw").rglob("rep*.json"))]
+
+
+# ---------------------------------------------------------------- x86_64
+
+def test_x86_image_ran_every_step_of_its_definition(x86_image):
+    image = x86_image["image"]
+    assert set(x86_image["seconds"]) >= {"%files", "%post", "%test", "pack SquashFS"}
+    assert x86_image["sha256"] == image_digest(image)
+    assert Path(image).with_suffix(".sha256").read_text().strip() == x86_image["sha256"]
+    with open(image, "rb") as handle:
+        assert handle.read(4) == b"hsqs"  # a SquashFS image
+    # %labels and %environment where Apptainer keeps them; the environment reaches ch-run
+    labels = json.loads(ch_run(image, "cat", "/.singularity.d/labels.json"))
+    assert labels["arch"] == "x86_64" and labels["horovod"] == "0.28.1"
+    out = ch_run(image, "python3", "-c",
+                 "import os, horovod.tensorflow as hvd, tensorflow as tf, archbench; "
+                 "print(os.environ['TF_USE_LEGACY_KERAS'], os.environ['TF_ENABLE_ONEDNN_OPTS'], "
+                 "tf.__version__, hvd.mpi_built(), hvd.gloo_built(), archbench.__file__)")
+    assert out.split() == ["1", "1", "2.18.1", "True", "True",
+                           "/usr/local/lib/python3.11/site-packages/archbench/__init__.py"]
+    # what the host lent the build stayed out of the image
+    assert ch_run(image, "sh", "-c", "ls /etc/pip.conf /etc/xdg/pip 2>&1 || true").count("No such") == 2
+
+
+def test_tiny_campaign_runs_inside_the_x86_image(x86_image, tmp_path):
+    image = x86_image["image"]
+    tiny = (REPO / "tests/campaigns/tiny.yaml").read_text()
+    work = copy_workflow(tmp_path / "wf")
+    system = work / "config/systems/local.yaml"
+    system.write_text(system.read_text().replace(
+        "container_runtime: none", f"container_runtime: charliecloud\nimage_uri: {image}"))
+    (work / "campaign.yaml").write_text(tiny)
+    start = time.monotonic()
+    snakemake(work, "results/tables/measurements.csv", "--profile", "profiles/local",
+              "--configfile", "campaign.yaml", timeout=1200)
+    TIMES["tiny campaign in the x86_64 image"] = time.monotonic() - start
+    found = records(work)
+    assert len(found) == 4
+    for record in found:
+        assert record["status"] == "ok", record.get("reason")
+        assert record["image"] == image and record["image_sha256"] == x86_image["sha256"]
+        assert record["throughput"] > 0
+    log = next((work / "logs/run_measurement").rglob("*.worker.log")).read_text()
+    assert f"ch-run --unset-env=* --set-env -b {work}:/mnt -c /mnt" in log
+    table = pd.read_csv(work / "results/tables/measurements.csv")
+    assert set(table["image_sha256"]) == {x86_image["sha256"]}
+
+
+# ---------------------------------------------------------------- aarch64 (emulated)
+
+def test_aarch64_image_ran_every_step_of_its_definition(aarch64_image):
+    image = aarch64_image["image"]
+    assert aarch64_image["build_args"] == {"HOROVOD": "0"}
+    assert set(aarch64_image["seconds"]) >= {"%files", "%post", "%test", "pack SquashFS"}
+    out = ch_run(image, "python3", "-c", "import platform, os; print(platform.machine(), "
+                 "os.environ['TF_ENABLE_ONEDNN_OPTS'])")
+    assert out.split() == ["aarch64", "1"]
+
+
+def test_aarch64_training_and_kernel_under_emulation_show_acl(aarch64_image, tmp_path):
+    campaign = (REPO / "tests/campaigns/emulated_aarch64.yaml").read_text()
+    work = run_campaign(tmp_path, campaign.replace("IMAGE", aarch64_image["image"]),
+                        "results/tables/measurements.csv", "results/tables/vendor_evidence.csv",
+                        timeout=3000)
+    found = {(r["kind"], r.get("vendor_library_enabled")): r for r in records(work)}
+    assert len(found) == 3
+    for record in found.values():
+        assert record["status"] == "ok", record.get("reason")
+        assert record["arch"] == "aarch64"
+        assert record["image_sha256"] == aarch64_image["sha256"]
+    on, off = found[("train", True)], found[("train", False)]
+    evidence = on["vendor_evidence"]
+    assert evidence["library"] == "onednn+acl", evidence
+    assert any(name.endswith(":acl") or name == "acl" for name in evidence["implementations"])
+    # the backward convolutions fall back to oneDNN's reference code on aarch64
+    assert 0 < evidence["reference_share"] < 1
+    assert any("ref" in name for name in evidence["implementations"])
+    assert on["vendor_library"] == "onednn-acl" and not on.get("vendor_mismatch")
+    assert off["vendor_evidence"]["library"] == "none"
+    assert set(pd.read_csv(work / "results/tables/measurements.csv")["arch"]) == {"aarch64"}
+    # the first aarch64 rows of the vendor-evidence table: ACL, and the reference share
+    table = pd.read_csv(work / "results/tables/vendor_evidence.csv").set_index("vendor_library_enabled")
+    assert table.loc[True, "library"] == "onednn+acl" and table.loc[False, "library"] == "none"
+    assert table.loc[True, "reference_share"] == pytest.approx(evidence["reference_share"])
+    assert "acl" in table.loc[True, "implementations"]
+    for (kind, enabled), record in found.items():
+        setting = "" if kind == "kernel" else f" oneDNN {'on' if enabled else 'off'}"
+        TIMES[f"aarch64 {kind}{setting} ({record['throughput_unit']}, emulated)"] = record["throughput"]
+    TIMES["aarch64 oneDNN reference share"] = evidence["reference_share"]
+
+
+# ---------------------------------------------------------------- ppc64le (emulated)
+
+PPC64LE_SMOKE = """\
+import platform
+import numpy
+import archbench.kernels
+from archbench.campaign import load_campaign_file
+a = numpy.random.default_rng(0).random((256, 256))
+campaign = load_campaign_file("tiny.yaml")
+print(platform.machine(), numpy.__version__, bool((a @ a.T).trace() > 0),
+      campaign.systems["local"]["arch"], len(campaign.measurements),
+      ",".join(sorted(archbench.kernels.KERNELS)))
+"""
+
+def test_ppc64le_userland_runs_python_numpy_and_archbench(image_tools, tmp_path):
+    """No TensorFlow for ppc64le on the package index: the Debian ppc64el userland, Debian's
+    NumPy, and archbench's TensorFlow-free parts (campaign loading, the kernel registry)."""
+    if imagebuild.binfmt_interpreter("ppc64le") is None:
+        pytest.skip("this host is ppc64le: nothing to emulate")
+    start = time.monotonic()
+    log_path = tmp_path / "ppc64le.log"
+    root = tmp_path / "root"
+    root.mkdir()
+    with open(log_path, "w") as log:
+        base = imagebuild.base_rootfs("bookworm", "ppc64el", cache=imagebuild.DEFAULT_CACHE,
+                                      mirror=imagebuild.host_mirror("bookworm"), log=log)
+        env = imagebuild.prepare_root(base, root, arch="ppc64le", host_network=True, log=log)
+        for part in ("archbench", "config"):
+            shutil.copytree(REPO / part, root / "opt/archbench" / part)
+        shutil.copy2(REPO / "tests/campaigns/tiny.yaml", root / "opt/archbench/tiny.yaml")
+        (root / "opt/archbench/smoke.py").write_text(PPC64LE_SMOKE)
+        # the index has no ppc64le NumPy 1.26 wheel either (pip finds no version): Debian's
+        script = ("apt-get update -q\napt-get install -y -q --no-install-recommends python3-numpy "
+                  "python3-yaml python3-jsonschema python3-fastjsonschema\n"
+                  "cd /opt/archbench && /usr/bin/python3 smoke.py > /opt/smoke.txt")
+        try:
+            imagebuild.in_chroot(root, script, env=env, log=log, step="ppc64le smoke test")
+            out = (root / "opt/smoke.txt").read_text().split()
+        except imagebuild.BuildError:
+            pytest.fail(log_path.read_text()[-3000:])
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    TIMES["ppc64le userland + numpy + archbench"] = time.monotonic() - start
+    # machine, NumPy, a matrix product, the campaign's detected arch, its 4 runs, kernels
+    assert out[0] == "ppc64le" and out[1].startswith("1.24.")
+    assert out[2:] == ["True", "ppc64le", "4", "cg,fft,matmul,stream,stream_comm"]
+
+
+def teardown_module() -> None:
+    for name, value in TIMES.items():
+        print(f"image tests: {name}: {value:.3f}", file=sys.stderr)
