@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+from functools import lru_cache
 from pathlib import Path
 
 from archbench.validate import ROOT, ConfigError, check, load_schema
@@ -33,6 +34,19 @@ def hardware_threads(system: dict) -> int:
 def cpus_per_process(system: dict, processes_per_node: int) -> int:
     """Cores each of ``processes_per_node`` processes of a node gets (at least one)."""
     return max(1, cores_of(system) // max(1, int(processes_per_node)))
+
+
+def run_settings(system: dict) -> dict:
+    """The keys of a resolved system that affect how its measurements run: all but those
+    the system schema lists under ``x-no-rerun`` (documentation, the campaign's node
+    count, the account, the time limit a measurement carries itself)."""
+    return {k: v for k, v in system.items() if k not in no_rerun_keys()}
+
+
+@lru_cache(maxsize=1)
+def no_rerun_keys() -> frozenset[str]:
+    """System keys whose edit reruns no measurement (``x-no-rerun`` of the system schema)."""
+    return frozenset(load_schema("system")["x-no-rerun"])
 
 
 def resolve_system(name: str, definition: dict | None = None,

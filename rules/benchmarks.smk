@@ -46,3 +46,15 @@ rule make_tfrecords:
     shell:
         "python -m archbench.data make-tfrecords --out {output} --images {params.images}"
         " --image-size {params.image_size} --shards {params.shards} > {log} 2>&1"
+
+
+# The records a `best` experiment chooses its layout from, listed once per system and
+# experiment: its measurements depend on this file, not each on every sweep record.
+rule list_best_records:
+    localrule: True
+    input:
+        records=get_sweep_records,
+    output:
+        listing="results/best/{system}/{experiment}.json",
+    run:
+        atomic_write_text(output.listing, json.dumps(list(input.records)) + "\n")

@@ -1,11 +1,13 @@
 # Load, validate and derive: the campaign's measurements and the helpers rules use.
 import json
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 from archbench import plan as archbench_plan
 from archbench.campaign import ConfigError, check_inputs_exist, load_campaign, raw_path
 from archbench.containers import build_command, shell_join
+from archbench.files import atomic_write_text
 from archbench.figures import FIGURES
 from archbench.importer import ImportFormatError, mapping_files
 from archbench.published import check_imports, is_claims_file
@@ -13,6 +15,7 @@ from archbench.models import spec as model_spec
 from archbench.integrity import quarantine_invalid
 from archbench.tables import TABLES
 from archbench.experiment_types.node_scaling import best_sources
+from archbench.systems import run_settings
 from archbench.yamlio import load_yaml_file
 
 # mapping sidecars sit beside their CSV (data/published/<study>/); extra folders go here
@@ -33,6 +36,10 @@ except (ConfigError, ImportFormatError) as exc:
 
 MEASUREMENTS = {f"results/{raw_path(m)}": m for m in CAMPAIGN.measurements}
 SYSTEMS = CAMPAIGN.systems
+# The records of each sweep (system, experiment), for `best` measurements to depend on.
+SWEEP_RECORDS = {}
+for _path, _m in MEASUREMENTS.items():
+    SWEEP_RECORDS.setdefault((_m["system"], _m["experiment"]), []).append(_path)
 # --config regenerate_only=True (`make paper`) rebuilds tables, figures and the report
 # from the records already on disk and runs no benchmark.
 REGENERATE_ONLY = bool(config.get("regenerate_only", False))
@@ -56,10 +63,17 @@ wildcard_constraints:
     rep=r"\d+",
 
 
+# Per-job functions run for every job of a 10,000-job DAG (some several times): each is
+# computed once per record path and cached.
+
+def record_path(wildcards):
+    """The record path of a run_measurement job."""
+    return f"results/raw/{wildcards.system}/{wildcards.experiment}/{wildcards.config_id}/rep{wildcards.rep}.json"
+
+
 def get_measurement(wildcards):
     """The measurement a record path stands for."""
-    path = f"results/raw/{wildcards.system}/{wildcards.experiment}/{wildcards.config_id}/rep{wildcards.rep}.json"
-    return MEASUREMENTS[path]
+    return MEASUREMENTS[record_path(wildcards)]
 
 
 def get_record_paths(wildcards=None):
@@ -74,13 +88,29 @@ def get_existing_records(wildcards=None):
 
 
 def get_best_inputs(wildcards):
-    """Records of the hybrid sweeps a `best` node-scaling measurement takes its layout from."""
+    """For a `best` node-scaling measurement, the listing of the hybrid sweep records it
+    takes its layout from (one file per system and experiment, so the DAG has one edge
+    per record, not one per record and best measurement)."""
     m = get_measurement(wildcards)
-    sources = best_sources(m.get("best_of"))
-    if not sources:
-        return []
-    return sorted(p for p, other in MEASUREMENTS.items()
-                  if other["experiment"] in sources and other["system"] == m["system"])
+    return [best_listing(m)] if m.get("best_of") else []
+
+
+def best_listing(measurement):
+    """Where rule list_best_records lists the sweep records of a `best` measurement."""
+    return f"results/best/{measurement['system']}/{measurement['experiment']}.json"
+
+
+# listing -> the records of every sweep its experiment's `best` names, on its system
+BEST_LISTINGS = {}
+for _m in MEASUREMENTS.values():
+    for _source in best_sources(_m.get("best_of")):
+        BEST_LISTINGS.setdefault(best_listing(_m), set()).update(
+            SWEEP_RECORDS.get((_m["system"], _source), ()))
+
+
+def get_sweep_records(wildcards):
+    """The records rule list_best_records lists."""
+    return sorted(BEST_LISTINGS[f"results/best/{wildcards.system}/{wildcards.experiment}.json"])
 
 
 def get_data_inputs(wildcards):
@@ -95,11 +125,19 @@ def get_data_inputs(wildcards):
 
 
 def get_spec(wildcards):
-    """The supervisor's input: the measurement, its system, and records it depends on."""
-    m = get_measurement(wildcards)
-    spec = {"measurement": m, "system": SYSTEMS[m["system"]],
-            "best_records": get_best_inputs(wildcards)}
+    """The supervisor's input: the measurement, the settings of its system that affect it
+    (``x-no-rerun`` of the system schema left out: editing a system's description reruns
+    nothing), and the listing of records a `best` one depends on. A changed spec reruns
+    the measurement."""
+    return spec_of(record_path(wildcards))
+
+
+@lru_cache(maxsize=None)
+def spec_of(path):
+    m = MEASUREMENTS[path]
+    spec = {"measurement": m, "system": run_settings(SYSTEMS[m["system"]])}
     if m.get("best_of"):  # the best layout is chosen by the statistic the tables report
+        spec["best_listing"] = best_listing(m)
         spec["statistic"] = config.get("statistic", "mean")
     return json.dumps(spec, sort_keys=True)
 
@@ -113,8 +151,13 @@ def get_threads(wildcards):
 
 def get_resources(wildcards):
     """Portable resources of a measurement (the Slurm executor maps them to sbatch)."""
-    return archbench_plan.job_resources(get_measurement(wildcards),
-                                        SYSTEMS[get_measurement(wildcards)["system"]])
+    return resources_of(record_path(wildcards))
+
+
+@lru_cache(maxsize=None)
+def resources_of(path):
+    m = MEASUREMENTS[path]
+    return archbench_plan.job_resources(m, SYSTEMS[m["system"]])
 
 
 def get_final_outputs():
