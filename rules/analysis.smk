@@ -1,5 +1,6 @@
 # Derived tables (CSV, Markdown, LaTeX) from the collected measurements plus imported
-# published results. One rule per table, named make_<table>_table.
+# published results. One rule per table, named make_<table>_table. Like every artifact
+# step they run inside Snakemake's own process (see ARTIFACT_STEP in common.smk).
 
 
 rule merge_measurements:
@@ -14,8 +15,12 @@ rule merge_measurements:
         "logs/merge_measurements/merge.log",
     params:
         mapping_dirs=IMPORT_MAPPING_DIRS,
-    script:
-        "../scripts/merge_measurements.py"
+    run:
+        with ARTIFACT_STEP:
+            merged = artifacts.merge_measurements(input.measurements, list(input.imports),
+                                                  output=output.merged,
+                                                  mapping_dirs=params.mapping_dirs)
+        write_log(log[0], f"{len(merged)} rows ({len(input.imports)} imported files)")
 
 
 for _table in TABLE_NAMES:
@@ -44,5 +49,11 @@ for _table in TABLE_NAMES:
             # the campaign's resolved systems, for the tables that describe them
             systems=SYSTEMS if TABLES[_table].uses_systems else {},
             mapping_dirs=IMPORT_MAPPING_DIRS,
-        script:
-            "../scripts/make_table.py"
+        run:
+            with ARTIFACT_STEP:
+                table = artifacts.make_table_files(
+                    params.name, input.measurements,
+                    outputs={k: output[k] for k in ("csv", "md", "tex")}, peak=params.peak,
+                    statistic=params.statistic, systems=params.systems,
+                    published=list(input.published), mapping_dirs=params.mapping_dirs)
+            write_log(log[0], f"{params.name}: {len(table)} rows")

@@ -5,6 +5,13 @@
 localrules:
     collect_measurements,
     plan_campaign,
+    plan,
+
+
+# A dry run (-n) prints the plan too (on stderr, before Snakemake lists the jobs).
+if DRY_RUN and workflow.is_main_process and not REGENERATE_ONLY:
+    print(archbench_plan.plan_markdown(
+        CAMPAIGN.name, archbench_plan.plan_table(CAMPAIGN.measurements, SYSTEMS)), file=sys.stderr)
 
 
 rule collect_measurements:
@@ -18,8 +25,13 @@ rule collect_measurements:
         "logs/collect_measurements/collect.log",
     params:
         existing=get_existing_records,
-    script:
-        "../scripts/collect_measurements.py"
+    run:
+        with ARTIFACT_STEP:
+            frame, errors = collect_records(list(input.records) or params.existing)
+            write_collected(frame, output.csv, output.parquet)
+            atomic_write_text(output.invalid, "".join(f"{line}\n" for line in errors))
+        write_log(log[0], *(f"excluded invalid record: {line}" for line in errors),
+                  f"collected {len(frame)} records, excluded {len(errors)} invalid")
 
 
 rule plan_campaign:
@@ -31,3 +43,10 @@ rule plan_campaign:
     run:
         archbench_plan.write_plan(CAMPAIGN.name, CAMPAIGN.measurements, SYSTEMS,
                                   csv=output.csv, markdown=output.markdown)
+
+
+# `snakemake plan`: write the plan (results/plan/<campaign>.{md,csv}); runs no benchmark.
+rule plan:
+    input:
+        rules.plan_campaign.output,
+    default_target: False

@@ -1,10 +1,14 @@
 # Load, validate and derive: the campaign's measurements and the helpers rules use.
 import json
 import sys
+import threading
 from functools import lru_cache
 from pathlib import Path
 
+from archbench import artifacts
 from archbench import plan as archbench_plan
+from archbench.collect import collect as collect_records
+from archbench.collect import write_table as write_collected
 from archbench.campaign import ConfigError, check_inputs_exist, load_campaign, raw_path
 from archbench.containers import build_command, shell_join
 from archbench.files import atomic_write_text
@@ -194,6 +198,17 @@ def get_build_command(wildcards, output):
 
 
 # ---------------------------------------------------------------- tables, figures, paper
+
+# Collecting, merging, tables and figures run as `run:` jobs, inside Snakemake's own
+# process (which has pandas and matplotlib loaded already): a Python process per table
+# or figure cost more than building it. Snakemake runs such jobs in threads; matplotlib's
+# settings are process-wide, so one artifact step runs at a time.
+ARTIFACT_STEP = threading.Lock()
+
+
+def write_log(path, *lines):
+    """Write a job's log (its lines, one each)."""
+    atomic_write_text(path, "".join(f"{line}\n" for line in lines))
 
 def get_imports():
     """Import CSVs listed in the campaign (`imports:`), claims files apart."""

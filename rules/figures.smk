@@ -1,4 +1,5 @@
-# Publication figures (PNG, PDF, SVG), one rule per figure type, named plot_<figure>.
+# Publication figures (PNG, PDF, SVG), one rule per figure type, named plot_<figure>,
+# run inside Snakemake's own process (see ARTIFACT_STEP in common.smk).
 
 
 for _figure in FIGURE_NAMES:
@@ -20,5 +21,8 @@ for _figure in FIGURE_NAMES:
             name=_figure,
             caption=FIGURES[_figure].caption,
             statistic=config.get("statistic", "mean"),
-        script:
-            "../scripts/plot_figure.py"
+        run:
+            with ARTIFACT_STEP:
+                artifacts.make_figure_files(params.name, input.measurements, list(output),
+                                            statistic=params.statistic)
+            write_log(log[0], f"{params.name} written")

@@ -126,7 +126,7 @@ def big_campaign(workdir: Path, jobs: int) -> tuple[str, int]:
     return "big.yaml", len(load_campaign_file(workdir / "big.yaml").measurements)
 
 
-def bench_dryrun(repo: Path, jobs: int, runs: int, scratch: Path) -> dict[str, float]:
+def bench_dryrun(repo: Path, jobs: int, runs: int, *, scratch: Path) -> dict[str, float]:
     env = environment(repo)
     subject = copy_workflow(repo, scratch / "dryrun")
     campaign, measurements = big_campaign(subject, jobs)
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         scratch = args.keep or Path(tmp)
         scratch.mkdir(parents=True, exist_ok=True)
         if args.part in ("dryrun", "all"):
-            bench_dryrun(args.repo.resolve(), args.jobs, args.runs, scratch)
+            bench_dryrun(args.repo.resolve(), args.jobs, args.runs, scratch=scratch)
         if args.part in ("paper", "all"):
             bench_paper(args.repo.resolve(), args.runs, scratch)
     return 0
