@@ -5,9 +5,8 @@
 
 rule run_measurement:
     input:
-        image=get_image_for_measurement,
-        best=get_best_inputs,
-        data=get_data_inputs,
+        # image, best (the listing of sweep records a `best` run chooses from), data
+        unpack(get_measurement_inputs),
     output:
         record="results/raw/{system}/{experiment}/{config_id}/rep{rep}.json",
     log:

@@ -91,11 +91,22 @@ def get_existing_records(wildcards=None):
     return [p for p in sorted(MEASUREMENTS) if Path(p).exists()] if REGENERATE_ONLY else []
 
 
-def get_best_inputs(wildcards):
+def get_measurement_inputs(wildcards):
+    """The named inputs of a run_measurement job: its image, best listing and data (one
+    input function, not three: each costs Snakemake a signature inspection per job)."""
+    return {k: list(v) if isinstance(v, list) else v for k, v in inputs_of(record_path(wildcards))}
+
+
+@lru_cache(maxsize=None)
+def inputs_of(path):
+    m = MEASUREMENTS[path]
+    return (("image", image_input(m)), ("best", best_input(m)), ("data", data_input(m)))
+
+
+def best_input(m):
     """For a `best` node-scaling measurement, the listing of the hybrid sweep records it
     takes its layout from (one file per system and experiment, so the DAG has one edge
     per record, not one per record and best measurement)."""
-    m = get_measurement(wildcards)
     return [best_listing(m)] if m.get("best_of") else []
 
 
@@ -117,10 +128,9 @@ def get_sweep_records(wildcards):
     return sorted(BEST_LISTINGS[f"results/best/{wildcards.system}/{wildcards.experiment}.json"])
 
 
-def get_data_inputs(wildcards):
+def data_input(m):
     """The generated TFRecord set, for real-data runs of a model that reads the system's
     data_dir when that is the workflow's own TFRecord set."""
-    m = get_measurement(wildcards)
     data_dir = SYSTEMS[m["system"]].get("data_dir", "")
     reads_data_dir = m["kind"] == "train" and model_spec(m["model"]).dataset == "imagenet"
     if m.get("data") == "real" and reads_data_dir and data_dir == GENERATED_TFRECORDS:
@@ -183,9 +193,9 @@ def image_systems():
     return images
 
 
-def get_image_for_measurement(wildcards):
+def image_input(m):
     """The image a measurement runs in ([] for runtime none)."""
-    system = SYSTEMS[get_measurement(wildcards)["system"]]
+    system = SYSTEMS[m["system"]]
     if system["container_runtime"] == "none":
         return []
     return f"results/images/{system['image']}.sif"
