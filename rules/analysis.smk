@@ -16,11 +16,7 @@ rule merge_measurements:
     params:
         mapping_dirs=IMPORT_MAPPING_DIRS,
     run:
-        with ARTIFACT_STEP:
-            merged = artifacts.merge_measurements(input.measurements, list(input.imports),
-                                                  output=output.merged,
-                                                  mapping_dirs=params.mapping_dirs)
-        write_log(log[0], f"{len(merged)} rows ({len(input.imports)} imported files)")
+        merge_job(input, output, params, log)
 
 
 for _table in TABLE_NAMES:
@@ -50,10 +46,4 @@ for _table in TABLE_NAMES:
             systems=SYSTEMS if TABLES[_table].uses_systems else {},
             mapping_dirs=IMPORT_MAPPING_DIRS,
         run:
-            with ARTIFACT_STEP:
-                table = artifacts.make_table_files(
-                    params.name, input.measurements,
-                    outputs={k: output[k] for k in ("csv", "md", "tex")}, peak=params.peak,
-                    statistic=params.statistic, systems=params.systems,
-                    published=list(input.published), mapping_dirs=params.mapping_dirs)
-            write_log(log[0], f"{params.name}: {len(table)} rows")
+            table_job(input, output, params, log)

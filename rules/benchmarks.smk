@@ -55,5 +55,7 @@ rule list_best_records:
         records=get_sweep_records,
     output:
         listing="results/best/{system}/{experiment}.json",
+    log:
+        "logs/list_best_records/{system}/{experiment}.log",
     run:
-        atomic_write_text(output.listing, json.dumps(list(input.records)) + "\n")
+        list_records_job(input, output, log)

@@ -26,12 +26,7 @@ rule collect_measurements:
     params:
         existing=get_existing_records,
     run:
-        with ARTIFACT_STEP:
-            frame, errors = collect_records(list(input.records) or params.existing)
-            write_collected(frame, output.csv, output.parquet)
-            atomic_write_text(output.invalid, "".join(f"{line}\n" for line in errors))
-        write_log(log[0], *(f"excluded invalid record: {line}" for line in errors),
-                  f"collected {len(frame)} records, excluded {len(errors)} invalid")
+        collect_job(input, output, params, log)
 
 
 rule plan_campaign:

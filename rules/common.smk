@@ -220,6 +220,50 @@ def write_log(path, *lines):
     """Write a job's log (its lines, one each)."""
     atomic_write_text(path, "".join(f"{line}\n" for line in lines))
 
+
+def collect_job(input, output, params, log):
+    """collect_measurements: the records into the tidy table (CSV, Parquet), the invalid
+    ones named in their own file."""
+    with ARTIFACT_STEP:
+        frame, errors = collect_records(list(input.records) or params.existing)
+        write_collected(frame, output.csv, output.parquet)
+        atomic_write_text(output.invalid, "".join(f"{line}\n" for line in errors))
+    write_log(log[0], *(f"excluded invalid record: {line}" for line in errors),
+              f"collected {len(frame)} records, excluded {len(errors)} invalid")
+
+
+def merge_job(input, output, params, log):
+    """merge_measurements: collected measurements + imported published results."""
+    with ARTIFACT_STEP:
+        merged = artifacts.merge_measurements(input.measurements, list(input.imports),
+                                              output=output.merged,
+                                              mapping_dirs=params.mapping_dirs)
+    write_log(log[0], f"{len(merged)} rows ({len(input.imports)} imported files)")
+
+
+def table_job(input, output, params, log):
+    """make_<table>_table: one derived table as CSV, Markdown and LaTeX."""
+    with ARTIFACT_STEP:
+        table = artifacts.make_table_files(
+            params.name, input.measurements, outputs={k: output[k] for k in ("csv", "md", "tex")},
+            peak=params.peak, statistic=params.statistic, systems=params.systems,
+            published=list(input.published), mapping_dirs=params.mapping_dirs)
+    write_log(log[0], f"{params.name}: {len(table)} rows")
+
+
+def figure_job(input, output, params, log):
+    """plot_<figure>: one figure as PNG, PDF and SVG."""
+    with ARTIFACT_STEP:
+        artifacts.make_figure_files(params.name, input.measurements, list(output),
+                                    statistic=params.statistic)
+    write_log(log[0], f"{params.name} written")
+
+
+def list_records_job(input, output, log):
+    """list_best_records: the sweep records a `best` experiment chooses from, as JSON."""
+    atomic_write_text(output.listing, json.dumps(list(input.records)) + "\n")
+    write_log(log[0], f"{len(input.records)} records listed")
+
 def get_imports():
     """Import CSVs listed in the campaign (`imports:`), claims files apart."""
     return [p for p in config.get("imports", []) if not is_claims_file(p)]

@@ -22,7 +22,4 @@ for _figure in FIGURE_NAMES:
             caption=FIGURES[_figure].caption,
             statistic=config.get("statistic", "mean"),
         run:
-            with ARTIFACT_STEP:
-                artifacts.make_figure_files(params.name, input.measurements, list(output),
-                                            statistic=params.statistic)
-            write_log(log[0], f"{params.name} written")
+            figure_job(input, output, params, log)
