@@ -252,6 +252,8 @@ def test_editing_a_system_reruns_only_what_affects_its_measurements(tiny_run, tm
     import os
     import shutil
     workdir = shutil.copytree(tiny_run, tmp_path / "copy", symlinks=True)
+    # up to date first, whatever earlier tests (`paper`) did to the copied run
+    snakemake(workdir, "--profile", "profiles/local", "--configfile", "tiny.yaml", timeout=600)
     system = workdir / "config/systems/local.yaml"
     text = system.read_text()
     edited = text.replace("description: The machine", "description: Edited, the machine")
