@@ -30,8 +30,7 @@ dryrun: setup  ## plan the default campaign without running it
 	$(SNAKEMAKE) -n
 
 paper: setup  ## rebuild every table, figure and the report from results/raw (runs no benchmark)
-	$(PAPER) --forcerun collect_measurements
-	$(PAPER) --report results/report.html
+	$(PAPER) --forcerun collect_measurements --report results/report.html --report-after-run
 
 report: setup
 	$(SNAKEMAKE) --report results/report.html

@@ -3,7 +3,9 @@ leave exactly one valid record behind (the worker's, or a failure record).
 
     python -m archbench.run --spec SPEC_JSON --output results/raw/.../rep0.json --log LOG
 
-SPEC_JSON is ``{"measurement": {...}, "system": {...}}`` as produced by the workflow.
+SPEC_JSON is ``{"measurement": {...}, "system": {...}}`` as produced by the workflow (the
+system's settings that affect a run; a `best` measurement adds ``best_listing``, the file
+listing the sweep records it takes its layout from, and ``statistic``).
 Exit status 0 whenever a record was written, so one failed benchmark never stops the
 campaign; non-zero for a supervisor error (bad spec, unwritable output) or a stopped run.
 
@@ -255,6 +257,14 @@ def resolve_best_layout(measurement: dict, best_records: list[str], statistic: s
     return resolved
 
 
+def best_records(spec: dict) -> list[str]:
+    """The sweep records a `best` spec chooses from: listed in it, or in the file its
+    ``best_listing`` names (a JSON list of record paths, as the workflow writes it)."""
+    if spec.get("best_listing"):
+        return json.loads(Path(spec["best_listing"]).read_text())
+    return spec.get("best_records", [])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point."""
     p = argparse.ArgumentParser(prog="python -m archbench.run", description=__doc__,
@@ -277,7 +287,7 @@ def run_spec(spec: dict, *, output: Path, log_path: Path) -> int:
     measurement = spec["measurement"]
     if measurement.get("best_of"):
         try:
-            measurement = resolve_best_layout(measurement, spec.get("best_records", []),
+            measurement = resolve_best_layout(measurement, best_records(spec),
                                               spec.get("statistic", "mean"))
         except ValueError as exc:
             record = failure(identity_fields(measurement, log_path), start=provenance.now(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+from functools import lru_cache
 from pathlib import Path
 
 from archbench.containers import check_image_uri
@@ -50,6 +51,19 @@ def check_image(system: dict, where: str, source: str | None) -> None:
         check_image_uri(system["container_runtime"], system["image_uri"])
     except ValueError as exc:
         raise ConfigError(f"{key}: {exc}", source=source) from None
+
+
+def run_settings(system: dict) -> dict:
+    """The keys of a resolved system that affect how its measurements run: all but those
+    the system schema lists under ``x-no-rerun`` (documentation, the campaign's node
+    count, the account, the time limit a measurement carries itself)."""
+    return {k: v for k, v in system.items() if k not in no_rerun_keys()}
+
+
+@lru_cache(maxsize=1)
+def no_rerun_keys() -> frozenset[str]:
+    """System keys whose edit reruns no measurement (``x-no-rerun`` of the system schema)."""
+    return frozenset(load_schema("system")["x-no-rerun"])
 
 
 def resolve_system(name: str, definition: dict | None = None,

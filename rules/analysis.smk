@@ -1,5 +1,6 @@
 # Derived tables (CSV, Markdown, LaTeX) from the collected measurements plus imported
-# published results. One rule per table, named make_<table>_table.
+# published results. One rule per table, named make_<table>_table. Like every artifact
+# step they run inside Snakemake's own process (see ARTIFACT_STEP in common.smk).
 
 
 rule merge_measurements:
@@ -14,8 +15,8 @@ rule merge_measurements:
         "logs/merge_measurements/merge.log",
     params:
         mapping_dirs=IMPORT_MAPPING_DIRS,
-    script:
-        "../scripts/merge_measurements.py"
+    run:
+        merge_job(input, output, params, log)
 
 
 for _table in TABLE_NAMES:
@@ -44,5 +45,5 @@ for _table in TABLE_NAMES:
             # the campaign's resolved systems, for the tables that describe them
             systems=SYSTEMS if TABLES[_table].uses_systems else {},
             mapping_dirs=IMPORT_MAPPING_DIRS,
-        script:
-            "../scripts/make_table.py"
+        run:
+            table_job(input, output, params, log)

@@ -5,10 +5,9 @@
 
 rule run_measurement:
     input:
-        image=get_image_for_measurement,
-        best=get_best_inputs,
-        data=get_data_inputs,
-        anchor=get_anchor_record,
+        # image, best (the listing of sweep records a `best` run chooses from), data, and
+        # anchor (repetition 0's record, whose nodes a same_nodes repetition runs on)
+        unpack(get_measurement_inputs),
     output:
         record="results/raw/{system}/{experiment}/{config_id}/rep{rep}.json",
     log:
@@ -52,3 +51,17 @@ rule make_tfrecords:
     shell:
         "python -m archbench.data make-tfrecords --out {output} --images {params.images}"
         " --image-size {params.image_size} --shards {params.shards} > {log} 2>&1"
+
+
+# The records a `best` experiment chooses its layout from, listed once per system and
+# experiment: its measurements depend on this file, not each on every sweep record.
+rule list_best_records:
+    localrule: True
+    input:
+        records=get_sweep_records,
+    output:
+        listing="results/best/{system}/{experiment}.json",
+    log:
+        "logs/list_best_records/{system}/{experiment}.log",
+    run:
+        list_records_job(input, output, log)

@@ -5,6 +5,15 @@
 localrules:
     collect_measurements,
     plan_campaign,
+    plan,
+
+
+# A dry run (-n) prints the plan too (on stderr, before Snakemake lists the jobs).
+if DRY_RUN and workflow.is_main_process and not REGENERATE_ONLY:
+    print(archbench_plan.plan_markdown(
+        CAMPAIGN.name, archbench_plan.plan_table(
+            CAMPAIGN.measurements, SYSTEMS, batch_size=BATCH_SIZE,
+            batch_max_minutes=BATCH_MAX_MINUTES)), file=sys.stderr)
 
 
 rule collect_measurements:
@@ -18,8 +27,8 @@ rule collect_measurements:
         "logs/collect_measurements/collect.log",
     params:
         existing=get_existing_records,
-    script:
-        "../scripts/collect_measurements.py"
+    run:
+        collect_job(input, output, params, log)
 
 
 rule plan_campaign:
@@ -36,3 +45,10 @@ rule plan_campaign:
                                   csv=output.csv, markdown=output.markdown,
                                   batch_size=params.batch_size,
                                   batch_max_minutes=params.batch_max_minutes)
+
+
+# `snakemake plan`: write the plan (results/plan/<campaign>.{md,csv}); runs no benchmark.
+rule plan:
+    input:
+        rules.plan_campaign.output,
+    default_target: False

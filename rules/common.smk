@@ -1,12 +1,18 @@
 # Load, validate and derive: the campaign's measurements and the helpers rules use.
 import json
 import sys
+import threading
+from functools import lru_cache
 from pathlib import Path
 
+from archbench import artifacts
 from archbench import plan as archbench_plan
 from archbench.batching import group_names
+from archbench.collect import collect as collect_records
+from archbench.collect import write_table as write_collected
 from archbench.campaign import ConfigError, check_inputs_exist, load_campaign, raw_path
 from archbench.containers import build_command, image_file, pull_commands, shell_join, uri_scheme
+from archbench.files import atomic_write_text
 from archbench.sbatch import pinned_nodes
 from archbench.figures import FIGURES
 from archbench.importer import ImportFormatError, mapping_files
@@ -15,6 +21,7 @@ from archbench.models import spec as model_spec
 from archbench.integrity import quarantine_invalid
 from archbench.tables import TABLES
 from archbench.experiment_types.node_scaling import best_sources
+from archbench.systems import run_settings
 from archbench.yamlio import load_yaml_file
 
 # mapping sidecars sit beside their CSV (data/published/<study>/); extra folders go here
@@ -35,6 +42,10 @@ except (ConfigError, ImportFormatError) as exc:
 
 MEASUREMENTS = {f"results/{raw_path(m)}": m for m in CAMPAIGN.measurements}
 SYSTEMS = CAMPAIGN.systems
+# The records of each sweep (system, experiment), for `best` measurements to depend on.
+SWEEP_RECORDS = {}
+for _path, _m in MEASUREMENTS.items():
+    SWEEP_RECORDS.setdefault((_m["system"], _m["experiment"]), []).append(_path)
 # --config regenerate_only=True (`make paper`) rebuilds tables, figures and the report
 # from the records already on disk and runs no benchmark.
 REGENERATE_ONLY = bool(config.get("regenerate_only", False))
@@ -78,10 +89,17 @@ wildcard_constraints:
     rep=r"\d+",
 
 
+# Per-job functions run for every job of a 10,000-job DAG (some several times): each is
+# computed once per record path and cached.
+
+def record_path(wildcards):
+    """The record path of a run_measurement job."""
+    return f"results/raw/{wildcards.system}/{wildcards.experiment}/{wildcards.config_id}/rep{wildcards.rep}.json"
+
+
 def get_measurement(wildcards):
     """The measurement a record path stands for."""
-    path = f"results/raw/{wildcards.system}/{wildcards.experiment}/{wildcards.config_id}/rep{wildcards.rep}.json"
-    return MEASUREMENTS[path]
+    return MEASUREMENTS[record_path(wildcards)]
 
 
 def get_batch_group(wildcards):
@@ -115,20 +133,48 @@ def get_existing_records(wildcards=None):
     return [p for p in sorted(MEASUREMENTS) if Path(p).exists()] if REGENERATE_ONLY else []
 
 
-def get_best_inputs(wildcards):
-    """Records of the hybrid sweeps a `best` node-scaling measurement takes its layout from."""
-    m = get_measurement(wildcards)
-    sources = best_sources(m.get("best_of"))
-    if not sources:
-        return []
-    return sorted(p for p, other in MEASUREMENTS.items()
-                  if other["experiment"] in sources and other["system"] == m["system"])
+def get_measurement_inputs(wildcards):
+    """The named inputs of a run_measurement job: its image, best listing, data and
+    same-node anchor (one
+    input function, not three: each costs Snakemake a signature inspection per job)."""
+    return {k: list(v) if isinstance(v, list) else v for k, v in inputs_of(record_path(wildcards))}
 
 
-def get_data_inputs(wildcards):
+@lru_cache(maxsize=None)
+def inputs_of(path):
+    m = MEASUREMENTS[path]
+    return (("image", image_input(m)), ("best", best_input(m)), ("data", data_input(m)),
+            ("anchor", anchor_input(m)))
+
+
+def best_input(m):
+    """For a `best` node-scaling measurement, the listing of the hybrid sweep records it
+    takes its layout from (one file per system and experiment, so the DAG has one edge
+    per record, not one per record and best measurement)."""
+    return [best_listing(m)] if m.get("best_of") else []
+
+
+def best_listing(measurement):
+    """Where rule list_best_records lists the sweep records of a `best` measurement."""
+    return f"results/best/{measurement['system']}/{measurement['experiment']}.json"
+
+
+# listing -> the records of every sweep its experiment's `best` names, on its system
+BEST_LISTINGS = {}
+for _m in MEASUREMENTS.values():
+    for _source in best_sources(_m.get("best_of")):
+        BEST_LISTINGS.setdefault(best_listing(_m), set()).update(
+            SWEEP_RECORDS.get((_m["system"], _source), ()))
+
+
+def get_sweep_records(wildcards):
+    """The records rule list_best_records lists."""
+    return sorted(BEST_LISTINGS[f"results/best/{wildcards.system}/{wildcards.experiment}.json"])
+
+
+def data_input(m):
     """The generated TFRecord set, for real-data runs of a model that reads the system's
     data_dir when that is the workflow's own TFRecord set."""
-    m = get_measurement(wildcards)
     data_dir = SYSTEMS[m["system"]].get("data_dir", "")
     reads_data_dir = m["kind"] == "train" and model_spec(m["model"]).dataset == "imagenet"
     if m.get("data") == "real" and reads_data_dir and data_dir == GENERATED_TFRECORDS:
@@ -137,11 +183,19 @@ def get_data_inputs(wildcards):
 
 
 def get_spec(wildcards):
-    """The supervisor's input: the measurement, its system, and records it depends on."""
-    m = get_measurement(wildcards)
-    spec = {"measurement": m, "system": SYSTEMS[m["system"]],
-            "best_records": get_best_inputs(wildcards)}
+    """The supervisor's input: the measurement, the settings of its system that affect it
+    (``x-no-rerun`` of the system schema left out: editing a system's description reruns
+    nothing), and the listing of records a `best` one depends on. A changed spec reruns
+    the measurement."""
+    return spec_of(record_path(wildcards))
+
+
+@lru_cache(maxsize=None)
+def spec_of(path):
+    m = MEASUREMENTS[path]
+    spec = {"measurement": m, "system": run_settings(SYSTEMS[m["system"]])}
     if m.get("best_of"):  # the best layout is chosen by the statistic the tables report
+        spec["best_listing"] = best_listing(m)
         spec["statistic"] = config.get("statistic", "mean")
     return json.dumps(spec, sort_keys=True)
 
@@ -156,18 +210,24 @@ def get_threads(wildcards):
 def get_resources(wildcards, input=None):
     """Portable resources of a measurement (the Slurm executor maps them to sbatch); with
     ``input``, pinned to the nodes its repetition-0 record (input.anchor) names."""
-    m = get_measurement(wildcards)
-    pinned = None
+    path = record_path(wildcards)
     if input is not None and input.get("anchor"):
         with open(input.anchor) as f:  # missing in a dry run: Snakemake defers the value
             pinned = pinned_nodes(json.load(f))
-    return archbench_plan.job_resources(m, SYSTEMS[m["system"]], pinned)
+        m = MEASUREMENTS[path]
+        return archbench_plan.job_resources(m, SYSTEMS[m["system"]], pinned)
+    return resources_of(path)
 
 
-def get_anchor_record(wildcards):
+@lru_cache(maxsize=None)
+def resources_of(path):
+    m = MEASUREMENTS[path]
+    return archbench_plan.job_resources(m, SYSTEMS[m["system"]])
+
+
+def anchor_input(m):
     """Repetition 0's record, for a later repetition on a system keeping a configuration's
     repetitions on the same nodes (``same_nodes``); else none."""
-    m = get_measurement(wildcards)
     if m["repetition"] == 0 or not SYSTEMS[m["system"]].get("same_nodes"):
         return []
     return f"results/{raw_path({**m, 'repetition': 0})}"
@@ -195,9 +255,9 @@ def pulled_images():
             if s["container_runtime"] != "none" and uri_scheme(s.get("image_uri") or "")}
 
 
-def get_image_for_measurement(wildcards):
+def image_input(m):
     """The image a measurement runs in ([] for runtime none): built, pulled or prebuilt."""
-    return image_file(SYSTEMS[get_measurement(wildcards)["system"]]) or []
+    return image_file(SYSTEMS[m["system"]]) or []
 
 
 def get_build_command(wildcards, output):
@@ -219,6 +279,61 @@ def get_image_partition(image):
 
 
 # ---------------------------------------------------------------- tables, figures, paper
+
+# Collecting, merging, tables and figures run as `run:` jobs, inside Snakemake's own
+# process (which has pandas and matplotlib loaded already): a Python process per table
+# or figure cost more than building it. Snakemake runs such jobs in threads; matplotlib's
+# settings are process-wide, so one artifact step runs at a time.
+ARTIFACT_STEP = threading.Lock()
+
+
+def write_log(path, *lines):
+    """Write a job's log (its lines, one each)."""
+    atomic_write_text(path, "".join(f"{line}\n" for line in lines))
+
+
+def collect_job(input, output, params, log):
+    """collect_measurements: the records into the tidy table (CSV, Parquet), the invalid
+    ones named in their own file."""
+    with ARTIFACT_STEP:
+        frame, errors = collect_records(list(input.records) or params.existing)
+        write_collected(frame, output.csv, output.parquet)
+        atomic_write_text(output.invalid, "".join(f"{line}\n" for line in errors))
+    write_log(log[0], *(f"excluded invalid record: {line}" for line in errors),
+              f"collected {len(frame)} records, excluded {len(errors)} invalid")
+
+
+def merge_job(input, output, params, log):
+    """merge_measurements: collected measurements + imported published results."""
+    with ARTIFACT_STEP:
+        merged = artifacts.merge_measurements(input.measurements, list(input.imports),
+                                              output=output.merged,
+                                              mapping_dirs=params.mapping_dirs)
+    write_log(log[0], f"{len(merged)} rows ({len(input.imports)} imported files)")
+
+
+def table_job(input, output, params, log):
+    """make_<table>_table: one derived table as CSV, Markdown and LaTeX."""
+    with ARTIFACT_STEP:
+        table = artifacts.make_table_files(
+            params.name, input.measurements, outputs={k: output[k] for k in ("csv", "md", "tex")},
+            peak=params.peak, statistic=params.statistic, systems=params.systems,
+            published=list(input.published), mapping_dirs=params.mapping_dirs)
+    write_log(log[0], f"{params.name}: {len(table)} rows")
+
+
+def figure_job(input, output, params, log):
+    """plot_<figure>: one figure as PNG, PDF and SVG."""
+    with ARTIFACT_STEP:
+        artifacts.make_figure_files(params.name, input.measurements, list(output),
+                                    statistic=params.statistic)
+    write_log(log[0], f"{params.name} written")
+
+
+def list_records_job(input, output, log):
+    """list_best_records: the sweep records a `best` experiment chooses from, as JSON."""
+    atomic_write_text(output.listing, json.dumps(list(input.records)) + "\n")
+    write_log(log[0], f"{len(input.records)} records listed")
 
 def get_imports():
     """Import CSVs listed in the campaign (`imports:`), claims files apart."""

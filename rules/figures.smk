@@ -1,4 +1,5 @@
-# Publication figures (PNG, PDF, SVG), one rule per figure type, named plot_<figure>.
+# Publication figures (PNG, PDF, SVG), one rule per figure type, named plot_<figure>,
+# run inside Snakemake's own process (see ARTIFACT_STEP in common.smk).
 
 
 for _figure in FIGURE_NAMES:
@@ -20,5 +21,5 @@ for _figure in FIGURE_NAMES:
             name=_figure,
             caption=FIGURES[_figure].caption,
             statistic=config.get("statistic", "mean"),
-        script:
-            "../scripts/plot_figure.py"
+        run:
+            figure_job(input, output, params, log)

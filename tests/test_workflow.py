@@ -243,3 +243,32 @@ def test_a_valid_record_in_the_wrong_place_is_excluded_then_quarantined_and_reru
     assert record["run_id"] == "/".join(misplaced.parts[-2:]).removesuffix(".json")
     table = pd.read_csv(workdir / "results/tables/measurements.csv")
     assert len(table) == len(records) and table["run_id"].is_unique
+
+
+def test_editing_a_system_reruns_only_what_affects_its_measurements(tiny_run, tmp_path):
+    """A system's description is documentation: editing it reruns no measurement (a real
+    invocation), only the platform table that prints it. Its cores shape every run:
+    editing them reruns each of its measurements."""
+    import os
+    import shutil
+    workdir = shutil.copytree(tiny_run, tmp_path / "copy", symlinks=True)
+    # up to date first, whatever earlier tests (`paper`) did to the copied run
+    snakemake(workdir, "--profile", "profiles/local", "--configfile", "tiny.yaml", timeout=600)
+    system = workdir / "config/systems/local.yaml"
+    text = system.read_text()
+    edited = text.replace("description: The machine", "description: Edited, the machine")
+    assert edited != text
+    system.write_text(edited)
+    proc = snakemake(workdir, "--profile", "profiles/local", "--configfile", "tiny.yaml", timeout=600)
+    log = proc.stdout + proc.stderr
+    rerun = {line.split()[-1].rstrip(":") for line in log.splitlines()
+             if line.startswith(("rule ", "localrule "))}
+    assert rerun == {"make_platform_table", "all"}, log[-3000:]
+    assert "Edited, the machine" in (workdir / "results/tables/platform.md").read_text()
+
+    cores = (os.cpu_count() or 1) + 2  # another count than `auto` detects
+    system.write_text(edited.replace("cores_per_socket: auto", f"cores_per_socket: {cores}"))
+    proc = snakemake(workdir, "-n", "--profile", "profiles/local", "--configfile", "tiny.yaml")
+    log = proc.stdout + proc.stderr
+    assert log.count("rule run_measurement") == 4, log[-3000:]
+    assert "Params have changed" in log
