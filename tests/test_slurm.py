@@ -123,8 +123,11 @@ def test_a_batch_runs_its_measurements_one_after_another_in_one_node_sized_job(b
     CPUs and memory and the sum of its members' time limits; every measurement its own
     record, the one that ran out of time recorded as such beside ok ones of its batch."""
     campaign = load_campaign_file(batch_run / "batch_slurm.yaml")
-    limits = {f"results/{raw_path(m)}": job_resources(m, campaign.systems[m["system"]])["runtime"]
-              for m in campaign.measurements}  # the run's timeout_minutes + RUNTIME_MARGIN_MIN
+    requests = {f"results/{raw_path(m)}": job_resources(m, campaign.systems[m["system"]])
+                for m in campaign.measurements}
+    limits = {p: r["runtime"] for p, r in requests.items()}  # timeout_minutes + RUNTIME_MARGIN_MIN
+    memory = {r["mem_mb"] for r in requests.values()}  # the system's, one per node
+    assert len(memory) == 1
     paths = sorted((batch_run / "results/raw").rglob("rep*.json"))
     records = [json.loads(p.read_text()) for p in paths]
     for path, record in zip(paths, records):
@@ -143,9 +146,9 @@ def test_a_batch_runs_its_measurements_one_after_another_in_one_node_sized_job(b
         alloc = allocations[job_id]
         assert alloc["state"] == "COMPLETED", alloc
         assert alloc["minutes"] == sum(m["limit"] for m in members), alloc
-        # one member's request (2 CPUs of a node, 1000 MB per CPU), not three members' sum
+        # one member's request (2 CPUs of a node, the system's memory), not the members' sum
         assert (alloc["nodes"], alloc["cpus"]) == (1, 2), alloc
-        assert alloc["mem"] in ("2000M", "2000Mn"), alloc
+        assert alloc["mem"] in (f"{min(memory)}M", f"{min(memory)}Mn"), alloc
     # one after another: the members' runs (start to record) never overlap
     for members in jobs.values():
         spans = sorted((m["start_time"], m["end_time"]) for m in members)
