@@ -135,8 +135,8 @@ def get_existing_records(wildcards=None):
 
 def get_measurement_inputs(wildcards):
     """The named inputs of a run_measurement job: its image, best listing, data and
-    same-node anchor (one
-    input function, not three: each costs Snakemake a signature inspection per job)."""
+    same-node anchor (one input function, not four: each costs Snakemake a signature
+    inspection per job)."""
     return {k: list(v) if isinstance(v, list) else v for k, v in inputs_of(record_path(wildcards))}
 
 
