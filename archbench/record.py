@@ -37,7 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "vendor_library": None, "vendor_library_enabled": None, "vendor_evidence": None,
     "vendor_mismatch": "", "model": None,
     "kernel": None, "data": None, "strategy": None, "nodes": 1, "processes_per_node": 1,
-    "workers": 1, "gpus": None, "gpus_per_node": None, "parameter_servers": None,
+    "workers": 1, "gpus": None, "gpus_per_node": None, "device": None, "devices": [], "parameter_servers": None,
     "variable_update": None, "scaling_unit": None, "intra_threads": 0, "inter_threads": 0, "batch_per_process": None,
     "global_batch": None, "image_size": None, "problem_size": None, "tile_size": None,
     "warmup_steps": None, "measured_steps": None, "step_times_s": [],
@@ -76,6 +76,8 @@ def config_id(configuration: dict) -> str:
             parts.append(f"ps{c['parameter_servers']}")
         if c.get("variable_update"):  # records before the field (asynchronous) keep their ids
             parts.append(c["variable_update"])
+    if c.get("device") == "gpu":  # CPU runs (and records before the field) keep their ids
+        parts.append(f"gpu{c.get('gpus_per_node') or ''}")
     extra = dict(sorted(c.get("tuning", {}).items()))
     if c.get("env"):
         extra["env"] = c["env"]

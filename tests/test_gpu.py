@@ -1,0 +1,71 @@
+"""GPU binding by local rank, placement-based device labels and the no-GPU failure."""
+
+import pytest
+
+from archbench import gpu
+from archbench.record import config_id, make_record
+
+
+@pytest.mark.parametrize("rank, inherited, expected", [
+    (0, None, "0"), (3, None, "3"), (1, "", "1"),
+    (1, "4,5,6,7", "5"), (2, "0,1", "0"),  # more ranks than listed GPUs wrap around
+    (1, "6", "6"),                          # Slurm bound one GPU per task: keep it
+])
+def test_visible_device_by_local_rank(rank, inherited, expected):
+    assert gpu.visible_device_for(rank, inherited) == expected
+
+
+def test_bind_gpu_uses_the_launchers_local_rank(monkeypatch):
+    monkeypatch.setenv("SLURM_LOCALID", "1")
+    env = {"CUDA_VISIBLE_DEVICES": "2,3"}
+    assert gpu.bind_gpu("gpu", env) == "3" and env["CUDA_VISIBLE_DEVICES"] == "3"
+    env = {"CUDA_VISIBLE_DEVICES": "2,3"}
+    assert gpu.bind_gpu("cpu", env) == "" and env["CUDA_VISIBLE_DEVICES"] == ""
+
+
+@pytest.mark.parametrize("name, short, kind", [
+    ("/job:localhost/replica:0/task:0/device:GPU:0", "GPU:0", "gpu"),
+    ("/job:worker/replica:0/task:1/device:CPU:0", "task1/CPU:0", "cpu"),
+    ("/job:worker/replica:0/task:2/device:GPU:1", "task2/GPU:1", "gpu"),
+])
+def test_device_names(name, short, kind):
+    assert gpu.short_device(name) == short
+    assert gpu.device_kind(short) == kind
+
+
+def test_device_mismatch():
+    assert gpu.device_mismatch("gpu", ["GPU:0", "task1/GPU:0"]) == ""
+    assert "ran on CPU:0" in gpu.device_mismatch("gpu", ["CPU:0"])
+    assert "ran on" in gpu.device_mismatch("gpu", ["GPU:0", "task1/CPU:0"])
+    assert gpu.device_mismatch("cpu", ["CPU:0"]) == ""
+    assert gpu.device_mismatch("cpu", ["GPU:0"]) != ""
+    assert gpu.device_mismatch("gpu", []) != ""
+
+
+def test_placed_devices_of_real_tensors():
+    tf = pytest.importorskip("tensorflow")
+    with tf.device("/device:CPU:0"):
+        x = tf.ones((2, 2)) * 2
+    assert gpu.placed_devices([x]) == ["CPU:0"]
+
+
+def test_require_gpu_fails_clearly_on_this_cpu_machine():
+    tf = pytest.importorskip("tensorflow")
+    if tf.config.list_physical_devices("GPU"):
+        pytest.fail("this test expects a machine without GPUs")
+    with pytest.raises(gpu.NoGPUError, match=gpu.NO_GPU):
+        gpu.require_gpu(tf)
+
+
+def test_gpu_configurations_have_their_own_ids_and_cpu_ids_are_unchanged():
+    conf = dict(kind="kernel", kernel="matmul", problem_size=64, tile_size=32, workers=2, nodes=1)
+    assert config_id(conf) == "matmul_n64_t32_w2_N1"
+    assert config_id({**conf, "device": "cpu"}) == config_id(conf)
+    assert config_id({**conf, "device": "gpu", "gpus_per_node": 2}) == "matmul_n64_t32_w2_N1_gpu2"
+
+
+def test_records_carry_device_fields():
+    record = make_record(experiment="e", system="s", config_id="c", repetition=0, kind="kernel",
+                         arch="x86_64", device="gpu", devices=["GPU:0"],
+                         start_time="t", end_time="t")
+    assert record["device"] == "gpu" and record["devices"] == ["GPU:0"]
