@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
 from archbench.tfcluster import local_rank
 
@@ -43,6 +44,9 @@ def bind_gpu(device: str, env: dict | None = None) -> str:
     env = os.environ if env is None else env
     value = visible_device_for(local_rank(), env.get("CUDA_VISIBLE_DEVICES")) if device == "gpu" else ""
     env["CUDA_VISIBLE_DEVICES"] = value
+    if device == "gpu":  # each rank says which GPU it took (the worker log shows the binding)
+        print(f"archbench.gpu: local rank {local_rank()} bound to CUDA_VISIBLE_DEVICES={value}",
+              file=sys.stderr, flush=True)
     return value
 
 

@@ -61,7 +61,8 @@ def spawn(argv: list[str], *, workers: int, ps: int = 0, chief: bool = False,
         for index in range(len(addresses)):
             # the rest of the environment (FRAMEWORK_ENV included) is the spawner's
             env = {**os.environ, "TF_CONFIG": json.dumps(
-                {"cluster": cluster, "task": {"type": task_type, "index": index}})}
+                {"cluster": cluster, "task": {"type": task_type, "index": index}}),
+                   "ARCHBENCH_LOCAL_RANK": str(len(procs))}  # its GPU (archbench.gpu)
             procs[(task_type, index)] = subprocess.Popen([sys.executable, *argv], env=env)
     main_tasks = [k for k in procs if k[0] == ("chief" if chief else "worker")]
     code = 0

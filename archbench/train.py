@@ -26,7 +26,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, Sequence
 
-from archbench import metrics, provenance, strategies, vendor_evidence
+from archbench import gpu, metrics, provenance, strategies, vendor_evidence
 from archbench.data import accuracy, digits_arrays, real_dataset
 from archbench.distributed import pin_cores
 from archbench.failures import exception_failure
@@ -56,6 +56,9 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainRun:
     p.add_argument("--data-dir", default=None, help="TFRecord directory for --data real")
     p.add_argument("--data-format", choices=["NHWC", "NCHW"], default="NHWC",
                    help="tensor layout (NCHW fails clearly where the backend lacks it)")
+    p.add_argument("--device", choices=list(gpu.DEVICES), default="cpu",
+                   help="gpu: each process trains on the GPU of its local rank and fails with "
+                        f"'{gpu.NO_GPU}' when it has none; cpu hides every GPU")
     p.add_argument("--warmup-steps", type=int, default=10)
     p.add_argument("--steps", type=int, default=100, help="measured steps (per worker)")
     p.add_argument("--image-size", type=int, default=None,
@@ -110,6 +113,7 @@ def configure_tensorflow(config: TrainRun):
     Thread pools can be set once per process; a second call with other values raises.
     """
     os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if config.onednn == "on" else "0"
+    gpu.bind_gpu(config.device)
     use_framework_env()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     import tensorflow as tf
@@ -280,6 +284,7 @@ def worker_argv(measurement: dict, system: dict) -> list[str]:
             "--steps", str(m["measured_steps"]), "--image-size", str(m["image_size"]),
             "--num-classes", str(m.get("num_classes", 1000)),
             "--data-format", m.get("data_format", "NHWC"),
+            *(["--device", "gpu"] if m.get("device") == "gpu" else []),
             "--strategy", m.get("strategy", "single"),
             "--nodes", str(m.get("nodes", 1)),
             "--processes-per-node", str(m.get("processes_per_node", 1))]

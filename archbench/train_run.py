@@ -37,6 +37,7 @@ class TrainRun:
     data: str = "synthetic"  # synthetic | real
     data_dir: str | None = None
     data_format: str = "NHWC"  # NHWC | NCHW
+    device: str = "cpu"  # cpu | gpu: one GPU per process, bound by local rank (archbench.gpu)
     warmup_steps: int = 10
     steps: int = 100  # measured steps per worker
     image_size: int | None = None

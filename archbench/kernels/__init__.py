@@ -50,6 +50,8 @@ def command_for(measurement: dict, system: dict) -> list[str]:
     m, spec = measurement, spec_of(measurement["kernel"])
     argv = [sys.executable, "-m", "archbench.kernels", spec.name,
             "--size", str(m["problem_size"]), "--workers", str(m["workers"])]
+    if m.get("device") == "gpu":
+        argv += ["--device", "gpu"]
     if m.get("tile_size"):
         argv += ["--tile-size", str(m["tile_size"])]
     if m.get("intra_threads"):

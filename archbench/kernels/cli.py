@@ -19,7 +19,7 @@ import sys
 from types import MappingProxyType
 from typing import Sequence
 
-from archbench import provenance
+from archbench import gpu, provenance
 from archbench.failures import exception_failure
 from archbench.kernels import KERNELS
 from archbench.kernels import cluster as workers
@@ -39,6 +39,9 @@ def _common_options() -> argparse.ArgumentParser:
                         help="untimed repetitions first (default: the kernel's)")
     common.add_argument("--steps", type=int, default=None, help="timed repetitions (default: the kernel's)")
     common.add_argument("--seed", type=int, default=0)
+    common.add_argument("--device", choices=list(gpu.DEVICES), default="cpu",
+                        help="gpu: each worker on the GPU of its local rank, failing with "
+                             f"'{gpu.NO_GPU}' when it has none; cpu hides every GPU")
     common.add_argument("--cluster", dest="cluster_mode", choices=["auto", "local", "slurm"],
                         default="auto",
                         help="auto = Slurm tasks inside a multi-task srun step, else local processes")
@@ -98,6 +101,7 @@ def base_fields(job: KernelRun, cluster: workers.Cluster | None = None, tile: in
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: run, write the record; on an error write a failure record."""
     job = parse_args(argv)
+    gpu.bind_gpu(job.device)  # before TensorFlow loads
     start = provenance.now()
     cluster = None
     pump = workers.quiet_stderr() if job.workers > 1 else None

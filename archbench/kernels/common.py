@@ -26,6 +26,7 @@ class KernelRun:
     steps: int = 1
     seed: int = 0
     cluster_mode: str = "auto"  # auto | local | slurm
+    device: str = "cpu"  # cpu | gpu: each worker on the GPU of its local rank (archbench.gpu)
     output: str | None = None
     experiment: str = "adhoc"
     system: str = "local"
