@@ -117,11 +117,12 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def pinned_packages(definition: Definition) -> dict[str, str]:
-    """Versions of the measured packages installed in ``%post``, by normalised name.
+def pinned_packages(definition: Definition, names: Sequence[str] = PINNED_PACKAGES) -> dict[str, str]:
+    """Versions of the packages ``names`` (default: the measured ones) installed in
+    ``%post``, by normalised name.
 
     Reads ``pip install`` (``name==version``) and ``conda create|install``
-    (``name=version``) commands. Raises ValueError for an unpinned measured package.
+    (``name=version``) commands. Raises ValueError for an unpinned one of them.
     """
     pins: dict[str, str] = {}
     for tokens in _commands(definition.sections.get("post", "")):
@@ -136,7 +137,7 @@ def pinned_packages(definition: Definition) -> dict[str, str]:
             if arg.startswith("-"):
                 continue
             match = _REQ.match(arg)
-            if not match or _normalise(match.group(1)) not in PINNED_PACKAGES:
+            if not match or _normalise(match.group(1)) not in names:
                 continue
             name, spec = _normalise(match.group(1)), match.group(3)
             pattern = r"==(\d[\w.]*)" if tool == "pip" else r"=(\d+\.\d+\.\d+[\w.]*)"
@@ -148,6 +149,19 @@ def pinned_packages(definition: Definition) -> dict[str, str]:
                 )
             pins[name] = pin.group(1)
     return pins
+
+
+def install_env(definition: Definition, package: str) -> dict[str, str]:
+    """The ``NAME=value`` assignments that prefix the ``pip install`` of ``package`` in
+    ``%post`` (e.g. Horovod's ``HOROVOD_GPU_OPERATIONS=NCCL``); {} when there are none."""
+    for tokens in _commands(definition.sections.get("post", "")):
+        if "pip" not in tokens or "install" not in tokens:
+            continue
+        args = tokens[tokens.index("install") + 1:]
+        if any(_REQ.match(a) and _normalise(_REQ.match(a).group(1)) == _normalise(package)
+               for a in args if not a.startswith("-")):
+            return dict(t.split("=", 1) for t in tokens[:tokens.index("pip")] if "=" in t)
+    return {}
 
 
 def validate_definition(path: str | Path) -> Definition:
@@ -281,10 +295,15 @@ def exec_prefix(
     binds: Sequence[str] | Mapping[str, str] = (),
     env: Mapping[str, str] | None = None,
     cleanenv: bool = True,
+    gpu: bool = False,
 ) -> list[str]:
     """argv prefix that runs a command inside the image; ``[]`` for runtime ``none``.
 
-    apptainer/singularity: ``<runtime> exec [--cleanenv] --bind .. --env K=V .. IMAGE``.
+    apptainer/singularity: ``<runtime> exec [--cleanenv] [--nv] --bind .. --env K=V .. IMAGE``;
+    ``gpu`` adds ``--nv``, which maps the host's NVIDIA driver and devices in (the CUDA image
+    carries no driver). ch-run has no such option (``ch-fromhost --nvidia`` changes an
+    image, which a read-only SquashFS image cannot be): a GPU run there sees no GPU and is
+    recorded as that failure.
     charliecloud: ``ch-run [--unset-env=*] --set-env -b CWD:/mnt -c /mnt -b .. --set-env=K=V
     .. IMAGE --``: the image's own environment (``/ch/environment``) first, the working
     directory mounted and entered, so relative paths mean what they mean outside.
@@ -308,7 +327,7 @@ def exec_prefix(
         for key, value in (env or {}).items():
             argv.append(f"--set-env={key}={value}")
         return argv + [str(image_path), "--"]
-    argv = [runtime, "exec", *(["--cleanenv"] if cleanenv else [])]
+    argv = [runtime, "exec", *(["--cleanenv"] if cleanenv else []), *(["--nv"] if gpu else [])]
     for bind in pairs:
         argv += ["--bind", bind]
     for key, value in (env or {}).items():

@@ -1,4 +1,5 @@
-"""Provenance of a run: host, CPU model, framework version, git commit, Slurm job, times."""
+"""Provenance of a run: host, CPU model, framework version, git commit, Slurm job, times,
+and the CUDA stack and GPUs a TensorFlow process ran with."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import os
 import platform
 import socket
 import subprocess
+import sys
 from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 # Environment variables that change performance and belong in every record.
 PERFORMANCE_ENV = (
@@ -74,4 +77,84 @@ def host_fields() -> dict[str, Any]:
         "env": performance_env(),
         "image": os.environ.get("ARCHBENCH_IMAGE", "host"),
         "image_sha256": os.environ.get("ARCHBENCH_IMAGE_SHA256") or None,
+        **accelerator_fields(),
     }
+
+
+# NVIDIA wheels that TensorFlow's CUDA build (tensorflow[and-cuda]) loads its libraries from
+CUDNN_WHEEL, NCCL_WHEEL = "nvidia-cudnn-cu12", "nvidia-nccl-cu12"
+
+
+def no_accelerator() -> dict[str, Any]:
+    """The accelerator fields of a process without TensorFlow's CUDA stack."""
+    return {"cuda_version": None, "cudnn_version": None, "nccl_version": None, "gpu_models": []}
+
+
+def nccl_version_text(code: int) -> str | None:
+    """NCCL's ``NCCL_VERSION_CODE`` (what Horovod's ``nccl_built()`` returns) as X.Y.Z:
+    X*10000 + Y*100 + Z since NCCL 2.9, X*1000 + Y*100 + Z before; None for 0 (no NCCL)."""
+    if not code:
+        return None
+    major, rest = divmod(code, 10000) if code >= 10000 else divmod(code, 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
+def cuda_versions(build_info: Mapping, wheels: Mapping[str, str | None], horovod_nccl: int = 0) -> dict:
+    """CUDA, cuDNN and NCCL versions of a TensorFlow process, all None on a CPU build.
+
+    ``build_info``: ``tf.sysconfig.get_build_info()`` (a CUDA build has ``is_cuda_build``,
+    ``cuda_version`` and the cuDNN major it was built with as ``cudnn_version``).
+    ``wheels``: installed versions of :data:`CUDNN_WHEEL` and :data:`NCCL_WHEEL`, the
+    libraries the process loads, preferred to the build's cuDNN major. ``horovod_nccl``:
+    Horovod's ``nccl_built()``, the NCCL it was compiled with, when no NCCL wheel is there.
+    """
+    cuda = bool(build_info.get("is_cuda_build"))
+    built_cudnn = str(build_info.get("cudnn_version") or "") or None
+    nccl = wheels.get(NCCL_WHEEL) if cuda else None
+    return {
+        "cuda_version": (str(build_info.get("cuda_version") or "") or None) if cuda else None,
+        "cudnn_version": (wheels.get(CUDNN_WHEEL) or built_cudnn) if cuda else None,
+        "nccl_version": nccl or nccl_version_text(horovod_nccl),
+    }
+
+
+def gpu_models(tf) -> list[str]:
+    """Names of the GPUs TensorFlow shows this process (``device_name`` of each physical
+    GPU's details, e.g. "Tesla V100-SXM2-16GB"); [] on a CPU build or without GPUs."""
+    names = []
+    for gpu in tf.config.list_physical_devices("GPU"):
+        details = tf.config.experimental.get_device_details(gpu) or {}
+        names.append(str(details.get("device_name") or gpu.name))
+    return names
+
+
+def _wheel_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def accelerator_fields() -> dict[str, Any]:
+    """Record fields ``cuda_version``, ``cudnn_version``, ``nccl_version`` and ``gpu_models``
+    of this process, read from the TensorFlow (and Horovod) it has already imported: no
+    import, no session; all empty in a process without TensorFlow (the supervisor)."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None or not hasattr(tf, "sysconfig"):
+        return no_accelerator()
+    found = _tensorflow_accelerators(tf, sys.modules.get("horovod.tensorflow"))
+    return {**found, "gpu_models": list(found["gpu_models"])}
+
+
+@lru_cache(maxsize=2)
+def _tensorflow_accelerators(tf, hvd) -> dict[str, Any]:
+    try:
+        horovod_nccl = int(hvd.nccl_built()) if hvd is not None else 0
+    except Exception:  # noqa: BLE001 - a Horovod without its library: no NCCL to report
+        horovod_nccl = 0
+    try:
+        fields = cuda_versions(tf.sysconfig.get_build_info(),
+                               {w: _wheel_version(w) for w in (CUDNN_WHEEL, NCCL_WHEEL)}, horovod_nccl)
+        return {**fields, "gpu_models": gpu_models(tf)}
+    except Exception:  # noqa: BLE001 - provenance never fails a run
+        return no_accelerator()

@@ -34,6 +34,7 @@ CONFIG_FIELDS = (
 DEFAULTS: dict[str, Any] = {
     "schema_version": SCHEMA_VERSION, "experiment_type": None, "image": "host",
     "image_sha256": None, "framework": "tensorflow", "framework_version": "",
+    "cuda_version": None, "cudnn_version": None, "nccl_version": None, "gpu_models": [],
     "vendor_library": None, "vendor_library_enabled": None, "vendor_evidence": None,
     "vendor_mismatch": "", "model": None,
     "kernel": None, "data": None, "strategy": None, "nodes": 1, "processes_per_node": 1,
@@ -206,6 +207,7 @@ def flatten(record: dict) -> dict:
     row["env"] = env_text(env)
     row["mkl_env"] = mkl_env_text(env)
     row["hosts"] = ",".join(record.get("hosts", []))
+    row["gpu_models"] = ",".join(record.get("gpu_models") or [])
     steps = record.get("step_times_s") or []
     row["n_steps_recorded"] = len(steps)
     for name, metric in sorted((record.get("metrics") or {}).items()):

@@ -70,7 +70,8 @@ def worker_command(measurement: dict, system: dict) -> list[str]:
     # The launcher (srun/mpirun) stays outside; the interpreter runs inside the image.
     at = argv.index(sys.executable)
     # Without --cleanenv: ranks started by srun/mpirun need their per-task environment.
-    prefix = exec_prefix(runtime, image, binds=binds, env=env, cleanenv=at == 0)
+    prefix = exec_prefix(runtime, image, binds=binds, env=env, cleanenv=at == 0,
+                         gpu=measurement.get("device") == "gpu")
     return argv[:at] + prefix + ["python3"] + argv[at + 1:]
 
 

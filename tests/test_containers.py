@@ -3,18 +3,32 @@
 from __future__ import annotations
 
 import hashlib
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from archbench import containers as c
 
-DEFS = sorted((Path(__file__).resolve().parents[1] / "containers").glob("*.def"))
+REPO = Path(__file__).resolve().parents[1]
+DEFS = sorted((REPO / "containers").glob("*.def"))
+# archbench's own runtime dependencies, installed in every image beside the package
+RUNTIME_DEPS = ("jsonschema", "fastjsonschema", "pyyaml")
+
+
+def shipped(stem: str) -> c.Definition:
+    return c.parse_definition(REPO / "containers" / f"{stem}.def")
+
+
+def pyproject_pins() -> dict[str, str]:
+    """Exact (==) pins of pyproject's dependencies, by normalised name."""
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    return {c._normalise(d.split("==")[0]): d.split("==")[1] for d in deps if "==" in d}
 
 
 def test_every_architecture_ships_a_definition():
     names = {d.stem for d in DEFS}
-    assert {"x86_64-onednn", "aarch64-acl", "aarch64-armpl", "ppc64le-vanilla"} <= names
+    assert {"x86_64-onednn", "x86_64-cuda", "aarch64-acl", "aarch64-armpl", "ppc64le-vanilla"} <= names
 
 
 @pytest.mark.parametrize("path", DEFS, ids=lambda p: p.stem)
@@ -27,6 +41,9 @@ def test_shipped_definition_is_valid_and_matches_its_name(path):
     assert d.environment.get("TF_USE_LEGACY_KERAS") == "1"
     assert d.sections["runscript"].strip()
     assert "import tensorflow" in d.sections["test"]
+    # the benchmark workers import inside the image
+    assert "import archbench.train, archbench.kernels.cli" in d.sections["test"]
+    assert "pip install --no-cache-dir --no-deps /opt/archbench" in d.sections["post"]
     pins = c.pinned_packages(d)
     assert pins["horovod"] == d.labels["horovod"]
     # Legacy Keras must match TensorFlow 2.16+; TF 2.14 bundles Keras 2.
@@ -40,6 +57,67 @@ def test_x86_pins_match_the_verified_stack():
     assert c.pinned_packages(d) == {
         "tensorflow-cpu": "2.18.1", "tf-keras": "2.18.0", "horovod": "0.28.1"}
     assert d.environment["TF_ENABLE_ONEDNN_OPTS"] == "1"
+
+
+def test_cpu_image_tensorflow_is_pyprojects():
+    assert c.pinned_packages(shipped("x86_64-onednn"))["tensorflow-cpu"] == pyproject_pins()["tensorflow-cpu"]
+
+
+def check_cuda_matches_cpu(gpu_def: c.Definition, cpu_def: c.Definition) -> None:
+    """GPU and CPU numbers compare one TensorFlow: the CUDA build of the CPU image's version
+    (and of pyproject's), with the same tf_keras and Horovod."""
+    cpu, gpu = c.pinned_packages(cpu_def), c.pinned_packages(gpu_def)
+    assert gpu["tensorflow"] == cpu["tensorflow-cpu"] == pyproject_pins()["tensorflow-cpu"]
+    assert (gpu["tf-keras"], gpu["horovod"]) == (cpu["tf-keras"], cpu["horovod"])
+    assert "tensorflow-cpu" not in gpu  # the CPU wheel beside the CUDA one would shadow it
+    assert f"'tensorflow[and-cuda]=={gpu['tensorflow']}'" in gpu_def.sections["post"]
+
+
+def test_cuda_image_pins_the_cpu_images_tensorflow():
+    check_cuda_matches_cpu(shipped("x86_64-cuda"), shipped("x86_64-onednn"))
+
+
+@pytest.mark.parametrize("old, new", [
+    ("'tensorflow[and-cuda]==2.18.1'", "'tensorflow[and-cuda]==2.18.0'"),
+    ("'tensorflow[and-cuda]==2.18.1'", "tensorflow==2.18.1"),  # the CUDA libraries left out
+    ("horovod==0.28.1", "horovod==0.28.0"),
+])
+def test_cuda_image_drifting_from_the_cpu_image_fails_the_check(tmp_path, old, new):
+    path = tmp_path / "x86_64-cuda.def"
+    path.write_text((REPO / "containers/x86_64-cuda.def").read_text().replace(old, new))
+    with pytest.raises(AssertionError):
+        check_cuda_matches_cpu(c.parse_definition(path), shipped("x86_64-onednn"))
+
+
+def test_cuda_image_builds_horovod_with_nccl_and_reports_the_cuda_stack():
+    d = c.validate_definition(REPO / "containers/x86_64-cuda.def")
+    env = c.install_env(d, "horovod")
+    assert env["HOROVOD_GPU_OPERATIONS"] == "NCCL"
+    assert env["HOROVOD_WITH_TENSORFLOW"] == env["HOROVOD_WITH_MPI"] == "1"
+    # NCCL from the wheel TensorFlow pulls in, so TensorFlow and Horovod load the same one
+    assert env["HOROVOD_NCCL_HOME"] == "$NCCL" and env["HOROVOD_NCCL_LINK"] == "SHARED"
+    assert "NCCL=/opt/venv/lib/python3.11/site-packages/nvidia/nccl" in d.sections["post"]
+    assert "nvidia/nccl/lib" in d.environment["LD_LIBRARY_PATH"]
+    assert {"cuda", "cudnn", "nccl"} <= set(d.labels) and d.labels["python"] == "3.11"
+    test = d.sections["test"]
+    assert "tf.sysconfig.get_build_info()" in test and "is_cuda_build" in test
+    assert "hvd.nccl_built()" in test
+    assert f'assert v == "{d.labels["nccl"]}"' in test  # the NCCL label is what is installed
+    assert "p.accelerator_fields()" in test
+
+
+def test_every_image_pins_the_same_runtime_dependencies():
+    pins = {d.stem: c.pinned_packages(c.parse_definition(d), names=RUNTIME_DEPS) for d in DEFS}
+    assert all(set(p) == set(RUNTIME_DEPS) for p in pins.values()), pins
+    assert len({tuple(sorted(p.items())) for p in pins.values()}) == 1, pins
+
+
+def test_install_env_reads_the_assignments_before_pip():
+    d = shipped("x86_64-onednn")
+    assert c.install_env(d, "horovod") == {
+        "HOROVOD_WITH_TENSORFLOW": "1", "HOROVOD_WITH_MPI": "1", "HOROVOD_WITH_GLOO": "1",
+        "HOROVOD_WITHOUT_PYTORCH": "1", "HOROVOD_WITHOUT_MXNET": "1"}
+    assert c.install_env(d, "tensorflow-cpu") == {}
 
 
 def _write(tmp_path, post, labels="    arch x86_64\n    variant onednn\n", extra=""):
@@ -99,6 +177,15 @@ def test_exec_prefix_per_runtime():
     assert c.exec_prefix("singularity", Path("x.sif"), binds={"/a": "/b", "/c": "/d"}) == [
         "singularity", "exec", "--cleanenv", "--bind", "/a:/b", "--bind", "/c:/d", "x.sif"]
     assert c.exec_prefix("none", "x.sif", binds=["/data:/data"], env=env) == []
+
+
+def test_gpu_runs_map_the_host_driver_in():
+    for runtime in ("apptainer", "singularity"):
+        argv = c.exec_prefix(runtime, "x.sif", env={"A": "1"}, gpu=True)
+        assert argv[:4] == [runtime, "exec", "--cleanenv", "--nv"] and argv[-1] == "x.sif"
+        assert "--nv" not in c.exec_prefix(runtime, "x.sif")
+    # ch-run cannot: the run sees no GPU (and fails as such), no CPU run under a GPU name
+    assert c.exec_prefix("charliecloud", "x.sqfs", gpu=True) == c.exec_prefix("charliecloud", "x.sqfs")
 
 
 def test_unknown_runtime_is_a_one_line_value_error():

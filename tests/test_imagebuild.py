@@ -19,9 +19,12 @@ def test_shipped_bases_map_to_debian():
         assert b.debian_base(parse_definition(REPO / f"containers/{name}.def")) == ("bookworm", debarch)
 
 
-def test_unbuildable_base_is_one_line():
-    with pytest.raises(b.BuildError, match=r"^ppc64le-vanilla\.def: From: 'condaforge/miniforge3:"):
-        b.debian_base(parse_definition(REPO / "containers/ppc64le-vanilla.def"))
+@pytest.mark.parametrize("name, base", [("ppc64le-vanilla", "condaforge/miniforge3:"),
+                                        ("x86_64-cuda", "nvidia/cuda:12.5.1-devel-ubuntu22.04")])
+def test_unbuildable_base_is_one_line(name, base):
+    with pytest.raises(b.BuildError, match=rf"^{name}\.def: From: '{base}") as err:
+        b.debian_base(parse_definition(REPO / f"containers/{name}.def"))
+    assert "\n" not in str(err.value)
 
 
 def _def(tmp_path, text):

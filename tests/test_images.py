@@ -50,6 +50,19 @@ def test_benchmark_runs_inside_the_image(tmp_path, monkeypatch, runtime):
     assert sys.executable not in argv  # the host interpreter never runs the benchmark
 
 
+@pytest.mark.parametrize("device, nv", [("gpu", True), ("cpu", False), (None, False)])
+def test_gpu_measurement_gets_the_host_driver(tmp_path, monkeypatch, device, nv):
+    monkeypatch.chdir(tmp_path)
+    image = tmp_path / "results/images/x86_64-onednn.sif"
+    image.parent.mkdir(parents=True)
+    image.write_bytes(b"SIF")
+    c = campaign("apptainer")
+    argv = run.worker_command({**c.measurements[0], "device": device}, c.systems["site"])
+    assert ("--nv" in argv) is nv
+    if nv:
+        assert argv.index("--nv") < argv.index("results/images/x86_64-onednn.sif")
+
+
 def test_host_runtime_runs_host_python():
     c = campaign("none")
     argv = run.worker_command(c.measurements[0], c.systems["site"])

@@ -28,7 +28,8 @@ DEFINED = (
 RECORDED = {
     "arch": "recorded_arch", "cpu_model": "recorded_cpu_model", "framework": "framework",
     "framework_version": "framework_version", "vendor_library": "recorded_vendor_library",
-    "image": "recorded_image", "image_sha256": "image_sha256",
+    "image": "recorded_image", "image_sha256": "image_sha256", "cuda_version": "cuda_version",
+    "cudnn_version": "cudnn_version", "nccl_version": "nccl_version", "gpu_models": "recorded_gpu_models",
 }
 COUNTS = ("n_hosts", "max_nodes", "n_runs", "n_ok", "experiments")
 PLATFORM_COLUMNS = ("system", "source", *DEFINED, *RECORDED.values(), *COUNTS, "status")

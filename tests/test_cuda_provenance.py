@@ -1,0 +1,120 @@
+"""CUDA provenance in records: CUDA, cuDNN and NCCL versions and GPU models, from TensorFlow's
+build info, the NVIDIA wheels and Horovod (archbench.provenance). A CUDA build cannot run
+here: its build info is fed as TensorFlow 2.18.1's CUDA wheel returns it; this machine's
+own records (tensorflow-cpu, no GPU) are checked for the empty values."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from archbench import provenance as p
+from archbench.collect import records_to_frame
+from archbench.record import make_record, read_record
+from archbench.tables import build_table
+
+# tf.sysconfig.get_build_info() of the tensorflow==2.18.1 wheel (CUDA build), as it prints it
+CUDA_BUILD = {"cpu_compiler": "/usr/lib/llvm-18/bin/clang",
+              "cuda_compute_capabilities": ["sm_60", "sm_70", "sm_80", "sm_89", "compute_90"],
+              "cuda_version": "12.5.1", "cudnn_version": "9", "is_cuda_build": True,
+              "is_rocm_build": False, "is_tensorrt_build": False}
+# ... and of tensorflow-cpu==2.18.1
+CPU_BUILD = {"is_cuda_build": False, "is_rocm_build": False, "is_tensorrt_build": False}
+WHEELS = {p.CUDNN_WHEEL: "9.3.0.75", p.NCCL_WHEEL: "2.21.5"}
+
+
+def test_cuda_build_info_maps_to_the_record_fields():
+    assert p.cuda_versions(CUDA_BUILD, WHEELS) == {
+        "cuda_version": "12.5.1", "cudnn_version": "9.3.0.75", "nccl_version": "2.21.5"}
+
+
+def test_without_the_wheels_the_build_and_horovod_say_what_they_know():
+    # cuDNN: only the major TensorFlow was built with; NCCL: what Horovod was compiled with
+    none = {p.CUDNN_WHEEL: None, p.NCCL_WHEEL: None}
+    assert p.cuda_versions(CUDA_BUILD, none, horovod_nccl=22105) == {
+        "cuda_version": "12.5.1", "cudnn_version": "9", "nccl_version": "2.21.5"}
+    assert p.cuda_versions(CUDA_BUILD, none)["nccl_version"] is None
+
+
+def test_cpu_build_reports_no_cuda_stack_even_beside_stray_wheels():
+    assert p.cuda_versions(CPU_BUILD, WHEELS) == {
+        "cuda_version": None, "cudnn_version": None, "nccl_version": None}
+    assert p.cuda_versions({}, {}) == {"cuda_version": None, "cudnn_version": None, "nccl_version": None}
+
+
+@pytest.mark.parametrize("code, text", [(22105, "2.21.5"), (21803, "2.18.3"), (2804, "2.8.4"),
+                                        (2708, "2.7.8"), (0, None)])
+def test_nccl_version_code(code, text):
+    assert p.nccl_version_text(code) == text
+
+
+def fake_tf(*details):
+    gpus = [SimpleNamespace(name=f"/physical_device:GPU:{i}") for i in range(len(details))]
+    lookup = dict(zip((g.name for g in gpus), details))
+    config = SimpleNamespace(
+        list_physical_devices=lambda kind: gpus if kind == "GPU" else [],
+        experimental=SimpleNamespace(get_device_details=lambda gpu: lookup[gpu.name]))
+    return SimpleNamespace(config=config)
+
+
+def test_gpu_models_come_from_the_device_details():
+    tf = fake_tf({"device_name": "Tesla V100-PCIE-16GB", "compute_capability": (7, 0)},
+                 {"compute_capability": (7, 0)})  # no name reported: the device's name
+    assert p.gpu_models(tf) == ["Tesla V100-PCIE-16GB", "/physical_device:GPU:1"]
+    assert p.gpu_models(fake_tf()) == []
+
+
+def test_a_process_without_tensorflow_records_nothing(monkeypatch):
+    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
+    assert p.accelerator_fields() == p.no_accelerator()
+    assert {k: p.host_fields()[k] for k in p.no_accelerator()} == p.no_accelerator()
+
+
+def test_this_machines_tensorflow_is_a_cpu_build():
+    import tensorflow as tf
+    assert not tf.sysconfig.get_build_info().get("is_cuda_build")
+    fields = p.accelerator_fields()
+    assert fields == {"cuda_version": None, "cudnn_version": None, "nccl_version": None,
+                      "gpu_models": []}
+    fields["gpu_models"].append("x")  # callers get their own list, never the cached one
+    assert p.accelerator_fields()["gpu_models"] == []
+
+
+def test_a_record_of_this_cpu_machine_says_no_cuda_and_no_gpu(tmp_path):
+    from archbench import train
+    out = tmp_path / "rec.json"
+    assert train.main(["--model", "small_cnn", "--batch-size", "4", "--image-size", "32",
+                       "--num-classes", "10", "--warmup-steps", "1", "--steps", "2",
+                       "--output", str(out)]) == 0
+    r = read_record(out)
+    assert r["status"] == "ok" and r["framework_version"].startswith("2.")
+    assert r["cuda_version"] is None and r["cudnn_version"] is None and r["nccl_version"] is None
+    assert r["gpu_models"] == []
+
+
+def gpu_record(**fields) -> dict:
+    base = dict(experiment="e", system="v100", arch="x86_64", kind="train", model="small_cnn",
+                config_id="c1", repetition=0, throughput=10.0, throughput_unit="img/s",
+                start_time="t0", end_time="t1", cuda_version="12.5.1", cudnn_version="9.3.0.75",
+                nccl_version="2.21.5", gpu_models=["Tesla V100-PCIE-16GB", "Tesla V100-PCIE-16GB"])
+    return make_record(**{**base, **fields})
+
+
+def test_tidy_table_and_platform_table_carry_the_cuda_stack():
+    frame = records_to_frame([gpu_record(), gpu_record(repetition=1, gpu_models=[])])
+    assert frame["gpu_models"].tolist() == ["Tesla V100-PCIE-16GB,Tesla V100-PCIE-16GB", ""]
+    row = build_table("platform", frame, systems={}).iloc[0]
+    assert (row["cuda_version"], row["cudnn_version"], row["nccl_version"]) == (
+        "12.5.1", "9.3.0.75", "2.21.5")
+    assert row["recorded_gpu_models"] == "Tesla V100-PCIE-16GB,Tesla V100-PCIE-16GB"
+
+
+def test_records_without_the_fields_still_read():
+    old = gpu_record()
+    for key in ("cuda_version", "cudnn_version", "nccl_version", "gpu_models"):
+        old.pop(key)
+    frame = records_to_frame([make_record(**old)])
+    assert pd.isna(frame.loc[0, "cuda_version"]) and frame.loc[0, "gpu_models"] == ""
