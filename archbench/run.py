@@ -67,11 +67,13 @@ def worker_command(measurement: dict, system: dict) -> list[str]:
     env = {"ARCHBENCH_IMAGE": system.get("image_uri") or image,
            "ARCHBENCH_IMAGE_SHA256": image_digest(image), **commit,
            **FRAMEWORK_ENV, **measurement.get("env", {})}
+    gpu = measurement.get("device") == "gpu"
+    if gpu and os.environ.get("CUDA_VISIBLE_DEVICES"):  # the job's GPUs: --cleanenv drops them
+        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     # The launcher (srun/mpirun) stays outside; the interpreter runs inside the image.
     at = argv.index(sys.executable)
     # Without --cleanenv: ranks started by srun/mpirun need their per-task environment.
-    prefix = exec_prefix(runtime, image, binds=binds, env=env, cleanenv=at == 0,
-                         gpu=measurement.get("device") == "gpu")
+    prefix = exec_prefix(runtime, image, binds=binds, env=env, cleanenv=at == 0, gpu=gpu)
     return argv[:at] + prefix + ["python3"] + argv[at + 1:]
 
 

@@ -63,6 +63,20 @@ def test_gpu_measurement_gets_the_host_driver(tmp_path, monkeypatch, device, nv)
         assert argv.index("--nv") < argv.index("results/images/x86_64-onednn.sif")
 
 
+def test_single_process_gpu_run_keeps_the_jobs_gpus_despite_cleanenv(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    image = tmp_path / "results/images/x86_64-onednn.sif"
+    image.parent.mkdir(parents=True)
+    image.write_bytes(b"SIF")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # what Slurm bound the job to
+    c = campaign("apptainer")
+    single = {**c.measurements[0], "device": "gpu"}
+    argv = run.worker_command(single, c.systems["site"])
+    assert "--cleanenv" in argv and "CUDA_VISIBLE_DEVICES=3" in argv
+    cpu = run.worker_command({**single, "device": "cpu"}, c.systems["site"])
+    assert not any(word.startswith("CUDA_VISIBLE_DEVICES=") for word in cpu)
+
+
 def test_host_runtime_runs_host_python():
     c = campaign("none")
     argv = run.worker_command(c.measurements[0], c.systems["site"])
