@@ -24,7 +24,8 @@ scaling_unit           no        nodes | workers | gpus: what the row's scaling 
 nodes                  no        node count (default 1; for GPU rows gpus / gpus_per_node, or
                                  unknown when neither nodes nor gpus_per_node is given)
 workers                no        worker processes in total (default: gpus, else nodes x processes)
-gpus                   no        GPUs used in total
+gpus                   no        GPUs used in total (a row with gpus is a GPU measurement:
+                                 device gpu; without, device cpu)
 gpus_per_node          no        GPUs used per node
 processes_per_node     no        processes per node (default 1; for GPU rows gpus_per_node)
 parameter_servers      no        parameter-server tasks (0 allowed); rows of one size that differ
@@ -378,6 +379,7 @@ def _tidy_row(path: Path, number: int, v: dict) -> dict:
         "arch": v.get("arch"), "kind": kind, "model": v.get("model"), "kernel": v.get("kernel"),
         "data": v.get("data"), "strategy": v.get("strategy"), "nodes": nodes,
         "processes_per_node": ppn, "workers": workers, "gpus": gpus, "gpus_per_node": per_node,
+        "device": "cpu" if gpus is None else "gpu",
         "parameter_servers": v.get("parameter_servers"),
         "variable_update": v.get("variable_update"), "scaling_unit": scaling_unit(v),
         "intra_threads": v.get("threads"),

@@ -29,6 +29,7 @@ CONFIG_FIELDS = (
     "strategy", "nodes", "processes_per_node", "workers", "intra_threads",
     "inter_threads", "batch_per_process", "global_batch", "image_size", "problem_size",
     "tile_size", "vendor_library", "vendor_library_enabled",
+    "device",  # cpu | gpu (tables read records before the field as cpu)
 )
 
 DEFAULTS: dict[str, Any] = {
@@ -208,6 +209,7 @@ def flatten(record: dict) -> dict:
     row["mkl_env"] = mkl_env_text(env)
     row["hosts"] = ",".join(record.get("hosts", []))
     row["gpu_models"] = ",".join(record.get("gpu_models") or [])
+    row["devices"] = ",".join(record.get("devices") or [])
     steps = record.get("step_times_s") or []
     row["n_steps_recorded"] = len(steps)
     for name, metric in sorted((record.get("metrics") or {}).items()):

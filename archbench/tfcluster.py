@@ -113,6 +113,33 @@ def _roles_by_node(nodes: list[str], jobs: dict[str, int], workers_per_node: int
     return roles
 
 
+def _slurm_jobs(ntasks: int, chief: bool, parameter_servers: int) -> dict[str, int]:
+    """The jobs of a Slurm step of ``ntasks`` tasks: a chief if ``chief``, the parameter
+    servers, the rest workers (jobs of no task left out)."""
+    workers = ntasks - int(chief) - parameter_servers
+    if workers < 1:
+        raise LaunchError(f"{ntasks} Slurm tasks cannot hold {'a chief, ' if chief else ''}"
+                          f"{parameter_servers} parameter servers and a worker")
+    jobs = {"chief": int(chief), "ps": parameter_servers, "worker": workers}
+    return {k: n for k, n in jobs.items() if n}
+
+
+def planned_task_type(*, chief: bool = False, parameter_servers: int = 0,
+                      workers_per_node: int | None = None) -> str:
+    """This task's job (worker, ps, chief) before TensorFlow starts, as
+    :func:`cluster_resolver` will see it: TF_CONFIG's, else the Slurm job step's, else
+    worker (one local process)."""
+    config = tf_config()
+    if config:
+        return config.get("task", {}).get("type", "worker")
+    ntasks = slurm.step_tasks()
+    if ntasks:
+        config = slurm_tf_config(_slurm_jobs(ntasks, chief, parameter_servers),
+                                 workers_per_node=workers_per_node)
+        return config["task"].get("type", "worker")
+    return "worker"
+
+
 def cluster_resolver(*, chief: bool = False, parameter_servers: int = 0,
                      workers_per_node: int | None = None):
     """The TF cluster of this run: TF_CONFIG when set, else the Slurm job step (a chief if
@@ -124,13 +151,8 @@ def cluster_resolver(*, chief: bool = False, parameter_servers: int = 0,
         return tf.distribute.cluster_resolver.TFConfigClusterResolver()
     ntasks = slurm.step_tasks()
     if ntasks:
-        workers = ntasks - int(chief) - parameter_servers
-        if workers < 1:
-            raise LaunchError(f"{ntasks} Slurm tasks cannot hold {'a chief, ' if chief else ''}"
-                              f"{parameter_servers} parameter servers and a worker")
-        jobs = {"chief": int(chief), "ps": parameter_servers, "worker": workers}
-        os.environ["TF_CONFIG"] = json.dumps(slurm_tf_config({k: n for k, n in jobs.items() if n},
-                                                             workers_per_node=workers_per_node))
+        os.environ["TF_CONFIG"] = json.dumps(slurm_tf_config(
+            _slurm_jobs(ntasks, chief, parameter_servers), workers_per_node=workers_per_node))
         return tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if chief or parameter_servers:
         raise LaunchError("a cluster with a chief or parameter servers needs TF_CONFIG "

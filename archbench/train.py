@@ -39,6 +39,14 @@ from archbench.train_run import TrainRun
 EXIT_BENCHMARK_FAILED = 3  # a failure record was written
 
 
+class DevicePlacementError(RuntimeError):
+    """A GPU run whose measured step TensorFlow placed elsewhere (never recorded as ok)."""
+
+    def __init__(self, reason: str, devices: list[str]):
+        super().__init__(reason)
+        self.devices = devices
+
+
 def parse_args(argv: Sequence[str] | None = None) -> TrainRun:
     """The training run the command line asks for (model defaults filled in); a bad option
     ends the program with one argparse error line."""
@@ -111,9 +119,11 @@ def configure_tensorflow(config: TrainRun):
     """Set the vendor-library flag and thread pools, then import and return TensorFlow.
 
     Thread pools can be set once per process; a second call with other values raises.
+    Mixed precision stays off: nothing sets a Keras dtype policy, every run trains in
+    float32 (as the studies did).
     """
     os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if config.onednn == "on" else "0"
-    gpu.bind_gpu(config.device)
+    gpu.bind_gpu(strategies.process_device(config))
     use_framework_env()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     import tensorflow as tf
@@ -136,6 +146,17 @@ def synthetic_batch(tf, config: TrainRun, seed_offset: int = 0):
     labels = tf.random.stateless_uniform((config.batch_size,), seed=(config.seed + 1, seed_offset),
                                          maxval=config.num_classes, dtype=tf.int32)
     return images, labels
+
+
+def batches_of(tf, config: TrainRun, backend: strategies.Backend):
+    """This worker's batches: on a GPU, synthetic data made once on the device (the host
+    feeds nothing, :meth:`~archbench.strategies.Backend.device_batches`) where the strategy
+    allows; otherwise the tf.data pipeline of :func:`dataset_fn`."""
+    if config.device == "gpu" and config.data == "synthetic":
+        made = backend.device_batches(lambda shard: synthetic_batch(tf, config, shard))
+        if made is not None:
+            return made
+    return backend.batches(dataset_fn(tf, config))
 
 
 def dataset_fn(tf, config: TrainRun) -> Callable[[int, int], object]:
@@ -187,18 +208,21 @@ def run(config: TrainRun) -> dict | None:
     if config.cores:
         pin_cores(config.cores, local_rank())
     tf = configure_tensorflow(config)
+    if strategies.process_device(config) == "gpu":
+        gpu.require_gpu(tf)  # fails with gpu.NO_GPU: a CPU never stands in for a GPU
     check_data_format(tf, config.data_format)
     backend = strategies.make_backend(tf, config)
     with backend.scope():
         model = build_model(config.model, config.image_size, config.num_classes,
                             data_format=config.data_format)
         step = make_train_step(backend, model, config.learning_rate)
-    batches = backend.batches(dataset_fn(tf, config))
+    batches = batches_of(tf, config, backend)
     backend.start(model)
     if config.weights_out:  # the weights every worker starts from
         save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
     times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
                                                  steps=config.steps, batch_size=config.batch_size)
+    devices = backend.step_devices(model)  # TensorFlow's, not the configuration's
     spread = backend.weight_spread(model)
     if config.weights_out:
         save_weights(config.weights_out, f"rank{backend.rank}", backend.weights(model))
@@ -210,6 +234,9 @@ def run(config: TrainRun) -> dict | None:
         extra["accuracy"] = {"value": accuracy(backend.predictor(model), x_test, y_test), "unit": "fraction"}
     if not backend.is_writer:
         return None
+    mismatch = gpu.device_mismatch(config.device, devices) if config.device == "gpu" else ""
+    if mismatch:
+        raise DevicePlacementError(mismatch, devices)
     record_metrics = {
         "flops_per_image": {"value": training_flops(model), "unit": "FLOP"},
         "window_s": {"value": wall, "unit": "s"},
@@ -225,7 +252,9 @@ def run(config: TrainRun) -> dict | None:
     fields = base_fields(config, tf_version=tf.__version__, nodes=nodes, processes_per_node=ppn,
                          workers=backend.workers)
     fields["hosts"] = hosts
-    if config.vendor_probe == "on":  # after the window: the timing above is untouched
+    fields["devices"] = devices
+    # after the window (its timing is untouched); oneDNN's evidence is about CPU runs
+    if config.vendor_probe == "on" and config.device == "cpu":
         evidence = vendor_evidence.probe(config)
         fields["vendor_evidence"] = evidence
         fields["vendor_mismatch"] = vendor_evidence.mismatch(
@@ -252,11 +281,13 @@ def base_fields(config: TrainRun, *, tf_version: str = "", nodes: int | None = N
     ppn = processes_per_node or config.processes_per_node or 1
     workers = workers or nodes * ppn
     conf = dict(kind="train", model=config.model, data=config.data, strategy=config.strategy,
-                nodes=nodes, processes_per_node=ppn, workers=workers,
+                nodes=nodes, processes_per_node=ppn, workers=workers, device=config.device,
                 intra_threads=config.intra_threads, inter_threads=config.inter_threads,
                 batch_per_process=config.batch_size, global_batch=config.batch_size * workers,
                 image_size=config.image_size, vendor_library=config.vendor_library,
                 vendor_library_enabled=config.onednn == "on")
+    if config.device == "gpu":  # one process per GPU
+        conf.update(gpus_per_node=ppn, gpus=workers)
     if strategies.strategy(config.strategy).variable_updates:
         conf["variable_update"] = (config.variable_update
                                    or strategies.strategy(config.strategy).variable_updates[0])
@@ -266,10 +297,12 @@ def base_fields(config: TrainRun, *, tf_version: str = "", nodes: int | None = N
             "measured_steps": config.steps}
 
 
-def failure_record(config: TrainRun, *, status: str, reason: str, start: str) -> dict:
-    """A record for a run that did not finish: status oom|failed with the reason."""
+def failure_record(config: TrainRun, *, status: str, reason: str, start: str,
+                   devices: Sequence[str] = ()) -> dict:
+    """A record for a run that did not finish: status oom|failed with the reason (and the
+    devices the step was placed on, when it got that far)."""
     return make_record(**base_fields(config), start_time=start, end_time=provenance.now(),
-                       status=status, reason=reason[:500])
+                       status=status, reason=reason[:500], devices=list(devices))
 
 
 def worker_argv(measurement: dict, system: dict) -> list[str]:
@@ -328,11 +361,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         record = run(config)
     except Exception as exc:  # noqa: BLE001 - any framework error becomes a failure record
         status, summary = exception_failure(exc)  # MemoryError, ResourceExhaustedError: oom
-        if not isinstance(exc, MemoryError):
+        if not isinstance(exc, (MemoryError, gpu.NoGPUError, DevicePlacementError)):
             traceback.print_exc(file=sys.stderr)
         if writer:
             write_record(config.output, failure_record(config, status=status, reason=summary,
-                                                       start=start))
+                                                       start=start,
+                                                       devices=getattr(exc, "devices", ())))
         print(f"archbench.train: {status}: {summary}", file=sys.stderr)
         return EXIT_BENCHMARK_FAILED
     if record is None:

@@ -81,6 +81,8 @@ def largest_difference(a: list, b: list) -> float:
 @pytest.mark.parametrize("variable_update", ["parameter_server", "distributed_replicated"])
 def test_synchronous_updates_equal_one_process_on_the_concatenated_batch(variable_update, tmp_path):
     record, initial, final = run_two_workers(variable_update, tmp_path)
+    # the loss op ran on worker 0's CPU, as TensorFlow placed it in a traced forward pass
+    assert (record["device"], record["devices"]) == ("cpu", ["task0/CPU:0"])
     assert record["status"] == "ok", record["reason"]
     assert record["variable_update"] == variable_update and record["workers"] == 2
     assert record["metrics"]["parameter_servers"]["value"] == 1

@@ -126,6 +126,35 @@ def training_axes(experiment: dict) -> dict[str, list]:
                 data=experiment.get("data", ["synthetic"]))
 
 
+def devices(experiment: dict) -> list[str]:
+    """The experiment's ``device`` axis (default [cpu]); only the types whose schema takes
+    ``device`` (node_scaling, batch_sweep) ever see more than cpu."""
+    return list(experiment.get("device", ["cpu"]))
+
+
+def system_gpus(system: dict) -> int:
+    """GPUs per node of ``system`` (0: a CPU-only system)."""
+    return int(system.get("gpus_per_node") or 0)
+
+
+def gpus_fit(gpus_per_node: int, system: dict) -> bool:
+    """True when a node of ``system`` has ``gpus_per_node`` GPUs; else the reason is noted
+    with :func:`skip` (a GPU configuration never falls back to the CPUs)."""
+    have = system_gpus(system)
+    if gpus_per_node <= have:
+        return True
+    skip(f"gpus_per_node {gpus_per_node} > the system's {have}" if have
+         else "device gpu: the system has no GPUs (gpus_per_node 0)")
+    return False
+
+
+def gpu_fields(*, nodes: int, gpus_per_node: int) -> dict:
+    """The fields of a GPU configuration: one rank per GPU, so ``processes_per_node`` is
+    ``gpus_per_node`` and ``gpus`` the total (docs: notes of issue 19's contract)."""
+    return dict(device="gpu", nodes=nodes, gpus_per_node=gpus_per_node,
+                processes_per_node=gpus_per_node, gpus=nodes * gpus_per_node)
+
+
 def dedupe(configurations: list[dict]) -> list[dict]:
     """Drop configurations identical to an earlier one (e.g. intra 'cores' == 2 on 2 cores)."""
     seen, out = set(), []
@@ -160,7 +189,9 @@ def training_configuration(experiment: dict, system: dict, **values: Any) -> dic
         "num_classes": experiment.get("num_classes", 1000),
         "warmup_steps": experiment.get("warmup_steps", 10),
         "measured_steps": experiment.get("steps", 100),
-        "data_format": experiment.get("data_format", "NHWC"),
+        # CSCS 2017 trained on GPUs in NCHW, cuDNN's own layout; CPU runs default to NHWC
+        "data_format": experiment.get("data_format",
+                                      "NCHW" if values.get("device") == "gpu" else "NHWC"),
         "vendor_library": system["vendor_library"] if system["vendor_library"] != "none" else None,
     }
     conf.update(values)
@@ -172,11 +203,16 @@ def training_configuration(experiment: dict, system: dict, **values: Any) -> dic
 
 
 def one_process_sweep(experiment: dict, system: dict, *, threads: list[int]) -> list[dict]:
-    """One process: models x batch sizes x ``threads`` x inter-op threads x vendor x data."""
+    """One process: models x batch sizes x ``threads`` x inter-op threads x vendor x data
+    (x device: a GPU configuration is the same process training on one GPU, its threads
+    the host threads that feed it)."""
     cores = cores_of(system)
+    kinds = [d for d in devices(experiment) if d == "cpu" or gpus_fit(1, system)]
     axes = product(batch=experiment["batch_sizes"], threads=threads,
-                   inter=experiment.get("inter_threads", [1]), **training_axes(experiment))
+                   inter=experiment.get("inter_threads", [1]), **training_axes(experiment),
+                   device=kinds)
     return dedupe([training_configuration(
         experiment, system, model=a["model"], batch_per_process=a["batch"],
         intra_threads=a["threads"], inter_threads=thread_count(a["inter"], cores),
-        vendor_library_enabled=on_off(a["vendor"]), data=a["data"]) for a in axes])
+        vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
+        **(gpu_fields(nodes=1, gpus_per_node=1) if a["device"] == "gpu" else {})) for a in axes])

@@ -6,9 +6,15 @@ from archbench.experiment_types.base import ExperimentType, one_process_sweep, s
 from archbench.systems import cores_of
 
 SCHEMA = schema_fragment("""
-description: One process, batch sizes at fixed intra-op threads (default all cores of a node).
+description: >
+  One process, batch sizes at fixed intra-op threads (default all cores of a node); with
+  device gpu the process trains on one GPU (the threads feed it from the host).
 allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}]
 required: [models, batch_sizes]
+properties:
+  device:
+    $ref: "#/$defs/device"
+    description: "cpu and/or gpu (default [cpu]); a GPU configuration trains on one GPU of one node (gpus_per_node 1)."
 unevaluatedProperties: false
 """)
 

@@ -13,6 +13,9 @@ from archbench.experiment_types.base import (
     controller_tuning,
     controllers,
     dedupe,
+    devices,
+    gpu_fields,
+    gpus_fit,
     node_counts,
     on_off,
     powers_of_two,
@@ -20,6 +23,7 @@ from archbench.experiment_types.base import (
     product,
     schema_fragment,
     skip,
+    system_gpus,
     thread_count,
     training_axes,
     training_configuration,
@@ -101,8 +105,26 @@ properties:
   scaling_unit:
     enum: [nodes, workers]
     description: >
-      What the series counts (speedup and efficiency are over it): nodes (default) or
-      workers, as CESGA 2018 Table 3 does where its parameter server takes no worker.
+      What the series counts (speedup and efficiency are over it) on CPUs: nodes (default)
+      or workers, as CESGA 2018 Table 3 does where its parameter server takes no worker.
+      GPU configurations always count GPUs.
+  device:
+    $ref: "#/$defs/device"
+    description: "cpu and/or gpu (default [cpu]); GPU configurations run one process per GPU (gpus_per_node or gpus) and count GPUs (scaling_unit gpus)."
+  gpus_per_node:
+    $ref: "#/$defs/positive_list"
+    description: >
+      GPU configurations (device gpu): GPUs used per node, an axis; one worker process
+      per GPU (processes_per_node = GPUs per node), gpus = nodes x GPUs per node. Default:
+      all the system's GPUs per node. A count above the system's is skipped.
+  gpus:
+    description: >
+      GPU configurations: total GPU counts instead of `nodes` and `gpus_per_node`, each
+      packed on as few nodes as hold it (1, 2, 4, 8 GPUs on one 8-GPU node, then 16 on two,
+      as CSCS 2017 Fig. 10 and Table 3); `all` = 1, 2, 4, ... up to the system's GPUs. A
+      count that does not fill whole nodes past the first, or needs more nodes than the
+      system has, is skipped.
+    oneOf: [{$ref: "#/$defs/positive_list"}, {const: all}]
 unevaluatedProperties: false
 """)
 
@@ -191,10 +213,75 @@ def ps_layouts(experiment: dict, system: dict, *, nodes: int, workers: int) -> l
     return fitting
 
 
+def gpu_layouts(experiment: dict, system: dict) -> list[tuple[int, int]]:
+    """(nodes, GPUs per node) of the GPU configurations: ``gpus`` packed on as few nodes as
+    hold each count, or ``nodes`` x ``gpus_per_node`` (default: the system's GPUs per
+    node). Layouts the system cannot hold are skipped with the reason."""
+    have = system_gpus(system)
+    if "gpus" in experiment:
+        for key in ("nodes", "gpus_per_node"):
+            if key in experiment:
+                raise ConfigError(f"gpus: give it or {key}, not both (gpus packs each count "
+                                  "on as few nodes as hold it)")
+        if not gpus_fit(1, system):
+            return []
+        counts = experiment["gpus"]
+        if counts == "all":
+            counts = powers_of_two(have * system["nodes"])
+        out = []
+        for count in counts:
+            per_node = min(count, have)
+            nodes = -(-count // per_node)
+            if nodes * per_node != count:
+                skip(f"gpus {count} do not fill whole nodes of {have} GPUs")
+            elif nodes > system["nodes"]:
+                skip(f"gpus {count} need {nodes} nodes > the system's {system['nodes']}")
+            else:
+                out.append((nodes, per_node))
+        return out
+    per_node = experiment.get("gpus_per_node", [have] if have else [1])
+    sizes = node_counts(experiment, system, default="all")
+    return [(n, g) for g in per_node if gpus_fit(g, system) for n in sizes]
+
+
+def layouts(experiment: dict, system: dict) -> list[tuple[str, int, int]]:
+    """(device, nodes, processes per node) of every size the experiment runs: the CPU
+    sizes (``nodes`` x ``processes_per_node``), then the GPU ones (one process per GPU)."""
+    out = []
+    kinds = devices(experiment)
+    if "cpu" in kinds:
+        ppn = experiment.get("processes_per_node", 1)
+        out += [("cpu", n, ppn) for n in node_counts(experiment, system, default="all")]
+    if "gpu" in kinds:
+        out += [("gpu", n, g) for n, g in gpu_layouts(experiment, system)]
+    return out
+
+
+def check_gpu_keys(experiment: dict) -> None:
+    """ConfigError for GPU keys without GPU runs, or a GPU run archbench cannot place."""
+    kinds = devices(experiment)
+    if "gpu" not in kinds:
+        for key in ("gpus_per_node", "gpus"):
+            if key in experiment:
+                raise ConfigError(f"{key}: only GPU configurations take it (add device: [gpu])")
+        return
+    if experiment.get("best"):
+        raise ConfigError("best: picks a CPU layout of a hybrid sweep; GPU runs take "
+                          "batch_sizes and one process per GPU")
+    if "ps_async" in experiment.get("variable_update", []):
+        raise ConfigError("variable_update: ps_async does not run on GPUs here (its steps "
+                          "run on remote workers whose placement is not recorded)")
+    if "cpu" not in kinds and "processes_per_node" in experiment:
+        raise ConfigError("processes_per_node: GPU runs start one process per GPU "
+                          "(gpus_per_node); remove it or add device cpu")
+
+
 def expand(experiment: dict, system: dict) -> list[dict]:
     """Nodes 1, 2, 4, ... with one configuration per node: explicit (processes per node,
     threads, batch sizes) or ``best`` (placeholders resolved from a hybrid sweep);
-    Horovod, MultiWorkerMirrored or parameter servers (their number swept)."""
+    Horovod, MultiWorkerMirrored or parameter servers (their number swept). On GPUs
+    (``device: [gpu]``) each node runs one process per GPU it uses, and the series counts
+    GPUs."""
     cores = cores_of(system)
     best = experiment.get("best")
     explicit = [k for k in ("batch_sizes", "processes_per_node", "threads_per_process",
@@ -202,17 +289,20 @@ def expand(experiment: dict, system: dict) -> list[dict]:
     if best and explicit:
         raise ConfigError(f"best: takes processes, threads and batch from "
                           f"'{best}'; remove {', '.join(explicit)}")
-    ppn = experiment.get("processes_per_node", 1)
-    threads = process_threads(experiment.get("threads_per_process", "cores"), cores=cores,
-                              processes_per_node=ppn)
+    check_gpu_keys(experiment)
     runs = strategy_runs(experiment)
     check_ps_placement(experiment, system, runs)
-    sizes = node_counts(experiment, system, default="all")
-    check_ps_counts(experiment, [n * ppn for n in sizes])
+    sizes = layouts(experiment, system)
+    check_ps_counts(experiment, [n * ppn for _, n, ppn in sizes])
     tuning_ps = {k: experiment[k] for k in ("ps_placement", "ps_variable_placement")
                  if experiment.get(k) not in (None, "colocated", "round_robin")}
     out = []
-    for nodes in sizes:
+    for device, nodes, ppn in sizes:
+        # GPU runs: the host threads feeding each GPU, cores / processes per node unless set
+        threads = process_threads(experiment.get("threads_per_process", "cores"), cores=cores,
+                                  processes_per_node=ppn)
+        on_gpus = gpu_fields(nodes=nodes, gpus_per_node=ppn) if device == "gpu" else {}
+        unit = "gpus" if on_gpus else experiment.get("scaling_unit", "nodes")
         for strategy, update in runs:
             ps_list = (ps_layouts(experiment, system, nodes=nodes, workers=nodes * ppn)
                        if strategy == "parameter_server" else [0])
@@ -222,9 +312,9 @@ def expand(experiment: dict, system: dict) -> list[dict]:
             for a in product(ps=ps_list, controller=names, batch=batches, inter=inters,
                              **training_axes(experiment)):
                 tuning = controller_tuning(a["controller"])
-                values = dict(model=a["model"], strategy=strategy, nodes=nodes,
-                              vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
-                              scaling_unit=experiment.get("scaling_unit", "nodes"))
+                values = {**dict(model=a["model"], strategy=strategy, nodes=nodes,
+                                 vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
+                                 scaling_unit=unit), **on_gpus}
                 if strategy == "parameter_server":
                     values.update(parameter_servers=a["ps"], variable_update=update)
                     tuning = {**tuning, **tuning_ps}
@@ -234,8 +324,9 @@ def expand(experiment: dict, system: dict) -> list[dict]:
                         inter_threads=0, batch_per_process=1, tuning={**tuning, "best_of": best})
                     conf["best_of"] = best
                 else:
+                    values.setdefault("processes_per_node", ppn)
                     conf = training_configuration(
-                        experiment, system, **values, processes_per_node=ppn,
+                        experiment, system, **values,
                         intra_threads=threads, inter_threads=thread_count(a["inter"], threads),
                         batch_per_process=a["batch"], tuning=tuning)
                 out.append(conf)

@@ -62,6 +62,7 @@ def on_off(name: str) -> Callable[[object], str]:
 FORMATS: dict[str, Callable[[object], str]] = {
     "experiment": str,
     "system": str,
+    "device": lambda v: "GPU" if v == "gpu" else "CPU",
     "model": str,
     "kernel": str,
     "series": str,
@@ -95,8 +96,8 @@ FORMATS: dict[str, Callable[[object], str]] = {
 }
 # every column a figure may split by, in the order labels list them
 IDENTITY = (
-    "experiment", "system", "model", "kernel", "data", "vendor_library_enabled", "strategy",
-    "series", "layout", "mkl_settings", "inter_setting", "intra_setting", "processes_per_node",
+    "experiment", "system", "device", "model", "kernel", "data", "vendor_library_enabled",
+    "strategy", "series", "layout", "mkl_settings", "inter_setting", "intra_setting", "processes_per_node",
     "gpus_per_node", "intra_threads", "inter_threads", "threads", "cores", "batch_per_process",
     "parameter_servers", "variable_update", "problem_size", "tile_size", "fusion_threshold_mb",
     "cycle_time_ms", "nodes", "workers", "gpus", "global_batch", "scaling_unit", "variant",
@@ -114,6 +115,8 @@ def value_text(row: pd.Series, column: str, *, generic: bool = False) -> str:
         name = "vendor library" if missing(library) or not library else \
             VENDOR_NAMES.get(str(library).lower(), str(library))
         return on_off(name)(value)
+    if column == "system" and row.get("device") == "gpu":  # a GPU run is named as one
+        return f"{value} (GPUs)"
     formatter = FORMATS.get(column)
     if formatter is None:
         return on_off(column.replace("_", " "))(value) if isinstance(value, (bool, np.bool_)) \

@@ -30,7 +30,7 @@ STRATEGIES: dict[str, Strategy] = {
 MULTI_PROCESS_STRATEGIES = tuple(name for name, s in STRATEGIES.items() if s.multi_process)
 
 __all__ = ["STRATEGIES", "MULTI_PROCESS_STRATEGIES", "Backend", "Launch", "Strategy", "check",
-           "launch_rank", "launcher_argv", "make_backend", "strategy"]
+           "launch_rank", "launcher_argv", "make_backend", "process_device", "strategy"]
 
 
 def strategy(name: str) -> Strategy:
@@ -49,9 +49,20 @@ def check(config: TrainRun) -> None:
     if chosen.parameter_servers and workers and config.parameter_servers > workers:
         raise ValueError(f"--parameter-servers {config.parameter_servers} is above the "
                          f"{workers} workers (--nodes x --processes-per-node)")
+    if config.device == "gpu" and config.variable_update == "ps_async":
+        raise ValueError("--variable-update ps_async does not run on GPUs here (its steps run "
+                         "on remote workers whose placement is not recorded)")
     if config.variable_update is not None and config.variable_update not in chosen.variable_updates:
         raise ValueError(f"--variable-update {config.variable_update} is not one of strategy "
                          f"{config.strategy}'s ({', '.join(chosen.variable_updates) or 'none'})")
+
+
+def process_device(config: TrainRun) -> str:
+    """The device this process binds before TensorFlow starts: the run's, except "cpu" for
+    a process of a GPU run that only serves (a parameter server)."""
+    if config.device == "gpu" and not strategy(config.strategy).trains(config):
+        return "cpu"
+    return config.device
 
 
 def make_backend(tf, config: TrainRun) -> Backend:

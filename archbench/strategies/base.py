@@ -14,6 +14,7 @@ strategies override what they do differently.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import socket
 import time
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from archbench import gpu
 from archbench.systems import cpus_per_process
 from archbench.tfcluster import LaunchError
 from archbench.train_run import TrainRun
@@ -130,6 +132,19 @@ class Backend:
         """Iterator over this worker's batches; ``dataset_fn(shard, shards)`` -> tf.data."""
         return iter(dataset_fn(self.rank, self.size))
 
+    def device_batches(self, make_batch: Callable[[int], Any]) -> Iterator | None:
+        """Iterator repeating ONE synthetic batch made on this process's GPU by
+        ``make_batch(shard)`` -> (images, labels), so that no step copies data from the
+        host; None where the strategy feeds only datasets (then :meth:`batches`)."""
+        with self.tf.device("/device:GPU:0"):
+            batch = make_batch(self.rank)
+        return itertools.repeat(batch)
+
+    def step_devices(self, model) -> list[str]:
+        """The devices TensorFlow placed the measured step on: the last measured step's
+        loss and the trainable variables (their ``.device``), e.g. ["GPU:0"]."""
+        return gpu.placed_devices([getattr(self, "last_loss", None), *model.trainable_variables])
+
     def start(self, model) -> None:
         """Called once the model exists, before the first step (e.g. broadcast weights)."""
 
@@ -158,8 +173,10 @@ class Backend:
         start = time.perf_counter()
         for _ in range(steps):
             t0 = time.perf_counter()
-            losses.append(float(step(*next(batches))))
+            loss = step(*next(batches))
+            losses.append(float(loss))
             times.append(time.perf_counter() - t0)
+        self.last_loss = loss  # where the step ran (placement)
         self.barrier()
         wall = time.perf_counter() - start
         rows = self.gather([wall, batch_size * steps])
@@ -196,6 +213,11 @@ def rank_zero() -> int:
     return 0
 
 
+def every_process_trains(config: TrainRun) -> bool:
+    """Every process of the strategy trains (none only serves)."""
+    return True
+
+
 @dataclass(frozen=True, kw_only=True)
 class Strategy:
     """A registered training strategy: how its processes train and how they are started.
@@ -207,7 +229,9 @@ class Strategy:
     it, before any framework initialises (0 = the process that writes the record);
     ``parameter_servers``: the run has parameter-server tasks (``--parameter-servers``);
     ``variable_updates``: the ``--variable-update`` values it takes, the first the default;
-    ``multi_process``: the strategy runs several processes (experiments may sweep it).
+    ``multi_process``: the strategy runs several processes (experiments may sweep it);
+    ``trains(config)``: False for a process that only serves (a parameter server, a
+    coordinator), known before TensorFlow starts: in a GPU run it gets no GPU.
     """
 
     backend: Callable[[Any, TrainRun], Backend]
@@ -217,3 +241,4 @@ class Strategy:
     parameter_servers: bool = False
     variable_updates: tuple[str, ...] = ()
     multi_process: bool = True
+    trains: Callable[[TrainRun], bool] = every_process_trains

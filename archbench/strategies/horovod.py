@@ -121,6 +121,8 @@ class HorovodBackend(Backend):
         if self.allreduces is not None:
             out["allreduces_per_step"] = {"value": self.allreduces.collectives, "unit": "allreduces/step"}
             out["allreduce_tensors_timeline"] = {"value": self.allreduces.tensors, "unit": "tensors/step"}
+        if self.config.device == "gpu":  # GPU tensors go through NCCL when Horovod was built with it
+            out["horovod_nccl"] = {"value": "built" if self.hvd.nccl_built() else "not built", "unit": ""}
         out.update(horovod_knobs(self.config.horovod_cycle_time, self.config.horovod_fusion_threshold))
         return out
 

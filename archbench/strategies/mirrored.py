@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 
+from archbench import gpu
 from archbench.net import hostname_of
 from archbench.strategies.base import Backend, Launch, Strategy, unique
 from archbench.strategies.tfdistribute import per_example_loss, tf_cluster_launch
@@ -54,6 +55,11 @@ class MirroredBackend(Backend):
         dist = self.strategy.distribute_datasets_from_function(
             lambda ctx: dataset_fn(ctx.input_pipeline_id, ctx.num_input_pipelines))
         return iter(dist)
+
+    def step_devices(self, model) -> list[str]:
+        """Where the replica's variables live (and its update ran): the reduced loss is
+        copied to the host, so it says nothing about the step's device."""
+        return gpu.placed_devices(model.trainable_variables)
 
     def gather(self, values):
         tf, strategy = self.tf, self.strategy

@@ -24,7 +24,7 @@ from archbench.slurm import srun_argv
 from archbench.strategies.base import Backend, Launch, Strategy, unique
 from archbench.strategies.sync_ps import DistributedReplicatedBackend, SyncParameterServerBackend
 from archbench.strategies.tfdistribute import per_example_loss, tf_cluster_launch
-from archbench.tfcluster import LaunchError, cluster_resolver, serve, tf_task_rank
+from archbench.tfcluster import LaunchError, cluster_resolver, planned_task_type, serve, tf_task_rank
 from archbench.train_run import TrainRun
 
 ASYNC = "ps_async"
@@ -82,6 +82,12 @@ class AsyncParameterServerBackend(Backend):
             return strategy.distribute_datasets_from_function(lambda ctx: dataset_fn(0, 1))
         return iter(self.coordinator.create_per_worker_dataset(per_worker))
 
+    def device_batches(self, make_batch):
+        return None  # the coordinator feeds its workers per-worker datasets
+
+    def step_devices(self, model) -> list[str]:
+        return []  # the steps ran on remote workers: no placement seen here
+
     def window(self, step, batches, *, warmup, steps, batch_size):
         """Asynchronous steps: ``steps`` per worker are scheduled, the window ends when the
         coordinator has joined them all. No per-step times exist (steps overlap)."""
@@ -115,6 +121,16 @@ def backend(tf, config: TrainRun) -> Backend:
     return VARIABLE_UPDATES[config.variable_update or "parameter_server"](tf, config)
 
 
+def trains(config: TrainRun) -> bool:
+    """False for a parameter server (or ps_async's coordinator): it only serves, and in a
+    GPU run sees no GPU, so that it never takes a worker's GPU memory (CSCS 2017 ran its
+    parameter servers on the CPU)."""
+    asynchronous = config.variable_update == ASYNC
+    return planned_task_type(
+        chief=asynchronous, parameter_servers=config.parameter_servers,
+        workers_per_node=None if asynchronous else (config.processes_per_node or 1)) == "worker"
+
+
 def launch(plan: Launch) -> list[str]:
     """The TF cluster of ``plan``: workers and ``parameter_servers`` ps tasks (default 1),
     plus a chief (the coordinator) for ``ps_async``."""
@@ -136,7 +152,7 @@ def launch(plan: Launch) -> list[str]:
 
 
 STRATEGY = Strategy(backend=backend, launch=launch, launch_rank=tf_task_rank,
-                    parameter_servers=True, variable_updates=tuple(VARIABLE_UPDATES),
+                    parameter_servers=True, variable_updates=tuple(VARIABLE_UPDATES), trains=trains,
                     help="variables on parameter servers: synchronous (--variable-update "
                          "parameter_server, distributed_replicated) or ps_async "
                          "(tf.distribute ParameterServerStrategy, a chief)")

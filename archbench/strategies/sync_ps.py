@@ -27,9 +27,11 @@ from __future__ import annotations
 import itertools
 import os
 import socket
+from types import SimpleNamespace
 
 import numpy as np
 
+from archbench import gpu
 from archbench.net import hostname_of
 from archbench.strategies.base import Backend, unique
 from archbench.strategies.tfdistribute import per_example_loss
@@ -152,11 +154,34 @@ class SyncParameterServerBackend(Backend):
         self._build(images, labels)
         return itertools.repeat(())
 
+    def device_batches(self, make_batch):
+        """Synthetic data made in the graph on this worker (its GPU in a GPU run, where the
+        random ops run), the same values every step; the step takes no arguments."""
+        with self.tf.device(self.device):
+            images, labels = make_batch(self.rank)
+        self._iterator = None
+        self._build(images, labels)
+        return itertools.repeat(())
+
+    def step_devices(self, model) -> list[str]:
+        """Where this worker's loss op ran in one traced forward pass of the step's graph
+        (no update, no barrier: the weights stay as the window left them): TensorFlow's
+        placement, not the requested device (graph tensors only name their task)."""
+        tf = self.tf
+        options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+        metadata = tf.compat.v1.RunMetadata()
+        self.session.run(self._forward_loss, options=options, run_metadata=metadata)
+        name = self._forward_loss.op.name
+        return gpu.placed_devices(SimpleNamespace(device=stats.device)
+                                  for stats in metadata.step_stats.dev_stats
+                                  if any(node.node_name == name for node in stats.node_stats))
+
     def _build(self, images, labels) -> None:
         tf, model = self.tf, self._model
         with self.scope():
             logits = model(images, training=True)
             loss = tf.reduce_mean(per_example_loss(self._loss_fn)(labels, logits))
+            self._forward_loss = loss  # the step's loss before any update (step_devices)
             # e.g. batch-norm moving statistics (the graph-mode model's updates of this call)
             updates = model.get_updates_for(images) if hasattr(model, "get_updates_for") else []
         variables = model.trainable_variables
@@ -221,7 +246,8 @@ class SyncParameterServerBackend(Backend):
         tf = self.tf
         self.session = tf.compat.v1.Session(self.server.target, config=self.session_config)
         run = self.session.run
-        run(self._iterator.initializer)
+        if self._iterator is not None:  # a dataset (not data made on the device)
+            run(self._iterator.initializer)
         if self._local_variables:
             run(tf.compat.v1.variables_initializer(self._local_variables))
         if self.rank == 0:

@@ -26,6 +26,7 @@ STRING_FIELDS = (
     "experiment", "experiment_type", "system", "arch", "kind", "model", "kernel", "data",
     "strategy", "vendor_library", "status", "reason", "throughput_unit", "config_id",
     "run_id", "source", "variable_update", "scaling_unit", "env", "mkl_env", "kmp_read_by",
+    "device", "devices",
 )
 INT_FIELDS = (
     "nodes", "processes_per_node", "workers", "intra_threads", "inter_threads",
@@ -54,7 +55,8 @@ FLOAT_FIELDS = ("throughput", "reported_error", *SUMMARY_METRICS.values())
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False,
               "yes": True, "no": False}
 
-# The identity of a configuration: the record's CONFIG_FIELDS, what GPU and parameter-
+# The identity of a configuration: the record's CONFIG_FIELDS (the device among them: a GPU
+# and a CPU run never share a row), what GPU and parameter-
 # server studies add (GPUs, the parameter-server count, the variable update) and the
 # scaling unit, plus the variant, the hash suffix campaign.config_id appends when a
 # configuration carries tuning or environment settings (e.g. MKL settings on/off); those
@@ -111,6 +113,8 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
         if name not in out:
             out[name] = np.nan
         out[name] = pd.to_numeric(out[name], errors="raise").astype(float)
+    # records written before the field ran on CPUs: one configuration, old or new
+    out["device"] = out["device"].fillna("cpu")
     variant = out["config_id"].str.extract(r"_([0-9a-f]{8})$", expand=False)
     out["variant"] = variant.fillna("").astype("string")
     return out

@@ -51,7 +51,7 @@ _LABELS = {
 }
 
 SERIES_COLUMNS = (
-    "experiment", "system", "model", "data", "strategy", "vendor_library_enabled",
+    "experiment", "system", "device", "model", "data", "strategy", "vendor_library_enabled",
     "processes_per_node", "gpus_per_node", "intra_threads", "inter_threads",
     "batch_per_process", "variant", "series", "scaling_unit", "count", "nodes", "workers",
     "gpus", "global_batch", "parameter_servers", "variable_update", "n_choices",
@@ -61,9 +61,9 @@ BEST_PER_SIZE_COLUMNS = SERIES_COLUMNS + RESULT_COLUMNS + ("status",)
 SCALING_COLUMNS = SERIES_COLUMNS + RESULT_COLUMNS + (
     "baseline_count", "img_s_baseline", "speedup", "efficiency", "status")
 HEATMAP_INDEX = (
-    "experiment", "system", "model", "data", "vendor_library_enabled", "series", "scaling_unit")
+    "experiment", "system", "device", "model", "data", "vendor_library_enabled", "series", "scaling_unit")
 IO_COLUMNS = (
-    "experiment", "system", "model", "strategy", "vendor_library_enabled",
+    "experiment", "system", "device", "model", "strategy", "vendor_library_enabled",
     "processes_per_node", "gpus_per_node", "intra_threads", "inter_threads",
     "batch_per_process", "variant", "series", "scaling_unit", "count", "nodes", "workers",
     "gpus", "statistic", "img_s_synthetic", "img_s_real", "io_overhead_percent", "status",
@@ -121,10 +121,11 @@ def series_labels(ident: pd.DataFrame) -> pd.Series:
 
 
 def _labels(ident: pd.DataFrame) -> list[str]:
-    always = ("data", "batch_per_process")
+    always = ("device", "data", "batch_per_process")  # device: a GPU series always says so
     varying = [c for c in ident if c not in FACETS and c not in always
                and ident[c].astype(object).where(ident[c].notna(), None).nunique(dropna=False) > 1]
     parts = [c for c in (*always, *varying) if c in ident]
+    mixed = "device" in ident and ident["device"].nunique() > 1
     labels = []
     for _, row in ident.iterrows():
         text = []
@@ -132,7 +133,10 @@ def _labels(ident: pd.DataFrame) -> list[str]:
             value = row[column]
             if value is pd.NA or value is None or (isinstance(value, float) and np.isnan(value)):
                 continue
-            if column == "vendor_library_enabled":
+            if column == "device":
+                if value == "gpu" or mixed:
+                    text.append("GPUs" if value == "gpu" else "CPUs")
+            elif column == "vendor_library_enabled":
                 text.append(f"{row.get('vendor_library') or 'vendor library'} {'on' if value else 'off'}")
             else:
                 text.append(_LABELS.get(column, column + " {}").format(value))

@@ -17,22 +17,22 @@ DATA = ["real", "synthetic"]
 # Sec. 5.1, Tables 1-3: both synchronous variable updates tried, the best one reported
 VARIABLE_UPDATES = ["distributed_replicated", "parameter_server"]
 
-# Sec. 5.2 and Tables 1-3: GPUs per node and the GPU counts on CPU-expressible node counts
-# (p2.8xlarge's 1, 2 and 4 GPUs share one node and need GPU runs).
+# Sec. 5.2 and Tables 1-3: GPUs per node and the GPU counts (p2.8xlarge's 1, 2, 4 and 8
+# GPUs share one node); every run is a GPU run, one worker process per GPU.
 SYSTEMS = {
     "piz-daint": {"experiment": "scaling", "gpus_per_node": 1, "model": "P100",
                   "gpus": [1, 2, 4, 8, 16, 32, 64, 128]},
     "aws-p2-xlarge": {"experiment": "scaling", "gpus_per_node": 1, "model": "K80",
                       "gpus": [1, 2, 4, 8, 16, 32, 64, 128]},
     "aws-p2-8xlarge": {"experiment": "scaling_8gpu", "gpus_per_node": 8, "model": "K80",
-                       "gpus": [8, 16, 32, 64, 128]},
+                       "gpus": [1, 2, 4, 8, 16, 32, 64, 128]},
 }
 
 # Tables 1-3: (system, GPUs) -> parameter servers of the peak (synthetic and real alike).
 PAPER_BEST_PS = {
     "piz-daint": {1: 1, 2: 1, 4: 3, 8: 2, 16: 4, 32: 12, 64: 40, 128: 116},
     "aws-p2-xlarge": {1: 1, 2: 2, 4: 4, 8: 8, 16: 12, 32: 32, 64: 64, 128: 128},
-    "aws-p2-8xlarge": {8: 1, 16: 1, 32: 3, 64: 8, 128: 16},
+    "aws-p2-8xlarge": {1: 1, 2: 1, 4: 1, 8: 1, 16: 1, 32: 3, 64: 8, 128: 16},
 }
 
 
@@ -47,9 +47,9 @@ def ps_sample(workers: int) -> set[int]:
 
 
 def expected_runs(system: str) -> int:
-    s = SYSTEMS[system]
-    nodes = [g // s["gpus_per_node"] for g in s["gpus"]]
-    return sum(len(ps_sample(n)) for n in nodes) * len(DATA) * len(VARIABLE_UPDATES) * REPETITIONS
+    """One worker per GPU: the PS counts of each size are tried against its GPUs."""
+    return (sum(len(ps_sample(g)) for g in SYSTEMS[system]["gpus"]) * len(DATA)
+            * len(VARIABLE_UPDATES) * REPETITIONS)
 
 
 @pytest.fixture(scope="module")
@@ -83,15 +83,32 @@ def test_systems_have_the_papers_gpus_per_node(system):
 
 @pytest.mark.parametrize("system", sorted(SYSTEMS))
 def test_inception_v3_at_64_images_per_gpu(campaign, system):
-    per_node = SYSTEMS[system]["gpus_per_node"]
-    cores = cores_of(resolve_system(system))
     for m in runs(campaign, system):
         assert (m["model"], m["image_size"]) == ("inception_v3", 299)
         assert (m["warmup_steps"], m["measured_steps"]) == (10, 100)
-        assert m["batch_per_process"] == BATCH_PER_GPU * per_node
-        assert m["global_batch"] == BATCH_PER_GPU * per_node * m["nodes"]  # 64 x GPUs
-        assert (m["processes_per_node"], m["intra_threads"]) == (1, cores)
+        assert m["batch_per_process"] == BATCH_PER_GPU
+        assert m["global_batch"] == BATCH_PER_GPU * m["gpus"]  # 64 x GPUs
         assert m["strategy"] == "parameter_server"
+        assert m["data_format"] == "NCHW"  # Sec. 5.3
+
+
+@pytest.mark.parametrize("system", sorted(SYSTEMS))
+def test_gpu_runs_one_worker_per_gpu(campaign, system):
+    """Every run asks for GPUs: device gpu, one worker process per GPU, gpus = nodes x GPUs
+    per node, the node's cores shared by its workers, a series over GPUs; 1, 2, 4 and 8
+    GPUs of a p2.8xlarge share one node, then 8 per node."""
+    per_node = SYSTEMS[system]["gpus_per_node"]
+    cores = cores_of(resolve_system(system))
+    layouts = set()
+    for m in runs(campaign, system):
+        assert m["device"] == "gpu" and m["scaling_unit"] == "gpus"
+        assert m["processes_per_node"] == m["gpus_per_node"] <= per_node
+        assert m["gpus"] == m["nodes"] * m["gpus_per_node"] == m["workers"]
+        assert m["intra_threads"] == cores // m["gpus_per_node"]
+        assert f"_gpu{m['gpus_per_node']}" in m["config_id"]  # before the settings hash
+        layouts.add((m["gpus"], m["nodes"], m["gpus_per_node"]))
+    assert sorted(layouts) == [(g, -(-g // per_node), min(g, per_node))
+                               for g in SYSTEMS[system]["gpus"]]
 
 
 @pytest.mark.parametrize("system", sorted(SYSTEMS))
@@ -112,8 +129,7 @@ def test_ps_counts_range_from_one_to_the_workers_per_size(campaign, system):
     tried: dict[tuple, set] = {}
     for m in runs(campaign, system):
         tried.setdefault((m["workers"], m["data"]), set()).add(m["parameter_servers"])
-    per_node = SYSTEMS[system]["gpus_per_node"]
-    sizes = [g // per_node for g in SYSTEMS[system]["gpus"]]
+    sizes = SYSTEMS[system]["gpus"]  # one worker per GPU
     assert sorted(tried) == sorted((n, d) for n in sizes for d in DATA)
     for (workers, _), counts in tried.items():
         assert counts == ps_sample(workers)
@@ -122,8 +138,6 @@ def test_ps_counts_range_from_one_to_the_workers_per_size(campaign, system):
 
 @pytest.mark.parametrize("system", sorted(SYSTEMS))
 def test_the_papers_best_ps_count_is_tried_at_every_size(campaign, system):
-    per_node = SYSTEMS[system]["gpus_per_node"]
-    tried = {(m["nodes"] * per_node, m["parameter_servers"]) for m in runs(campaign, system)}
+    tried = {(m["gpus"], m["parameter_servers"]) for m in runs(campaign, system)}
     for gpus, ps in PAPER_BEST_PS[system].items():
-        if gpus >= per_node:  # p2.8xlarge below one node needs GPU runs (the header)
-            assert (gpus, ps) in tried, (gpus, ps)
+        assert (gpus, ps) in tried, (gpus, ps)

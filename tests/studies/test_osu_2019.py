@@ -28,7 +28,12 @@ HARDWARE = {
     "osu-skylake-40": (40, 1, 224, "InfiniBand EDR"),   # Pitzer
     "osu-skylake-48": (48, 2, 1736, "Intel Omni-Path"),  # Stampede2 SKX, hyper-threaded
     "osu-epyc-64": (64, 2, 8, "InfiniBand EDR"),        # 2 x 32 cores, 128 hardware threads
+    "osu-skylake-28-k80": (28, 1, 12, "InfiniBand EDR"),  # RI2's Skylake nodes, their K80s
+    "osu-skylake-40-v100": (40, 1, 32, "InfiniBand EDR"),  # Pitzer's 32 GPU nodes
 }
+# Sec. IV-A: GPUs per node and model of the GPU systems (Sec. VII, Figs. 15-16)
+GPUS = {"osu-skylake-28-k80": (2, "K80"), "osu-skylake-40-v100": (2, "V100")}
+FIG16_MODELS = [*RESNETS, "inception_v3"]
 
 # Multi-node figures: (experiment, system) -> (models, batch, ppn, intra, inter, nodes).
 SCALING = {
@@ -60,6 +65,9 @@ EXPECTED_CONFIGURATIONS = {
     ("batch_128_nodes", "osu-skylake-48"): len(FIVE_MODELS) * len([16, 32, 64, 128]),   # Fig. 11
     ("horovod_cycle_time", "osu-skylake-48"): len(RESNETS) * len([1, 3.5, 10, 30, 90, 300, 600]),  # Fig. 18
     **{key: len(models) * len(nodes) for key, (models, _, _, _, _, nodes) in SCALING.items()},
+    # Fig. 15: one GPU, five models x BS 16-128; Fig. 16: 1, 2, 4 nodes x one GPU, 4 models
+    **{("gpu_single", name): len(FIVE_MODELS) * 4 for name in GPUS},
+    **{("gpu_scaling", name): len(FIG16_MODELS) * 3 for name in GPUS},
 }
 
 
@@ -87,6 +95,28 @@ def test_scaling_runs_the_layout_the_paper_states_per_system(measurements, key):
     assert {(m["batch_per_process"], m["processes_per_node"], m["intra_threads"],
              m["inter_threads"], m["strategy"]) for m in ms} == {(batch, ppn, intra, inter, "horovod")}
     assert all(m["global_batch"] == batch * ppn * m["nodes"] for m in ms)
+
+
+def test_gpu_runs_as_the_paper_ran_them(measurements):
+    """Sec. VII: TensorFlow on K80 and V100 GPUs; every run on a GPU system is a GPU run
+    (device gpu, one process per GPU, NCHW), none on a CPU system; Fig. 16 on 1, 2 and 4
+    GPUs, one per node."""
+    for m in measurements:
+        if m["system"] not in GPUS:
+            assert m.get("device", "cpu") == "cpu" and not m.get("gpus")
+            continue
+        per_node, model = GPUS[m["system"]]
+        assert model in resolve_system(m["system"])["gpu_model"]
+        assert m["device"] == "gpu" and m["data_format"] == "NCHW"
+        assert m["processes_per_node"] == m["gpus_per_node"] == 1 <= per_node
+        assert m["gpus"] == m["nodes"] == m["workers"]
+        assert m["intra_threads"] == HARDWARE[m["system"]][0]  # host threads: all cores
+    fig16 = of(measurements, "gpu_scaling")
+    assert {(m["strategy"], m["scaling_unit"]) for m in fig16} == {("horovod", "gpus")}
+    assert sorted({m["gpus"] for m in fig16}) == [1, 2, 4]
+    assert {m["model"] for m in fig16} == set(FIG16_MODELS)
+    fig15 = of(measurements, "gpu_single")
+    assert {(m["gpus"], m["strategy"]) for m in fig15} == {(1, "single")}
 
 
 def test_intel_systems_leave_one_core_per_process_to_horovod(measurements):
