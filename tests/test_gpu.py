@@ -1,5 +1,9 @@
 """GPU binding by local rank, placement-based device labels and the no-GPU failure."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from archbench import gpu
@@ -42,19 +46,30 @@ def test_device_mismatch():
     assert gpu.device_mismatch("gpu", []) != ""
 
 
+def in_fresh_tensorflow(code: str) -> str:
+    """Run ``code`` in a new interpreter (TensorFlow's runtime settings are per process, and
+    other tests set its thread pools) and return what it printed."""
+    pytest.importorskip("tensorflow")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.strip()
+
+
 def test_placed_devices_of_real_tensors():
-    tf = pytest.importorskip("tensorflow")
-    with tf.device("/device:CPU:0"):
-        x = tf.ones((2, 2)) * 2
-    assert gpu.placed_devices([x]) == ["CPU:0"]
+    out = in_fresh_tensorflow(
+        "import tensorflow as tf\nfrom archbench import gpu\n"
+        "with tf.device('/device:CPU:0'):\n    x = tf.ones((2, 2)) * 2\n"
+        "print(gpu.placed_devices([x]))")
+    assert out == "['CPU:0']"
 
 
 def test_require_gpu_fails_clearly_on_this_cpu_machine():
-    tf = pytest.importorskip("tensorflow")
-    if tf.config.list_physical_devices("GPU"):
-        pytest.fail("this test expects a machine without GPUs")
-    with pytest.raises(gpu.NoGPUError, match=gpu.NO_GPU):
-        gpu.require_gpu(tf)
+    out = in_fresh_tensorflow(
+        "import tensorflow as tf\nfrom archbench import gpu\n"
+        "assert not tf.config.list_physical_devices('GPU'), 'this test expects no GPU'\n"
+        "try:\n    gpu.require_gpu(tf)\nexcept gpu.NoGPUError as exc:\n    print(exc)")
+    assert out.startswith(gpu.NO_GPU)
 
 
 def test_gpu_configurations_have_their_own_ids_and_cpu_ids_are_unchanged():
