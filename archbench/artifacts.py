@@ -13,7 +13,7 @@ import math
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -28,6 +28,7 @@ FIGURE_METADATA = {
     "pdf": {"Creator": None, "Producer": None, "CreationDate": None, "ModDate": None},
     "svg": {"Creator": None, "Date": None},
 }
+VECTOR_FORMATS = ("pdf", "svg")  # drawn at 72 dpi whatever the figure's dpi
 FAILED_STATUSES = ("oom", "timeout", "failed")
 # Human-readable headers of the Markdown and LaTeX tables (CSV keeps the column names).
 LABELS = {
@@ -147,9 +148,39 @@ def write_table(table: pd.DataFrame, *, csv: str | os.PathLike | None = None,
 
 
 def read_measurements(path: str | os.PathLike) -> pd.DataFrame:
-    """The tidy table from CSV or Parquet, normalised (an empty file is an empty table)."""
+    """The tidy table from CSV or Parquet, normalised (an empty file is an empty table).
+    Read once per version of the file in a process (see :func:`unchanged_file_cached`)."""
+    return unchanged_file_cached(path, "tidy", lambda: _read_measurements(Path(path)))
+
+
+def read_summary(path: str | os.PathLike, statistic: str | None = None) -> pd.DataFrame:
+    """The per-configuration summary (:func:`archbench.tables.summary_of`) of the tidy
+    table at ``path``, once per version of the file and ``statistic`` in a process."""
+    from archbench.tables import summary_of
+    return unchanged_file_cached(path, ("summary", statistic),
+                                 lambda: summary_of(read_measurements(path), statistic))
+
+
+# (path, what) -> (the file's identity, the frame made from it)
+_FROM_FILE: dict[tuple, tuple[tuple, pd.DataFrame]] = {}
+
+
+def unchanged_file_cached(path: str | os.PathLike, what: object,
+                          make: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """A copy of ``make()``, computed again only when the file at ``path`` changed (its
+    inode, size or modification time: files are replaced atomically). The workflow's table
+    and figure steps run in one process and all read the same measurements file."""
+    stat = os.stat(path)
+    identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    key = (os.path.abspath(path), what)
+    cached = _FROM_FILE.get(key)
+    if cached is None or cached[0] != identity:
+        cached = _FROM_FILE[key] = (identity, make())
+    return cached[1].copy()
+
+
+def _read_measurements(path: Path) -> pd.DataFrame:
     from archbench.tables import normalise
-    path = Path(path)
     if path.suffix == ".parquet":
         frame = pd.read_parquet(path)
     else:
@@ -171,15 +202,28 @@ def reproducible() -> Iterator[None]:
 
 
 def save_figure(figure, paths: Sequence[str | os.PathLike]) -> None:
-    """Save ``figure`` to every path (format from the suffix: png, pdf, svg) reproducibly."""
-    with reproducible():
-        for path in paths:
-            path = Path(path)
-            fmt = path.suffix.lstrip(".").lower()
-            if fmt not in FIGURE_METADATA:
-                raise ValueError(f"{path}: unsupported figure format '{fmt}' (png, pdf, svg)")
-            with atomic_path(path) as tmp:
-                figure.savefig(tmp, format=fmt, metadata=FIGURE_METADATA[fmt])
+    """Save ``figure`` to every path (format from the suffix: png, pdf, svg) reproducibly.
+    PDF and SVG are both drawn at 72 dpi: the second of them keeps the layout the first
+    computed instead of computing the same again (layout is a third of a save's time)."""
+    for path in paths:
+        fmt = Path(path).suffix.lstrip(".").lower()
+        if fmt not in FIGURE_METADATA:
+            raise ValueError(f"{path}: unsupported figure format '{fmt}' (png, pdf, svg)")
+    engine = figure.get_layout_engine()
+    vector_laid_out = False
+    try:
+        with reproducible():
+            for path in paths:
+                fmt = Path(path).suffix.lstrip(".").lower()
+                if engine is not None:
+                    reuse = fmt in VECTOR_FORMATS and vector_laid_out
+                    figure.set_layout_engine("none" if reuse else engine)
+                with atomic_path(Path(path)) as tmp:
+                    figure.savefig(tmp, format=fmt, metadata=FIGURE_METADATA[fmt])
+                vector_laid_out = vector_laid_out or fmt in VECTOR_FORMATS
+    finally:
+        if engine is not None:
+            figure.set_layout_engine(engine)
 
 
 # ------------------------------------------------------------------- workflow steps
@@ -210,7 +254,9 @@ def make_table_files(name: str, source: str | os.PathLike, *, outputs: Mapping[s
     from archbench.published import load_published
     from archbench.tables import build_table
     claims = load_published(published, mapping_dirs) if published else None
-    table = build_table(name, read_measurements(source), peak=peak, statistic=statistic,
+    from archbench.tables import TABLES
+    data = read_measurements(source) if TABLES[name].uses_runs else read_summary(source, statistic)
+    table = build_table(name, data, peak=peak, statistic=statistic,
                         systems=systems, published=claims)
     write_table(table, csv=outputs.get("csv"), md=outputs.get("md"), tex=outputs.get("tex"))
     return table
@@ -221,4 +267,4 @@ def make_figure_files(name: str, source: str | os.PathLike, outputs: Sequence[st
     """Draw figure ``name`` from the tidy table at ``source`` (``statistic`` of the
     repetitions); save it to ``outputs``."""
     from archbench.figures import build_figure
-    save_figure(build_figure(name, read_measurements(source), statistic), outputs)
+    save_figure(build_figure(name, read_summary(source, statistic), statistic), outputs)

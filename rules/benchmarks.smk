@@ -17,23 +17,13 @@ rule run_measurement:
         spec=get_spec,
     threads: get_threads
     # batch_size > 1: up to that many measurements share one Slurm job, one at a time
-    group: get_batch_group
+    group: get_batch_group if BATCH_GROUPS else None
+    # every key of archbench.plan.job_resources (nodes, tasks, cpus_per_task, mem_mb,
+    # runtime, partition, account, the system's placement keys constraint, qos and
+    # slurm_extra, and mpi="srun" for multi-rank jobs: the Slurm executor then runs the
+    # job's command in the batch step, where the launcher's srun spans every node)
     resources:
-        nodes=lambda w: get_resources(w)["nodes"],
-        tasks=lambda w: get_resources(w)["tasks"],
-        cpus_per_task=lambda w: get_resources(w)["cpus_per_task"],
-        mem_mb=lambda w: get_resources(w)["mem_mb"],
-        runtime=lambda w: get_resources(w)["runtime"],
-        slurm_partition=lambda w: get_resources(w).get("slurm_partition", ""),
-        slurm_account=lambda w: get_resources(w).get("slurm_account", ""),
-        # the system's placement keys (archbench.sbatch); constraint and qos only when set
-        constraint=lambda w: get_resources(w).get("constraint"),
-        qos=lambda w: get_resources(w).get("qos"),
-        slurm_extra=lambda w, input: get_resources(w, input).get("slurm_extra", ""),
-        # "srun" for multi-rank jobs: the Slurm executor then runs the job's command in
-        # the batch step, where the launcher's own srun spans every allocated node.
-        mpi=lambda w: get_resources(w).get("mpi"),
-        measurement_slots=1,
+        **measurement_resources(),
     shell:
         "python -m archbench.run --spec {params.spec:q} --output {output.record}"
         " --log {log.worker} > {log.supervisor} 2>&1"

@@ -103,7 +103,8 @@ def get_measurement(wildcards):
 
 
 def get_batch_group(wildcards):
-    """The job group (one Slurm job) a measurement runs in, or None for a job of its own."""
+    """The job group (one Slurm job) a measurement runs in, or None for a job of its own
+    (run_measurement has this function only when the campaign batches)."""
     path = f"results/raw/{wildcards.system}/{wildcards.experiment}/{wildcards.config_id}/rep{wildcards.rep}.json"
     join_batch_members()
     return BATCH_GROUPS.get(path)
@@ -136,8 +137,8 @@ def get_existing_records(wildcards=None):
 def get_measurement_inputs(wildcards):
     """The named inputs of a run_measurement job: its image, best listing, data and
     same-node anchor (one input function, not four: each costs Snakemake a signature
-    inspection per job)."""
-    return {k: list(v) if isinstance(v, list) else v for k, v in inputs_of(record_path(wildcards))}
+    inspection per job), those it has."""
+    return {k: list(v) if isinstance(v, list) else v for k, v in inputs_of(record_path(wildcards)) if v}
 
 
 @lru_cache(maxsize=None)
@@ -223,6 +224,40 @@ def get_resources(wildcards, input=None):
 def resources_of(path):
     m = MEASUREMENTS[path]
     return archbench_plan.job_resources(m, SYSTEMS[m["system"]])
+
+
+# Resources a measurement's job has even when job_resources leaves them out (the Slurm
+# executor reads an empty account, partition or extra as none).
+RESOURCE_DEFAULTS = {"slurm_partition": "", "slurm_account": "", "slurm_extra": ""}
+
+
+def measurement_resources():
+    """run_measurement's resources: every key archbench.plan.job_resources gives, as a
+    constant when all the campaign's measurements have the same value, else as a function
+    of the job (Snakemake calls each function of each job: constants spare a 10,000-job
+    dry run most of those calls). slurm_extra is pinned to repetition 0's nodes, read
+    from the anchor input, when the campaign keeps repetitions on the same nodes."""
+    values = {}
+    for path in MEASUREMENTS:
+        res = {**RESOURCE_DEFAULTS, **resources_of(path)}
+        for key in values.keys() | res.keys():
+            values.setdefault(key, set()).add(res.get(key))
+    pinned = any(anchor_input(m) for m in MEASUREMENTS.values())
+    resources = {}
+    for key, seen in values.items():
+        if key == "slurm_extra" and pinned:
+            resources[key] = lambda wildcards, input: get_resources(wildcards, input).get("slurm_extra", "")
+        elif len(seen) > 1:
+            resources[key] = job_resource(key)
+        elif None not in seen:
+            resources[key] = next(iter(seen))
+    return resources
+
+
+def job_resource(key):
+    """The function giving resource ``key`` of a run_measurement job (None: not set)."""
+    default = RESOURCE_DEFAULTS.get(key)
+    return lambda wildcards: resources_of(record_path(wildcards)).get(key, default)
 
 
 def anchor_input(m):

@@ -80,3 +80,22 @@ def test_same_process_twice_is_identical(tmp_path):
             write_table(table, **{fmt: tmp_path / out / f"{name}.{fmt}" for fmt in TABLE_FORMATS})
     for path in (tmp_path / "a").iterdir():
         assert path.read_bytes() == (tmp_path / "b" / path.name).read_bytes(), path.name
+
+
+def test_a_measurements_file_is_read_again_once_it_changed(tmp_path):
+    # the workflow's table and figure steps share one process and one cached read per
+    # version of the file: a rewritten file must never give the old table or summary
+    from archbench.artifacts import read_measurements, read_summary, to_csv
+    from archbench.files import atomic_write_text
+    path = tmp_path / "measurements.csv"
+    data = fabricated()
+    atomic_write_text(path, to_csv(data))
+    first, summary = read_measurements(path), read_summary(path)
+    first.loc[:, "throughput"] = -1.0  # a caller changing its copy changes no later read
+    assert (read_measurements(path)["throughput"].dropna() > 0).all()
+    assert read_summary(path).equals(summary)
+    fewer = data[data["intra_threads"] != 4]  # half the configurations
+    atomic_write_text(path, to_csv(fewer))
+    assert len(read_measurements(path)) == len(fewer) < len(data)
+    assert len(read_summary(path)) < len(summary)
+    assert read_summary(path, "median")["statistic"].eq("median").all()

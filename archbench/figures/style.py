@@ -19,7 +19,6 @@ from typing import Iterable, Iterator, Sequence
 import matplotlib
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter, ScalarFormatter
@@ -53,6 +52,7 @@ RC = {
 @contextmanager
 def style() -> Iterator[None]:
     """rcParams of the archbench look (used while a figure is built)."""
+    import seaborn as sns  # here: a dry run imports the figure registry, not seaborn
     rc = {**sns.axes_style("whitegrid"), **sns.plotting_context("paper"), **RC}
     with matplotlib.rc_context(rc):
         yield
@@ -60,6 +60,7 @@ def style() -> Iterator[None]:
 
 def palette(n: int) -> list:
     """``n`` distinct colours: the colorblind palette, or evenly spaced hues beyond it."""
+    import seaborn as sns
     return sns.color_palette(PALETTE if n <= 10 else "husl", n_colors=max(n, 1))
 
 

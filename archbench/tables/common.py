@@ -13,7 +13,6 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from archbench import metrics
 from archbench.experiment_types import feeding
@@ -181,6 +180,7 @@ def summarise(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     dominant failure (oom|timeout|failed) when no run succeeded -- then every value is empty,
     never zero.
     """
+    from scipy import stats  # here: a dry run imports the table registry, not scipy
     check_statistic(statistic)
     frame = df if "variant" in df else normalise(df)
     if frame.empty:
