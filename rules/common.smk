@@ -237,20 +237,17 @@ def measurement_resources():
     of the job (Snakemake calls each function of each job: constants spare a 10,000-job
     dry run most of those calls). slurm_extra is pinned to repetition 0's nodes, read
     from the anchor input, when the campaign keeps repetitions on the same nodes."""
-    values = {}
-    for path in MEASUREMENTS:
-        res = {**RESOURCE_DEFAULTS, **resources_of(path)}
-        for key in values.keys() | res.keys():
-            values.setdefault(key, set()).add(res.get(key))
+    jobs = [{**RESOURCE_DEFAULTS, **resources_of(path)} for path in MEASUREMENTS]
     pinned = any(anchor_input(m) for m in MEASUREMENTS.values())
     resources = {}
-    for key, seen in values.items():
+    for key in sorted(set().union(*jobs)):
+        first = jobs[0].get(key)
         if key == "slurm_extra" and pinned:
             resources[key] = lambda wildcards, input: get_resources(wildcards, input).get("slurm_extra", "")
-        elif len(seen) > 1:
+        elif any(job.get(key) != first for job in jobs):
             resources[key] = job_resource(key)
-        elif None not in seen:
-            resources[key] = next(iter(seen))
+        elif first is not None:
+            resources[key] = first
     return resources
 
 

@@ -272,3 +272,59 @@ def test_editing_a_system_reruns_only_what_affects_its_measurements(tiny_run, tm
     log = proc.stdout + proc.stderr
     assert log.count("rule run_measurement") == 4, log[-3000:]
     assert "Params have changed" in log
+
+
+MIXED_RESOURCES = """
+campaign: mixed-resources
+systems: [plain, placed]
+system_definitions:
+  plain:
+    arch: auto
+    sockets: 1
+    cores_per_socket: 2
+    memory_per_node_gb: 2
+    partition: small
+  placed:
+    arch: auto
+    sockets: 1
+    cores_per_socket: 4
+    memory_per_node_gb: 8
+    partition: big
+    account: proj
+    constraint: bench
+    qos: long
+    exclude: [n1]
+defaults: {repetitions: 1, image_size: 32, num_classes: 10, warmup_steps: 1, steps: 2,
+           timeout_minutes: 5, batch_sizes: [4], models: [small_cnn]}
+experiments:
+  threads:
+    type: thread_scaling
+    threads: [1, 2]
+    vendor_library: ["off"]
+"""
+
+
+def test_every_job_has_the_resources_of_its_measurement(workflow_copy):
+    # run_measurement's resources are constants where the campaign has one value and
+    # functions where it has several: each printed job must still carry exactly its own
+    # measurement's job_resources (a key only the second system has never reaches the first)
+    from archbench.campaign import raw_path
+    from archbench.plan import job_resources
+    (workflow_copy / "mixed.yaml").write_text(MIXED_RESOURCES)
+    campaign = load_campaign_file(workflow_copy / "mixed.yaml")
+    proc = snakemake(workflow_copy, "-n", "--profile", "profiles/slurm", "--configfile",
+                     "mixed.yaml")
+    printed = {}
+    for block in proc.stdout.split("rule run_measurement:")[1:]:
+        block = block.split("\n\n")[0]  # this job's lines alone
+        fields = dict(line.strip().split(": ", 1) for line in block.splitlines()
+                      if line.startswith("    ") and ": " in line)
+        printed[fields["output"]] = dict(kv.split("=", 1) for kv in fields["resources"].split(", "))
+    assert len(printed) == len(campaign.measurements) == 4
+    own = ("nodes", "tasks", "cpus_per_task", "mem_mb", "runtime", "measurement_slots",
+           "slurm_partition", "slurm_account", "constraint", "qos", "slurm_extra", "mpi")
+    for m in campaign.measurements:
+        expected = {"slurm_partition": "", "slurm_account": "", "slurm_extra": "",
+                    **job_resources(m, campaign.systems[m["system"]])}
+        got = printed[f"results/{raw_path(m)}"]
+        assert {k: v for k, v in got.items() if k in own} == {k: str(v) for k, v in expected.items()}
