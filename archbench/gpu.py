@@ -45,8 +45,9 @@ def bind_gpu(device: str, env: dict | None = None) -> str:
     value = visible_device_for(local_rank(), env.get("CUDA_VISIBLE_DEVICES")) if device == "gpu" else ""
     env["CUDA_VISIBLE_DEVICES"] = value
     if device == "gpu":  # each rank says which GPU it took (the worker log shows the binding)
-        print(f"archbench.gpu: local rank {local_rank()} bound to CUDA_VISIBLE_DEVICES={value}",
-              file=sys.stderr, flush=True)
+        # one write: ranks sharing a stderr pipe must not interleave within the line
+        sys.stderr.write(f"archbench.gpu: local rank {local_rank()} bound to CUDA_VISIBLE_DEVICES={value}\n")
+        sys.stderr.flush()
     return value
 
 

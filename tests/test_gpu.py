@@ -29,12 +29,22 @@ def test_bind_gpu_uses_the_launchers_local_rank(monkeypatch):
 
 @pytest.mark.parametrize("name, short, kind", [
     ("/job:localhost/replica:0/task:0/device:GPU:0", "GPU:0", "gpu"),
+    ("/job:localhost/replica:0/task:0/device:CPU:0", "CPU:0", "cpu"),   # in-process kernels
+    ("/job:worker/replica:0/task:0/device:CPU:0", "task0/CPU:0", "cpu"),  # a kernel cluster's worker 0
     ("/job:worker/replica:0/task:1/device:CPU:0", "task1/CPU:0", "cpu"),
     ("/job:worker/replica:0/task:2/device:GPU:1", "task2/GPU:1", "gpu"),
 ])
 def test_device_names(name, short, kind):
     assert gpu.short_device(name) == short
     assert gpu.device_kind(short) == kind
+
+
+def test_bind_gpu_says_so_in_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("ARCHBENCH_LOCAL_RANK", "2")
+    gpu.bind_gpu("gpu", {})
+    assert capsys.readouterr().err == "archbench.gpu: local rank 2 bound to CUDA_VISIBLE_DEVICES=2\n"
+    gpu.bind_gpu("cpu", {})
+    assert capsys.readouterr().err == ""
 
 
 def test_device_mismatch():

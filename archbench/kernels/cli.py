@@ -80,9 +80,9 @@ def parse_args(argv: Sequence[str] | None = None) -> KernelRun:
     run["warmup_steps"] = warmup if run["warmup_steps"] is None else run["warmup_steps"]
     run["steps"] = steps if run["steps"] is None else run["steps"]
     options = MappingProxyType({k: v for k, v in values.items() if k not in own})
-    if options.get("memory") == "host" and run["device"] != "gpu":
-        parser().error("--memory host places the arrays in host memory and the operations on "
-                       "the GPU: it needs --device gpu")
+    for setting in KERNELS[run["kernel"]].settings:
+        if run["device"] != "gpu" and options[setting.name] in setting.gpu_only:
+            parser().error(f"{setting.flag} {options[setting.name]} needs --device gpu")
     return KernelRun(**run, options=options)
 
 

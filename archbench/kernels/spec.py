@@ -26,7 +26,9 @@ class Setting:
     """A kernel parameter a campaign may set: experiment key ``name``, command-line
     option ``--name`` (underscores as dashes).
 
-    ``choices`` makes it a word setting (``type`` str) taking one of those values.
+    ``choices`` makes it a word setting (``type`` str) taking one of those values;
+    ``gpu_only`` lists the values only a GPU run takes (a CPU configuration with one is
+    skipped, a CPU command line refused).
     ``in_tuning``: True puts the value under the configuration's ``tuning`` (part of the
     configuration id) only when the experiment sets it; False makes it a top-level key of
     every configuration of the kernel, the default filled in. ``adjust(value, workers)``
@@ -38,6 +40,7 @@ class Setting:
     default: int | float | str
     help: str
     choices: tuple[str, ...] | None = None
+    gpu_only: tuple[Any, ...] = ()
     minimum: int | float | None = None
     maximum: int | float | None = None
     in_tuning: bool = True

@@ -220,7 +220,7 @@ STREAM = KernelSpec(
     name="stream", help="STREAM copy/scale/add/triad memory bandwidth (GB/s)", unit="GB/s",
     measures=BANDWIDTH, size_help="fp64 elements per array per worker", run=run_memory,
     steps=(2, 10),
-    settings=(Setting(name="memory", type=str, default="device", choices=MEMORY,
+    settings=(Setting(name="memory", type=str, default="device", choices=MEMORY, gpu_only=("host",),
                       help="where a GPU run keeps the arrays: device (GPU memory) or host "
                            "(host memory, every operation crossing PCIe; GPU runs only)"),))
 
