@@ -109,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Slurm tasks other than 0 serve inside start() and never return
         cluster = workers.start(job.workers, threads=job.threads, mode=job.cluster_mode)
         import tensorflow as tf
+        if job.device == "gpu":
+            gpu.require_gpu(tf)  # fails with gpu.NO_GPU: a CPU never stands in for a GPU
         result = KERNELS[job.kernel].run(cluster, job)
         record = make_record(**{
             **base_fields(job, cluster, result.tile_size), "framework_version": tf.__version__,
