@@ -28,8 +28,10 @@ class NoGPUError(RuntimeError):
 def visible_device_for(rank: int, inherited: str | None) -> str:
     """``CUDA_VISIBLE_DEVICES`` of the rank with local rank ``rank``: the rank-th entry of
     the list the process inherited (the job's GPUs on this node), or ``rank`` itself when
-    it inherited none. An inherited single entry (Slurm bound one GPU per task) is kept."""
-    listed = [d for d in (inherited or "").split(",") if d.strip()]
+    it inherited none. An inherited single entry (Slurm bound one GPU per task) is kept.
+    Slurm's "NoDevFiles" (GPUs configured as counts without device files) lists none."""
+    listed = [d.strip() for d in (inherited or "").split(",")
+              if d.strip() and d.strip() != "NoDevFiles"]
     if not listed:
         return str(rank)
     if len(listed) == 1:

@@ -33,6 +33,11 @@ rule run_measurement:
         # "srun" for multi-rank jobs: the Slurm executor then runs the job's command in
         # the batch step, where the launcher's own srun spans every allocated node.
         mpi=lambda w: get_resources(w).get("mpi"),
+        # GPU runs (archbench.sbatch.gpu_resources): --gres or --gpus, no --ntasks-per-gpu
+        gres=lambda w: get_resources(w).get("gres", ""),
+        gpu=lambda w: get_resources(w).get("gpu"),
+        gpu_model=lambda w: get_resources(w).get("gpu_model"),
+        tasks_per_gpu=lambda w: get_resources(w).get("tasks_per_gpu"),
         measurement_slots=1,
     shell:
         "python -m archbench.run --spec {params.spec:q} --output {output.record}"

@@ -14,6 +14,7 @@ from archbench.record import config_id, make_record
     (0, None, "0"), (3, None, "3"), (1, "", "1"),
     (1, "4,5,6,7", "5"), (2, "0,1", "0"),  # more ranks than listed GPUs wrap around
     (1, "6", "6"),                          # Slurm bound one GPU per task: keep it
+    (1, "NoDevFiles", "1"),                 # Slurm's gres counts without device files
 ])
 def test_visible_device_by_local_rank(rank, inherited, expected):
     assert gpu.visible_device_for(rank, inherited) == expected

@@ -136,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cluster = workers.start(job.workers, threads=job.threads, mode=job.cluster_mode,
                                 device=job.device, node_gpus=node_gpus)
         import tensorflow as tf
+        if job.device == "gpu":
+            gpu.require_gpu(tf)  # fails with gpu.NO_GPU: a CPU never stands in for a GPU
         result = KERNELS[job.kernel].run(cluster, job)
         record = measured_record(job, cluster, result, start=start, framework_version=tf.__version__)
         code = 0 if record["status"] == "ok" else EXIT_BENCHMARK_FAILED
