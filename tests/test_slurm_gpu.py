@@ -40,7 +40,7 @@ def test_gpu_jobs_ask_one_task_per_gpu_and_fail_for_want_of_a_gpu(gpu_run, slurm
     for r in records:
         by_experiment.setdefault(r["experiment"], []).append(r)
     assert sorted((e, len(rs)) for e, rs in by_experiment.items()) == [
-        ("cpu", 1), ("gpus", 2), ("one_gpu", 1)]
+        ("cpu", 1), ("gpus", 3), ("one_gpu", 1)]
     cpu = by_experiment["cpu"][0]
     assert cpu["status"] == "ok" and cpu["throughput"] > 0 and cpu["device"] in (None, "cpu"), cpu
     for r in by_experiment["gpus"] + by_experiment["one_gpu"]:
