@@ -98,3 +98,15 @@ def device_mismatch(device: str, devices: list[str]) -> str:
     if device == "cpu" and "gpu" in kinds:
         return f"asked for CPUs, the step ran on {', '.join(devices)}"
     return ""
+
+
+def unsupported_gpus(capability: float, built_for: list[float]) -> str:
+    """Why GPUs of CUDA compute ``capability`` cannot run a TensorFlow built for the
+    capabilities ``built_for`` ("" when they can, or nothing is known): older than the
+    oldest it was built for. (Binary code runs on its own major version and later minors;
+    PTX of the newest is compiled for newer GPUs, which therefore run too.)"""
+    if not built_for or capability >= min(built_for):
+        return ""
+    return (f"its GPUs' compute capability {capability:g} is older than {min(built_for):g}, "
+            f"the oldest the image's TensorFlow was built for: TensorFlow shows them no GPU "
+            f"and every GPU measurement is recorded as '{NO_GPU}'")

@@ -5,11 +5,14 @@ measurements the workflow runs."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pandas as pd
 
 from archbench.batching import chunks
+from archbench.containers import parse_definition
 from archbench.files import atomic_write_text
+from archbench.gpu import unsupported_gpus
 from archbench.sbatch import gpu_resources, sbatch_resources
 from archbench.strategies.base import ps_nodes
 from archbench.systems import cores_of, cpus_per_process
@@ -102,8 +105,28 @@ def plan_table(measurements: list[dict], systems: dict[str, dict], *, batch_size
     return table[columns]
 
 
-def plan_markdown(name: str, table: pd.DataFrame) -> str:
-    """The plan as Markdown with a total line (upper bounds: every run at its time limit)."""
+def gpu_warnings(measurements: list[dict], systems: dict[str, dict],
+                 definitions: str | Path = "containers") -> list[str]:
+    """One line per system whose GPU measurements cannot run: its GPUs' compute capability
+    (``gpu_compute_capability``) is older than every one its image's TensorFlow was built
+    for (the label ``cuda_compute_capabilities`` of ``<definitions>/<image>.def``), so
+    TensorFlow shows them no GPU and each such run is recorded as that failure."""
+    lines = []
+    for name in sorted({m["system"] for m in measurements if m.get("device") == "gpu"}):
+        system = systems[name]
+        definition = Path(definitions) / f"{system.get('image')}.def"
+        if not system.get("gpu_compute_capability") or not definition.is_file():
+            continue
+        built = parse_definition(definition).labels.get("cuda_compute_capabilities", "").split()
+        reason = unsupported_gpus(system["gpu_compute_capability"], [float(c) for c in built])
+        if reason:
+            lines.append(f"system {name} (image {system['image']}): {reason}")
+    return lines
+
+
+def plan_markdown(name: str, table: pd.DataFrame, warnings: list[str] = ()) -> str:
+    """The plan as Markdown with a total line (upper bounds: every run at its time limit)
+    and the ``warnings`` (:func:`gpu_warnings`)."""
     total = table[["measurements", "jobs", "node_hours", "core_hours", "gpu_hours"]].sum()
     body = table.to_markdown(index=False, floatfmt=".2f") if not table.empty else "(no jobs)"
     return (f"# Plan for campaign `{name}`\n\n"
@@ -111,15 +134,25 @@ def plan_markdown(name: str, table: pd.DataFrame) -> str:
             "jobs: a batch of measurements (`batch_size`) is one.\n\n"
             f"{body}\n\n**Total:** {int(total['measurements'])} measurements in "
             f"{int(total['jobs'])} Slurm jobs, {total['node_hours']:.2f} node-hours, "
-            f"{total['core_hours']:.2f} core-hours, {total['gpu_hours']:.2f} GPU-hours.\n")
+            f"{total['core_hours']:.2f} core-hours, {total['gpu_hours']:.2f} GPU-hours.\n"
+            + "".join(f"\n**Warning:** {line}\n" for line in warnings))
+
+
+def campaign_plan(name: str, measurements: list[dict], systems: dict[str, dict], *,
+                  batch_size: int = 1, batch_max_minutes: int | None = None
+                  ) -> tuple[pd.DataFrame, str]:
+    """The plan of campaign ``name``: its table and its Markdown (with the GPU warnings)."""
+    table = plan_table(measurements, systems, batch_size=batch_size,
+                       batch_max_minutes=batch_max_minutes)
+    return table, plan_markdown(name, table, gpu_warnings(measurements, systems))
 
 
 def write_plan(name: str, measurements: list[dict], systems: dict[str, dict], *,
                csv: str, markdown: str, batch_size: int = 1,
                batch_max_minutes: int | None = None) -> pd.DataFrame:
     """Write the plan of campaign ``name`` as CSV and Markdown; return its table."""
-    table = plan_table(measurements, systems, batch_size=batch_size,
-                       batch_max_minutes=batch_max_minutes)
+    table, text = campaign_plan(name, measurements, systems, batch_size=batch_size,
+                                batch_max_minutes=batch_max_minutes)
     atomic_write_text(csv, table.to_csv(index=False, float_format="%.4f", lineterminator="\n"))
-    atomic_write_text(markdown, plan_markdown(name, table))
+    atomic_write_text(markdown, text)
     return table

@@ -1,6 +1,7 @@
 """GPU binding by local rank, placement-based device labels and the no-GPU failure."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -95,3 +96,34 @@ def test_records_carry_device_fields():
                          arch="x86_64", device="gpu", devices=["GPU:0"],
                          start_time="t", end_time="t")
     assert record["device"] == "gpu" and record["devices"] == ["GPU:0"]
+
+
+def test_unsupported_gpus_by_compute_capability():
+    built = [6.0, 7.0, 8.0, 8.9, 9.0]
+    assert gpu.unsupported_gpus(7.0, built) == "" and gpu.unsupported_gpus(7.5, built) == ""
+    assert gpu.unsupported_gpus(9.0, built) == "" and gpu.unsupported_gpus(12.0, built) == ""
+    assert "3.7 is older than 6" in gpu.unsupported_gpus(3.7, built)
+    assert gpu.unsupported_gpus(3.7, []) == ""  # nothing known: no warning
+
+
+def test_the_plan_warns_of_gpus_the_cuda_image_cannot_run(monkeypatch):
+    from conftest import REPO
+
+    from archbench.campaign import load_campaign_file
+    from archbench.plan import campaign_plan
+    monkeypatch.chdir(REPO)
+    kth = load_campaign_file("config/campaigns/kth-ornl-2019.yaml")
+    _, text = campaign_plan(kth.name, kth.measurements, kth.systems)
+    warned = {line.split()[2] for line in text.splitlines() if line.startswith("**Warning:**")}
+    # Kepler (K420 3.0, K80 3.7) predates TensorFlow 2.18's CUDA build; the V100 does not
+    assert warned == {"tegner-k420", "tegner-k80", "kebnekaise-k80"}, text
+
+
+def test_the_cuda_images_capability_label_is_what_its_test_checks():
+    from conftest import REPO
+
+    from archbench.containers import parse_definition
+    definition = parse_definition(REPO / "containers/x86_64-cuda.def")
+    label = definition.labels["cuda_compute_capabilities"].split()
+    checked = re.search(r'== \[([^\]]*)\], c', definition.sections["test"]).group(1)
+    assert [c.replace(".", "") for c in label] == re.findall(r'"(\d+)"', checked)
