@@ -107,6 +107,6 @@ def unsupported_gpus(capability: float, built_for: list[float]) -> str:
     PTX of the newest is compiled for newer GPUs, which therefore run too.)"""
     if not built_for or capability >= min(built_for):
         return ""
-    return (f"its GPUs' compute capability {capability:g} is older than {min(built_for):g}, "
+    return (f"its GPUs' compute capability {capability:.1f} is older than {min(built_for):.1f}, "
             f"the oldest the image's TensorFlow was built for: TensorFlow shows them no GPU "
             f"and every GPU measurement is recorded as '{NO_GPU}'")

@@ -102,7 +102,7 @@ def test_unsupported_gpus_by_compute_capability():
     built = [6.0, 7.0, 8.0, 8.9, 9.0]
     assert gpu.unsupported_gpus(7.0, built) == "" and gpu.unsupported_gpus(7.5, built) == ""
     assert gpu.unsupported_gpus(9.0, built) == "" and gpu.unsupported_gpus(12.0, built) == ""
-    assert "3.7 is older than 6" in gpu.unsupported_gpus(3.7, built)
+    assert "capability 3.7 is older than 6.0," in gpu.unsupported_gpus(3.7, built)
     assert gpu.unsupported_gpus(3.7, []) == ""  # nothing known: no warning
 
 

@@ -143,3 +143,21 @@ def test_dry_run_plans_one_job_per_measurement(workflow_copy):
     counts = dict(line.split()[:2] for line in proc.stdout.splitlines()
                   if len(line.split()) == 2 and line.split()[1].isdigit())
     assert int(counts["run_measurement"]) == EXPECTED_TOTAL
+
+
+@pytest.mark.workflow
+def test_dry_run_requests_one_task_per_gpu_and_warns_of_kepler(workflow_copy):
+    """A dry run through the Slurm profile shows a V100 CG run's request (2 nodes x 2 GPUs:
+    --gres=gpu:2 per node, 4 tasks, the node's 28 cores / 2 ranks each) and the plan's
+    GPU-hours, and warns that the Kepler systems cannot run the CUDA image's TensorFlow."""
+    target = "results/raw/kebnekaise-v100/cg_kebnekaise_v100/cg_n16384_t0_w4_N2_gpu2/rep0.json"
+    proc = snakemake(workflow_copy, target, "-n", "--profile", "profiles/slurm",
+                     "--configfile", str(CAMPAIGN))
+    job = proc.stdout[proc.stdout.index("rule run_measurement:"):]
+    resources = dict(kv.split("=", 1) for kv in
+                     job[job.index("resources: ") + 11:].splitlines()[0].split(", "))
+    assert (resources["gres"], resources["nodes"], resources["tasks"],
+            resources["cpus_per_task"], resources["tasks_per_gpu"]) == ("gpu:2", "2", "4", "14", "0")
+    assert float(proc.stderr.split(" GPU-hours")[0].split()[-1]) > 0
+    warned = {line.split()[2] for line in proc.stderr.splitlines() if line.startswith("**Warning:**")}
+    assert warned == {"tegner-k420", "tegner-k80", "kebnekaise-k80"}
