@@ -121,7 +121,7 @@ def test_workers_import_without_the_slurm_plugin():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
-# One rank per GPU (the contract of issue 19): processes_per_node == gpus_per_node.
+# One rank per GPU: processes_per_node == gpus_per_node.
 GPU_SYSTEM = {**SYSTEM, "gpus_per_node": 4, "launcher": "srun"}
 
 
