@@ -24,7 +24,9 @@ from archbench.experiment_types.node_scaling import best_sources
 from archbench.kernels import KERNELS
 from archbench.models import MODELS
 from archbench.record import config_id
+from archbench.sbatch import gpu_resources
 from archbench.strategies import MULTI_PROCESS_STRATEGIES
+from archbench.strategies.base import ps_nodes
 from archbench.systems import hardware_threads, resolve_system
 from archbench.validate import ConfigError, check, load_schema
 from archbench.yamlio import check_values, load_yaml_file
@@ -169,6 +171,7 @@ def _load_campaign(config: dict, system_dir: str | os.PathLike | None) -> Campai
                 raise ConfigError(f"{where}: the campaign reaches {len(measurements)} measurements "
                                   f"here (at most {MAX_MEASUREMENTS})")
     check_best(config)
+    check_gpu_requests(measurements, systems, inline)
     seen: set[str] = set()
     for m in measurements:
         path = raw_path(m)
@@ -176,6 +179,20 @@ def _load_campaign(config: dict, system_dir: str | os.PathLike | None) -> Campai
             raise ConfigError(f"experiments.{m['experiment']}: two configurations map to {path}")
         seen.add(path)
     return Campaign(config["campaign"], config, systems, measurements)
+
+
+def check_gpu_requests(measurements: list[dict], systems: dict[str, dict], inline: dict) -> None:
+    """One line naming the system's file (or inline definition) and key when a GPU
+    measurement asks for GPUs its system cannot give (the experiment types skip such
+    configurations; this stops any that reach the plan another way)."""
+    for m in measurements:
+        try:
+            gpu_resources(m, systems[m["system"]], m.get("nodes", 1) + ps_nodes(m))
+        except ValueError as exc:
+            name = m["system"]
+            if name in inline:
+                raise ConfigError(f"system_definitions.{name}.{exc}") from None
+            raise ConfigError(str(exc), source=f"config/systems/{name}.yaml") from None
 
 
 def check_inputs_exist(campaign: Campaign, root: str | os.PathLike = ".") -> None:

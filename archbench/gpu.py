@@ -28,8 +28,10 @@ class NoGPUError(RuntimeError):
 def visible_device_for(rank: int, inherited: str | None) -> str:
     """``CUDA_VISIBLE_DEVICES`` of the rank with local rank ``rank``: the rank-th entry of
     the list the process inherited (the job's GPUs on this node), or ``rank`` itself when
-    it inherited none. An inherited single entry (Slurm bound one GPU per task) is kept."""
-    listed = [d for d in (inherited or "").split(",") if d.strip()]
+    it inherited none. An inherited single entry (Slurm bound one GPU per task) is kept.
+    Slurm's "NoDevFiles" (GPUs configured as counts without device files) lists none."""
+    listed = [d.strip() for d in (inherited or "").split(",")
+              if d.strip() and d.strip() != "NoDevFiles"]
     if not listed:
         return str(rank)
     if len(listed) == 1:
@@ -45,8 +47,9 @@ def bind_gpu(device: str, env: dict | None = None) -> str:
     value = visible_device_for(local_rank(), env.get("CUDA_VISIBLE_DEVICES")) if device == "gpu" else ""
     env["CUDA_VISIBLE_DEVICES"] = value
     if device == "gpu":  # each rank says which GPU it took (the worker log shows the binding)
-        print(f"archbench.gpu: local rank {local_rank()} bound to CUDA_VISIBLE_DEVICES={value}",
-              file=sys.stderr, flush=True)
+        # one write: ranks sharing a stderr pipe must not interleave within the line
+        sys.stderr.write(f"archbench.gpu: local rank {local_rank()} bound to CUDA_VISIBLE_DEVICES={value}\n")
+        sys.stderr.flush()
     return value
 
 
@@ -95,3 +98,15 @@ def device_mismatch(device: str, devices: list[str]) -> str:
     if device == "cpu" and "gpu" in kinds:
         return f"asked for CPUs, the step ran on {', '.join(devices)}"
     return ""
+
+
+def unsupported_gpus(capability: float, built_for: list[float]) -> str:
+    """Why GPUs of CUDA compute ``capability`` cannot run a TensorFlow built for the
+    capabilities ``built_for`` ("" when they can, or nothing is known): older than the
+    oldest it was built for. (Binary code runs on its own major version and later minors;
+    PTX of the newest is compiled for newer GPUs, which therefore run too.)"""
+    if not built_for or capability >= min(built_for):
+        return ""
+    return (f"its GPUs' compute capability {capability:.1f} is older than {min(built_for):.1f}, "
+            f"the oldest the image's TensorFlow was built for: TensorFlow shows them no GPU "
+            f"and every GPU measurement is recorded as '{NO_GPU}'")

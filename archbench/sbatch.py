@@ -6,6 +6,10 @@
 ``--option=value`` words there, after the user's own ``slurm_extra``. A user-written
 ``slurm_extra`` may not set what the plugin manages (its table of forbidden options, the
 one it refuses jobs by) nor what a system key sets here.
+
+GPUs (:func:`gpu_resources`) are the plugin's own resources too: ``gres`` (``--gres=gpu:N``
+per node, the default) or ``gpu``/``gpu_model`` (``--gpus=N``, a job total), as the system's
+``gpu_request`` says.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ PLUGIN_OPTION_KEYS = {
     "node constraints": "constraint", "quality of service": "qos", "account": "account",
     "partition": "partition", "memory": "memory_per_node_gb",
     "memory per CPU": "memory_per_node_gb", "runtime/time limit": "runtime_minutes",
+    "generic resources (GRES)": "gpus_per_node", "GPU allocation": "gpus_per_node",
 }
 # Options this module writes into slurm_extra, by the system key that sets them.
 EXTRA_OPTION_KEYS = {"--reservation": "reservation", "--exclusive": "exclusive",
@@ -88,3 +93,34 @@ def pinned_nodes(record: dict) -> str | None:
     """The nodes a record's run had (``slurm_nodes``, else ``hosts``) as one hostlist,
     or None when it names none."""
     return record.get("slurm_nodes") or hostlist(record.get("hosts") or []) or None
+
+
+def gpu_resources(measurement: dict, system: dict, nodes: int) -> dict:
+    """The Slurm executor plugin's GPU resources of a measurement whose job takes ``nodes``
+    nodes ({} for a CPU run).
+
+    One task per GPU: the measurement's ``gpus_per_node`` on each of its nodes. The
+    system's ``gpu_request`` chooses the sbatch option: ``gres`` (default) asks
+    ``--gres=gpu[:<gpu_type>]:<per node>``, per node, which every Slurm with gres/gpu takes
+    (older sites such as Piz Daint know only this); ``gpus`` asks ``--gpus=[<gpu_type>:]<total>``,
+    a job total that Slurm may spread unevenly over nodes, so only one-node measurements
+    use it. ``tasks_per_gpu`` 0 keeps the plugin from writing ``--ntasks-per-gpu`` (it would
+    take our task count, parameter servers included, as tasks per GPU); the task count
+    itself is ``--ntasks``. Raises ValueError (reason, naming the system key) when the
+    system cannot hold the request.
+    """
+    if measurement.get("device") != "gpu":
+        return {}
+    per_node = int(measurement.get("gpus_per_node") or 0)
+    have = int(system.get("gpus_per_node") or 0)
+    if per_node < 1 or per_node > have:
+        raise ValueError(f"gpus_per_node: {have} GPUs per node, but experiment "
+                         f"'{measurement.get('experiment')}' asks for {per_node} per node (device gpu)")
+    kind = system.get("gpu_type")
+    if system.get("gpu_request", "gres") == "gpus":
+        if nodes > 1:
+            raise ValueError(f"gpu_request: gpus asks Slurm for a job total it may spread "
+                             f"unevenly over nodes; experiment '{measurement.get('experiment')}' "
+                             f"runs jobs of {nodes} nodes (use gpu_request: gres)")
+        return {"gpu": per_node, **({"gpu_model": kind} if kind else {}), "tasks_per_gpu": 0}
+    return {"gres": f"gpu:{kind}:{per_node}" if kind else f"gpu:{per_node}", "tasks_per_gpu": 0}

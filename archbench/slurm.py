@@ -67,8 +67,12 @@ def srun_argv(*, nodes: int, tasks: int, cpus_per_task: int,
               tasks_per_node: int | None = None) -> list[str]:
     """``srun`` starting ``tasks`` tasks over ``nodes`` nodes in block order (task i on the
     node its number falls in), each with ``cpus_per_task`` CPUs; one failed task ends the
-    step. CPU binding: the site's TaskPlugin defaults, or SLURM_CPU_BIND."""
-    argv = ["srun", f"--nodes={nodes}", f"--ntasks={tasks}"]
+    step. CPU binding: the site's TaskPlugin defaults, or SLURM_CPU_BIND.
+
+    A one-task step gets ``--overlap`` (Slurm >= 20.11): a one-task job runs inside the
+    executor plugin's own ``srun -n1`` step, which holds the job's CPUs; without sharing
+    them the inner step would wait forever (a one-rank Horovod run, say)."""
+    argv = ["srun", f"--nodes={nodes}", f"--ntasks={tasks}", *(["--overlap"] if tasks == 1 else [])]
     if tasks_per_node is not None:
         argv.append(f"--ntasks-per-node={tasks_per_node}")
     return argv + [f"--cpus-per-task={cpus_per_task}", "--distribution=block", "--export=ALL",

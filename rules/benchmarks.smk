@@ -20,8 +20,9 @@ rule run_measurement:
     group: get_batch_group if BATCH_GROUPS else None
     # every key of archbench.plan.job_resources (nodes, tasks, cpus_per_task, mem_mb,
     # runtime, partition, account, the system's placement keys constraint, qos and
-    # slurm_extra, and mpi="srun" for multi-rank jobs: the Slurm executor then runs the
-    # job's command in the batch step, where the launcher's srun spans every node)
+    # slurm_extra; mpi="srun" for multi-rank jobs: the Slurm executor then runs the job's
+    # command in the batch step, where the launcher's srun spans every node; GPU runs'
+    # gres or gpu, gpu_model, tasks_per_gpu from archbench.sbatch.gpu_resources)
     resources:
         **measurement_resources(),
     shell:

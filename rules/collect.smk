@@ -10,10 +10,9 @@ localrules:
 
 # A dry run (-n) prints the plan too (on stderr, before Snakemake lists the jobs).
 if DRY_RUN and workflow.is_main_process and not REGENERATE_ONLY:
-    print(archbench_plan.plan_markdown(
-        CAMPAIGN.name, archbench_plan.plan_table(
-            CAMPAIGN.measurements, SYSTEMS, batch_size=BATCH_SIZE,
-            batch_max_minutes=BATCH_MAX_MINUTES)), file=sys.stderr)
+    print(archbench_plan.campaign_plan(
+        CAMPAIGN.name, CAMPAIGN.measurements, SYSTEMS, batch_size=BATCH_SIZE,
+        batch_max_minutes=BATCH_MAX_MINUTES)[1], file=sys.stderr)
 
 
 rule collect_measurements:

@@ -227,8 +227,8 @@ def resources_of(path):
 
 
 # Resources a measurement's job has even when job_resources leaves them out (the Slurm
-# executor reads an empty account, partition or extra as none).
-RESOURCE_DEFAULTS = {"slurm_partition": "", "slurm_account": "", "slurm_extra": ""}
+# executor reads an empty account, partition, extra or gres as none).
+RESOURCE_DEFAULTS = {"slurm_partition": "", "slurm_account": "", "slurm_extra": "", "gres": ""}
 
 
 def measurement_resources():

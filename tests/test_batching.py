@@ -91,6 +91,23 @@ def test_plan_counts_slurm_jobs_after_batching_and_every_measurement(campaign):
     assert table["node_hours"].sum() == pytest.approx(unbatched["node_hours"].sum())
     assert "5 measurements in 2 Slurm jobs" in plan_markdown("batch-slurm", table)
 
+    assert table["gpu_hours"].sum() == 0  # a CPU campaign charges no GPU
+
+
+def test_plan_charges_gpu_hours_beside_node_hours():
+    """GPU-hours = nodes x GPUs per node x hours at the time limit (the run's timeout plus
+    the margin): 1 GPU; Horovod on 1 GPU, 2 GPUs on one node and 2 x 2 GPUs; none for the
+    CPU run."""
+    gpu = load_campaign_file(REPO / "tests/campaigns/gpu_slurm.yaml")
+    table = plan_table(gpu.measurements, gpu.systems)
+    hours = job_resources(gpu.measurements[0], gpu.systems["gpucluster"])["runtime"] / 60
+    rows = {r.experiment: r for r in table.itertuples()}
+    assert rows["one_gpu"].gpu_hours == pytest.approx(1 * hours)
+    assert rows["gpus"].gpu_hours == pytest.approx((1 * 1 + 1 * 2 + 2 * 2) * hours)
+    assert rows["gpus"].node_hours == pytest.approx((1 + 1 + 2) * hours)
+    assert rows["cpu"].gpu_hours == 0
+    assert f"{8 * hours:.2f} GPU-hours" in plan_markdown("gpu-slurm", table)
+
 
 @pytest.mark.parametrize("key, value", [("batch_size", 0), ("batch_size", "8"),
                                         ("batch_max_minutes", 0)])

@@ -1,6 +1,7 @@
 """GPU binding by local rank, placement-based device labels and the no-GPU failure."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ from archbench.record import config_id, make_record
     (0, None, "0"), (3, None, "3"), (1, "", "1"),
     (1, "4,5,6,7", "5"), (2, "0,1", "0"),  # more ranks than listed GPUs wrap around
     (1, "6", "6"),                          # Slurm bound one GPU per task: keep it
+    (1, "NoDevFiles", "1"),                 # Slurm's gres counts without device files
 ])
 def test_visible_device_by_local_rank(rank, inherited, expected):
     assert gpu.visible_device_for(rank, inherited) == expected
@@ -29,12 +31,22 @@ def test_bind_gpu_uses_the_launchers_local_rank(monkeypatch):
 
 @pytest.mark.parametrize("name, short, kind", [
     ("/job:localhost/replica:0/task:0/device:GPU:0", "GPU:0", "gpu"),
+    ("/job:localhost/replica:0/task:0/device:CPU:0", "CPU:0", "cpu"),   # in-process kernels
+    ("/job:worker/replica:0/task:0/device:CPU:0", "task0/CPU:0", "cpu"),  # a kernel cluster's worker 0
     ("/job:worker/replica:0/task:1/device:CPU:0", "task1/CPU:0", "cpu"),
     ("/job:worker/replica:0/task:2/device:GPU:1", "task2/GPU:1", "gpu"),
 ])
 def test_device_names(name, short, kind):
     assert gpu.short_device(name) == short
     assert gpu.device_kind(short) == kind
+
+
+def test_bind_gpu_says_so_in_one_line(monkeypatch, capsys):
+    monkeypatch.setenv("ARCHBENCH_LOCAL_RANK", "2")
+    gpu.bind_gpu("gpu", {})
+    assert capsys.readouterr().err == "archbench.gpu: local rank 2 bound to CUDA_VISIBLE_DEVICES=2\n"
+    gpu.bind_gpu("cpu", {})
+    assert capsys.readouterr().err == ""
 
 
 def test_device_mismatch():
@@ -84,3 +96,34 @@ def test_records_carry_device_fields():
                          arch="x86_64", device="gpu", devices=["GPU:0"],
                          start_time="t", end_time="t")
     assert record["device"] == "gpu" and record["devices"] == ["GPU:0"]
+
+
+def test_unsupported_gpus_by_compute_capability():
+    built = [6.0, 7.0, 8.0, 8.9, 9.0]
+    assert gpu.unsupported_gpus(7.0, built) == "" and gpu.unsupported_gpus(7.5, built) == ""
+    assert gpu.unsupported_gpus(9.0, built) == "" and gpu.unsupported_gpus(12.0, built) == ""
+    assert "capability 3.7 is older than 6.0," in gpu.unsupported_gpus(3.7, built)
+    assert gpu.unsupported_gpus(3.7, []) == ""  # nothing known: no warning
+
+
+def test_the_plan_warns_of_gpus_the_cuda_image_cannot_run(monkeypatch):
+    from conftest import REPO
+
+    from archbench.campaign import load_campaign_file
+    from archbench.plan import campaign_plan
+    monkeypatch.chdir(REPO)
+    kth = load_campaign_file("config/campaigns/kth-ornl-2019.yaml")
+    _, text = campaign_plan(kth.name, kth.measurements, kth.systems)
+    warned = {line.split()[2] for line in text.splitlines() if line.startswith("**Warning:**")}
+    # Kepler (K420 3.0, K80 3.7) predates TensorFlow 2.18's CUDA build; the V100 does not
+    assert warned == {"tegner-k420", "tegner-k80", "kebnekaise-k80"}, text
+
+
+def test_the_cuda_images_capability_label_is_what_its_test_checks():
+    from conftest import REPO
+
+    from archbench.containers import parse_definition
+    definition = parse_definition(REPO / "containers/x86_64-cuda.def")
+    label = definition.labels["cuda_compute_capabilities"].split()
+    checked = re.search(r'== \[([^\]]*)\], c', definition.sections["test"]).group(1)
+    assert [c.replace(".", "") for c in label] == re.findall(r'"(\d+)"', checked)

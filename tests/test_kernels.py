@@ -64,6 +64,43 @@ def test_stream_memory_result_and_units(one):
     assert len(result.step_times_s) == 2
 
 
+def test_stream_memory_records_where_it_computed(one):
+    from archbench.kernels.stream import StreamMemory
+    stream = StreamMemory(one, 1_000)
+    stream.run_op("triad")
+    assert stream.devices == ["CPU:0"]
+    with pytest.raises(ValueError, match="needs a GPU run"):
+        StreamMemory(one, 1_000, memory="host")
+
+
+def test_stream_host_memory_reads_and_writes_back_every_operation(one):
+    """memory host: arrays in host memory, each operation computed on the compute device
+    and written back. Here the "compute device" is the CPU as well (this machine has no
+    GPU): the numbers must equal numpy's, and the placement says CPU, which a GPU run
+    turns into a failure (see test_cli_gpu_run_placed_on_cpus_is_a_failure)."""
+    from archbench.kernels.cluster import Cluster
+    from archbench.kernels.stream import OPS, StreamMemory
+    pretend = Cluster(workers=1, devices=one.devices, host_devices=one.host_devices,
+                      hosts=one.hosts, mode="inprocess", threads=one.threads, device="gpu")
+    stream = StreamMemory(pretend, 10_000, seed=5, memory="host")
+    start = stream.values()[0]
+    for _ in range(2):
+        for name in OPS:
+            stream.run_op(name)
+    for got, want in zip(stream.values()[0], stream_reference(start, 2)):
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+    assert stream.devices == ["CPU:0"]
+
+
+def test_kernels_record_the_devices_their_step_ran_on(one, tmp_path):
+    from archbench.kernels import cg, fft, matmul
+    for result in (matmul.run(one, job("matmul", "--size", 64, "--tile-size", 32, "--steps", 1,
+                                       "--scratch", tmp_path)),
+                   cg.run(one, job("cg", "--size", 64, "--iterations", 3)),
+                   fft.run(one, job("fft", "--size", 256, "--tile-size", 64, "--steps", 1))):
+        assert result.devices == ["CPU:0"]
+
+
 def test_stream_comm_needs_two_workers(one):
     from archbench.kernels.stream import StreamComm
     with pytest.raises(ValueError, match="two workers"):
@@ -266,6 +303,77 @@ def test_schema_describes_every_kernel_key():
     assert all("description" in spec for spec in definition["properties"].values())
 
 
+def gpu_box(gpus: int) -> dict:
+    return {"arch": "auto", "nodes": 4, "cores_per_socket": 4, "launcher": "srun",
+            "vendor_library": "none", "gpus_per_node": gpus}
+
+
+def test_kernel_experiment_device_axis_runs_one_worker_per_gpu():
+    """device [cpu, gpu]: the CPU configurations are those of an experiment without the
+    axis (ids too); a GPU one has one worker per GPU (KTH/ORNL 2019 Table I)."""
+    from archbench.experiment_types.base import expand_with_skips
+    from archbench.experiment_types.kernel import expand
+    layout = {"kernels": ["cg"], "sizes": [64], "workers": [1, 2, 4, 8], "workers_per_node": 4}
+    cpu_only = expand(layout, gpu_box(4))
+    both = expand({**layout, "device": ["cpu", "gpu"]}, gpu_box(4))
+    cpus = [c for c in both if "device" not in c]
+    gpus = [c for c in both if c.get("device") == "gpu"]
+    assert cpus == cpu_only and len(gpus) == 4 and len(both) == 8
+    for conf in gpus:
+        per_node = conf["workers"] // conf["nodes"]
+        assert conf["gpus_per_node"] == conf["processes_per_node"] == per_node
+        assert conf["gpus"] == conf["workers"] and conf["scaling_unit"] == "gpus"
+    assert {(c["workers"], c["nodes"], c["gpus_per_node"]) for c in gpus} == {
+        (1, 1, 1), (2, 1, 2), (4, 1, 4), (8, 2, 4)}
+    # two GPUs per node: 4 instances per node do not fit, only the smaller counts run
+    confs, reasons = expand_with_skips(expand, {**layout, "device": ["gpu"]}, gpu_box(2))
+    assert {c["workers"] for c in confs} == {1, 2}
+    assert "gpus_per_node 4 > the system's 2" in reasons
+    confs, reasons = expand_with_skips(expand, {**layout, "device": ["gpu"]}, gpu_box(0))
+    assert confs == [] and any("no GPUs" in r for r in reasons)
+
+
+def test_stream_memory_host_is_a_gpu_only_setting():
+    from archbench.experiment_types.base import expand_with_skips
+    from archbench.experiment_types.kernel import expand
+    experiment = {"kernels": ["stream"], "sizes": [1024], "workers": [2], "memory": "host",
+                  "device": ["cpu", "gpu"]}
+    confs, reasons = expand_with_skips(expand, experiment, gpu_box(2))
+    (conf,) = confs
+    assert conf["device"] == "gpu" and conf["tuning"] == {"memory": "host"}
+    assert any("memory host" in r and "GPU" in r for r in reasons)
+    argv = command_for(conf, gpu_box(2))
+    assert argv[argv.index("--device") + 1] == "gpu" and argv[argv.index("--memory") + 1] == "host"
+    device = expand({**experiment, "memory": "device"}, gpu_box(2))
+    assert {c.get("device") for c in device} == {None, "gpu"}  # device memory: CPUs too
+    from archbench.record import config_id
+    assert len({config_id(c) for c in device + confs}) == 3
+    with pytest.raises(ConfigError, match="memory"):
+        load_campaign(campaign({"kernels": ["stream"], "sizes": [8], "memory": "gpu"}))
+
+
+def test_cli_refuses_host_memory_on_cpus(capsys):
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["stream", "--size", "8", "--memory", "host"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith("--memory host needs --device gpu")
+    assert job("stream", "--size", 8, "--memory", "host", "--device", "gpu").option("memory") == "host"
+
+
+def test_cli_gpu_run_placed_on_cpus_is_a_failure(one):
+    """Never a CPU number under a GPU name: a GPU run whose step TensorFlow placed on a CPU
+    is recorded as failed with the placement, without its throughput."""
+    from archbench.kernels.cli import measured_record
+    result = KernelResult(2.0, "GFLOP/s", [0.5], 0, devices=["CPU:0"])
+    record = measured_record(job("cg", "--size", 64, "--device", "gpu"), one, result,
+                             start="t", framework_version="x")
+    assert record["status"] == "failed" and "asked for GPUs, the step ran on CPU:0" in record["reason"]
+    assert record["throughput"] is None and record["devices"] == ["CPU:0"]
+    assert record["device"] == "gpu" and record["config_id"].endswith("_gpu1")
+    ok = measured_record(job("cg", "--size", 64), one, result, start="t", framework_version="x")
+    assert ok["status"] == "ok" and ok["throughput"] == 2.0 and ok["device"] == "cpu"
+
+
 def test_command_for_local_and_srun():
     loaded = load_campaign(campaign({"kernels": ["matmul", "cg"], "sizes": [4096],
                                      "tile_sizes": [1024], "workers": [2], "nodes": [1, 2],
@@ -359,6 +467,7 @@ def test_cli_two_workers_writes_valid_record(tmp_path):
     assert record["metrics"]["max_relative_error"]["value"] < 1e-5
     assert len(record["step_times_s"]) == record["measured_steps"] == 2
     assert record["start_time"] <= record["end_time"]
+    assert record["device"] == "cpu" and record["devices"] == ["task0/CPU:0", "task1/CPU:0"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.json"]  # tiles deleted
     assert "Traceback" not in proc.stderr and "I0000" not in proc.stderr
 
@@ -377,6 +486,7 @@ def test_cli_prints_record_without_output():
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads(proc.stdout)
     assert record["throughput_unit"] == "GB/s" and record["metrics"]["copy"]["unit"] == "GB/s"
+    assert record["devices"] == ["CPU:0"]  # one worker: in this process
 
 
 def test_supervisor_runs_a_kernel_measurement(tmp_path):

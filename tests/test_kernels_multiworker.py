@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
 from test_kernels import job, stream_reference
 
+from archbench import gpu
+from archbench.kernels.cli import EXIT_BENCHMARK_FAILED
 from archbench.record import read_record
 
 pytestmark = pytest.mark.timeout(300)
@@ -37,7 +41,60 @@ def cpu_seconds(pid: int) -> float:
 def test_cluster_has_two_workers_in_two_processes(two):
     assert two.workers == 2 and two.mode == "local" and two.nodes == 1
     assert two.devices[1].startswith("/job:worker/replica:0/task:1")
+    assert two.device == "cpu" and two.host_devices == two.devices
     assert len(two.procs) == 1 and two.procs[0].poll() is None
+
+
+def test_local_workers_get_their_local_rank_and_the_nodes_gpus(monkeypatch):
+    from archbench.kernels.cluster import _worker_env
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")  # worker 0 already took its GPU
+    env = _worker_env(3, "2,3,4,5")
+    assert env["ARCHBENCH_LOCAL_RANK"] == "3" and env["CUDA_VISIBLE_DEVICES"] == "2,3,4,5"
+    assert gpu.visible_device_for(3, env["CUDA_VISIBLE_DEVICES"]) == "5"
+    assert "CUDA_VISIBLE_DEVICES" not in _worker_env(1, None)  # none inherited: GPU = rank
+
+
+def bindings(stderr: str) -> dict[int, str]:
+    """local rank -> CUDA_VISIBLE_DEVICES from the binding lines of every rank."""
+    lines = re.findall(r"^archbench\.gpu: local rank (\d+) bound to CUDA_VISIBLE_DEVICES=(\S*)$",
+                       stderr, re.MULTILINE)
+    ranks = [int(rank) for rank, _ in lines]
+    assert len(ranks) == len(set(ranks)), stderr[-2000:]  # distinct ranks, one line each
+    return {int(rank): value for rank, value in lines}
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose environment holds ``marker`` (this test's own workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_gpu_run_without_a_gpu_is_a_failure_record_and_every_worker_stops(tmp_path):
+    """On this CPU-only machine a GPU kernel run (local mode, two workers) binds each
+    worker to the GPU of its local rank, finds none, writes the failure record, exits
+    EXIT_BENCHMARK_FAILED, and leaves no worker behind."""
+    out, marker = tmp_path / "rec.json", f"ARCHBENCH_TEST_RUN={uuid.uuid4().hex}"
+    env = {**os.environ, marker.split("=")[0]: marker.split("=")[1]}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    proc = subprocess.run([sys.executable, "-m", "archbench.kernels", "matmul", "--size", "64",
+                           "--tile-size", "32", "--workers", "2", "--device", "gpu",
+                           "--cluster", "local", "--output", str(out)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == EXIT_BENCHMARK_FAILED, proc.stderr[-2000:]
+    record = read_record(out)
+    assert record["status"] == "failed" and gpu.NO_GPU in record["reason"]
+    assert record["device"] == "gpu" and record["devices"] == [] and record["throughput"] is None
+    assert (record["gpus_per_node"], record["gpus"]) == (2, 2)
+    assert record["config_id"] == "matmul_n64_t32_w2_N1_gpu2"
+    assert bindings(proc.stderr) == {0: "0", 1: "1"}  # worker 0 and the spawned worker 1
+    assert "Traceback" not in proc.stderr
+    assert processes_with(marker) == []
 
 
 def test_ops_placed_on_worker_1_run_in_its_process(two, tmp_path):
@@ -164,3 +221,26 @@ def test_slurm_tasks_form_the_cluster(tmp_path):
     assert record["hosts"] == ["localhost"] and record["processes_per_node"] == 2
     assert record["metrics"]["max_relative_error"]["value"] < 1e-12
     assert record["slurm_job_id"] == "4242"
+    assert record["devices"] == ["task0/CPU:0", "task1/CPU:0"]
+
+
+def test_slurm_gpu_tasks_bind_by_slurm_localid_and_all_stop_without_a_gpu(tmp_path):
+    """Under srun each task binds the GPU of its SLURM_LOCALID; task 1 finds none and tells
+    task 0, which records the failure; both end at once (no start-up timeout)."""
+    out = tmp_path / "rec.json"
+    base = free_base(3)
+    env = {**os.environ, "SLURM_JOB_ID": "4243", "SLURM_STEP_NUM_TASKS": "2",
+           "SLURM_NTASKS": "2", "SLURM_STEP_NODELIST": "localhost",
+           "SLURM_STEP_TASKS_PER_NODE": "2", "ARCHBENCH_PORT_BASE": str(base),
+           "CUDA_VISIBLE_DEVICES": "6,7"}  # the job's GPUs on the node
+    argv = [sys.executable, "-m", "archbench.kernels", "cg", "--size", "64", "--workers", "2",
+            "--device", "gpu", "--output", str(out)]
+    tasks = [subprocess.Popen(argv, env={**env, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank in (1, 0)]
+    results = [task.communicate(timeout=120) for task in tasks]
+    assert [task.returncode for task in tasks] == [1, EXIT_BENCHMARK_FAILED], results[1][1][-2000:]
+    assert bindings(results[0][1]) == {1: "7"} and bindings(results[1][1]) == {0: "6"}
+    record = read_record(out)
+    assert record["status"] == "failed" and gpu.NO_GPU in record["reason"]
+    assert record["device"] == "gpu" and record["slurm_job_id"] == "4243"

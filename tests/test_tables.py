@@ -347,6 +347,25 @@ def test_kernel_gflops_and_speedup_from_smallest_workers():
     assert big["speedup"].tolist() == pytest.approx([1.0, 1.8])
 
 
+def test_kernel_gpu_series_spans_its_gpus_per_node_and_stays_apart_from_cpus():
+    """KTH/ORNL 2019 on 4-GPU nodes: 2 and 4 workers on one node (2 and 4 GPUs per node),
+    8 on two; one worker per GPU. GPUs per node grow with the workers inside one series,
+    and the CPU run of the same kernel is a series of its own."""
+    def gpu_run(value, workers, nodes):
+        return kernel_run(value, "GFLOP/s", workers=workers) | {
+            "device": "gpu", "nodes": nodes, "processes_per_node": workers // nodes,
+            "gpus_per_node": workers // nodes, "gpus": workers, "scaling_unit": "gpus"}
+    df = pd.DataFrame([gpu_run(100.0, 2, 1), gpu_run(160.0, 4, 1), gpu_run(200.0, 8, 2),
+                       kernel_run(10.0, "GFLOP/s", workers=2) | {"device": "cpu"},
+                       kernel_run(15.0, "GFLOP/s", workers=4) | {"device": "cpu"}])
+    t = tables.kernel_gflops(df)
+    gpus = t[t["device"] == "gpu"].sort_values("workers")
+    assert gpus["speedup"].tolist() == pytest.approx([1.0, 1.6, 2.0])
+    assert gpus["gpus_per_node"].tolist() == [2, 4, 4]
+    cpus = t[t["device"] == "cpu"].sort_values("workers")
+    assert cpus["speedup"].tolist() == pytest.approx([1.0, 1.5])
+
+
 def test_stream_bandwidth_per_size_in_gb_s():
     df = pd.DataFrame([kernel_run(5000.0, "MB/s", kernel="stream", size=2**20, rep=0),
                        kernel_run(7000.0, "MB/s", kernel="stream", size=2**20, rep=1),

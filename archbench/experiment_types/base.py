@@ -150,7 +150,7 @@ def gpus_fit(gpus_per_node: int, system: dict) -> bool:
 
 def gpu_fields(*, nodes: int, gpus_per_node: int) -> dict:
     """The fields of a GPU configuration: one rank per GPU, so ``processes_per_node`` is
-    ``gpus_per_node`` and ``gpus`` the total (docs: notes of issue 19's contract)."""
+    ``gpus_per_node`` and ``gpus`` the total."""
     return dict(device="gpu", nodes=nodes, gpus_per_node=gpus_per_node,
                 processes_per_node=gpus_per_node, gpus=nodes * gpus_per_node)
 

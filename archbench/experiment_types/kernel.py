@@ -9,13 +9,27 @@ is one list for all kernels or a mapping kernel -> list. ``workers_per_node`` re
 ``nodes`` axis by a fixed layout: each worker count runs on ceil(workers / workers_per_node)
 nodes (TensorFlow instances per node, KTH/ORNL 2019 Table I). Worker counts that do not
 fill the nodes evenly, and node counts beyond the system's, are skipped.
+
+``device`` is an axis (default [cpu]). A GPU configuration runs one worker per GPU, as
+KTH/ORNL 2019 ran one TensorFlow instance per GPU: device "gpu", gpus_per_node =
+processes_per_node = workers per node, gpus = workers, its series counting GPUs; a system
+with fewer GPUs per node skips it, and so does a CPU configuration given a setting value
+only GPU runs take (stream ``memory: host``). CPU configurations are as before the axis.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from archbench.experiment_types.base import ExperimentType, product, schema_fragment, skip
+from archbench.experiment_types.base import (
+    ExperimentType,
+    devices,
+    gpu_fields,
+    gpus_fit,
+    product,
+    schema_fragment,
+    skip,
+)
 from archbench.kernels import KERNELS, spec_of
 from archbench.kernels.common import is_power_of_two
 from archbench.kernels.spec import KernelSpec, Setting
@@ -58,6 +72,14 @@ properties:
       Workers (TensorFlow instances) one node holds; instead of `nodes`, each worker count
       runs on ceil(workers / workers_per_node) nodes, e.g. 4 per node: 2 and 4 workers on
       one node, 8 on two, 16 on four (KTH/ORNL 2019 Table I).
+  device:
+    $ref: "#/$defs/device"
+    description: >-
+      cpu and/or gpu (default [cpu]). A GPU configuration runs one worker (TensorFlow
+      instance) per GPU, bound to it by local rank: its workers per node are the GPUs per
+      node it uses (KTH/ORNL 2019 Table I: 1, 2 or 4 instances per node); a system with
+      fewer GPUs per node skips it. It fails (status failed) when a worker sees no GPU or
+      the step ran elsewhere.
   warmup_steps: {$ref: "#/$defs/warmup_count"}
   steps: {$ref: "#/$defs/step_count"}
 unevaluatedProperties: false
@@ -122,8 +144,8 @@ def sizes_of(experiment: dict, kernel: str) -> list[int]:
 
 
 def kernel_configuration(experiment: dict, system: dict, *, spec: KernelSpec, axes: dict) -> dict:
-    """One configuration of ``spec`` at ``axes`` (size, tile, workers, nodes): record fields
-    plus the plan-only keys the worker needs (the kernel's settings)."""
+    """One configuration of ``spec`` at ``axes`` (size, tile, workers, nodes, device): record
+    fields plus the plan-only keys the worker needs (the kernel's settings)."""
     size, tile, workers, nodes = axes["size"], axes["tile"], axes["workers"], axes["nodes"]
     per_node = workers // nodes
     conf = {
@@ -143,7 +165,15 @@ def kernel_configuration(experiment: dict, system: dict, *, spec: KernelSpec, ax
             tuning[setting.name] = setting.value(experiment[setting.name], workers)
     if tuning:  # plan-only; part of the configuration id
         conf["tuning"] = tuning
+    if axes.get("device") == "gpu":  # one worker per GPU
+        conf.update(gpu_fields(nodes=nodes, gpus_per_node=per_node), scaling_unit="gpus")
     return conf
+
+
+def gpu_only_values(experiment: dict, spec: KernelSpec) -> list[str]:
+    """The experiment's settings of ``spec`` that only a GPU run takes, as "name value"."""
+    return [f"{s.name} {experiment[s.name]}" for s in spec.settings
+            if s.name in experiment and experiment[s.name] in s.gpu_only]
 
 
 def nodes_for(experiment: dict, workers: int) -> list[int]:
@@ -158,8 +188,8 @@ def nodes_for(experiment: dict, workers: int) -> list[int]:
 
 
 def expand(experiment: dict, system: dict) -> list[dict]:
-    """kernels x sizes x tile sizes (tiled kernels) x workers x nodes (or the nodes
-    ``workers_per_node`` gives each worker count)."""
+    """kernels x devices x sizes x tile sizes (tiled kernels) x workers x nodes (or the
+    nodes ``workers_per_node`` gives each worker count)."""
     configurations, seen = [], set()
     for name in experiment["kernels"]:
         spec = spec_of(name)
@@ -170,9 +200,14 @@ def expand(experiment: dict, system: dict) -> list[dict]:
         if not all(t is None or is_power_of_two(t) for t in tiles):
             raise ConfigError(f"tile_sizes: {name} needs powers of two, got {tiles}")
         workers = [spec.workers] if spec.workers else experiment.get("workers", [1])
-        axes = [{**a, "nodes": n} for a in product(size=sizes, tile=tiles, workers=workers)
+        axes = [{**a, "nodes": n}
+                for a in product(device=devices(experiment), size=sizes, tile=tiles, workers=workers)
                 for n in nodes_for(experiment, a["workers"])]
+        gpu_only = gpu_only_values(experiment, spec)
         for a in axes:
+            if a["device"] == "cpu" and gpu_only:
+                skip(f"{', '.join(gpu_only)}: only GPU runs take it (device gpu)")
+                continue
             if a["tile"] is not None and a["tile"] > a["size"]:
                 skip(f"tile_sizes {a['tile']} > size {a['size']}")
                 continue
@@ -182,7 +217,9 @@ def expand(experiment: dict, system: dict) -> list[dict]:
             if a["workers"] % a["nodes"]:
                 skip(f"workers {a['workers']} do not fill {a['nodes']} nodes evenly")
                 continue
-            key = (name, a["size"], a["tile"], a["workers"], a["nodes"])
+            if a["device"] == "gpu" and not gpus_fit(a["workers"] // a["nodes"], system):
+                continue
+            key = (name, a["device"], a["size"], a["tile"], a["workers"], a["nodes"])
             if key in seen:
                 continue
             seen.add(key)

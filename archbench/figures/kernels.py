@@ -27,7 +27,7 @@ def kernel_gflops(df: pd.DataFrame) -> Figure:
     # nodes only where two rows would share a point (fallback): with workers_per_node
     # the node count grows with the workers, inside one line
     layout = Layout(panels=["system", "kernel"], always=["problem_size"],
-                    series=["tile_size", "experiment"])
+                    series=["device", "tile_size", "experiment"])
     return line_figure(table, layout, x="workers", y="gflops", low="gflops_min",
                        high="gflops_max", name=name, each=axes)
 
@@ -46,6 +46,6 @@ def stream_bandwidth(df: pd.DataFrame) -> Figure:
                      ylim=(0, None))
 
     layout = Layout(panels=["system"], always=["kernel"],
-                    series=["workers", "nodes", "tile_size", "experiment"])
+                    series=["device", "workers", "nodes", "tile_size", "experiment"])
     return line_figure(table, layout, x="problem_size", y="bandwidth_gb_s",
                        low="bandwidth_min", high="bandwidth_max", name=name, each=axes)

@@ -10,7 +10,8 @@ Every iteration (one TensorFlow while loop, timed): each worker gathers the dire
 from all workers, multiplies its row block (q_i = A_i p), and updates its blocks of x, r
 and p; the dot products are summed on worker 0, which sends alpha and beta back. The loop
 stops after ``iterations`` or once ||r|| <= tolerance * ||b|| (tolerance 0 = always run
-all iterations unless r is exactly zero). GFLOP/s counts iterations * 2N^2 flops
+all iterations unless r is exactly zero). In a GPU run every worker's blocks, and its
+share of each iteration, live on its GPU; the dot products are summed on worker 0's GPU. GFLOP/s counts iterations * 2N^2 flops
 (iterations actually run); the final true residual ||b - A x|| / ||b|| is reported.
 """
 
@@ -20,6 +21,7 @@ import math
 
 import numpy as np
 
+from archbench import gpu
 from archbench import metrics as formulas
 from archbench.kernels.cluster import Cluster
 from archbench.kernels.common import KernelResult, KernelRun, metric, rate, split, timed
@@ -59,6 +61,7 @@ class ConjugateGradient:
                 self.x.append(tf.Variable(tf.zeros([r1 - r0], tf.float64)))
         self._solve = tf.function(self._loop)
         self._residual = tf.function(self._true_residual)
+        self.devices: list[str] = []  # where the last solve computed each worker's x
 
     def _generate(self, tf, device: str, rows: tuple[int, int]):
         """Rows r0..r1 of A, computed on ``device`` a chunk of rows at a time (bounded
@@ -136,10 +139,12 @@ class ConjugateGradient:
                 return tf.logical_and(k < iterations, rr > threshold)
 
         k, rr, xs, _, _ = tf.while_loop(cond, body, [k, rr, xs, rs, ps])
+        firsts = []
         for device, variable, x in zip(devices, self.x, xs):
             with tf.device(device):
                 variable.assign(x)
-        return k, rr
+                firsts.append(x[0])
+        return k, rr, firsts
 
     def _true_residual(self):
         import tensorflow as tf
@@ -155,8 +160,10 @@ class ConjugateGradient:
     def solve(self, iterations: int, tolerance: float = 0.0) -> int:
         """Run CG from x = 0; return the iterations done (x stays on the workers)."""
         import tensorflow as tf
-        k, _ = self._solve(tf.constant(iterations), tf.constant(tolerance, tf.float64))
-        return int(k.numpy())
+        k, _, firsts = self._solve(tf.constant(iterations), tf.constant(tolerance, tf.float64))
+        done = int(k.numpy())
+        self.devices = gpu.placed_devices(firsts)
+        return done
 
     def residual(self) -> float:
         """True relative residual ||b - A x|| / ||b|| of the current x."""
@@ -182,7 +189,7 @@ def run(cluster: Cluster, job: KernelRun) -> KernelResult:
     flops = formulas.cg_flops(n, done[-1])
     return KernelResult(
         throughput=rate(flops, times) / 1e9, throughput_unit="GFLOP/s", step_times_s=times,
-        warmup_steps=job.warmup_steps, metrics={
+        warmup_steps=job.warmup_steps, devices=solver.devices, metrics={
             "iterations": metric(done[-1], "count"),
             "residual": metric(solver.residual(), "1"),
             "tolerance": metric(tolerance, "1")})

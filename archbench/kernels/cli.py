@@ -6,6 +6,10 @@ One subcommand per registered kernel (``archbench.kernels.KERNELS``), with the c
 options below and the kernel's own (``--size`` and its spec's options). Locally the
 command spawns ``--workers`` - 1 worker servers; under ``srun --ntasks=W`` every task
 runs this command and task 0 writes the record. Without ``--output`` the record is printed.
+
+The record states the devices TensorFlow placed the measured step on (``devices``, from
+the tensors the step produced on each worker). A ``--device gpu`` run whose workers see
+no GPU, or whose step ran anywhere but on GPUs, is recorded as a failure with the reason.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from archbench import gpu, provenance
 from archbench.failures import exception_failure
 from archbench.kernels import KERNELS
 from archbench.kernels import cluster as workers
-from archbench.kernels.common import KernelRun
+from archbench.kernels.common import KernelResult, KernelRun
 from archbench.record import config_id, make_record, write_record
 
 EXIT_BENCHMARK_FAILED = 3  # a failure record was written
@@ -76,6 +80,9 @@ def parse_args(argv: Sequence[str] | None = None) -> KernelRun:
     run["warmup_steps"] = warmup if run["warmup_steps"] is None else run["warmup_steps"]
     run["steps"] = steps if run["steps"] is None else run["steps"]
     options = MappingProxyType({k: v for k, v in values.items() if k not in own})
+    for setting in KERNELS[run["kernel"]].settings:
+        if run["device"] != "gpu" and options[setting.name] in setting.gpu_only:
+            parser().error(f"{setting.flag} {options[setting.name]} needs --device gpu")
     return KernelRun(**run, options=options)
 
 
@@ -84,7 +91,10 @@ def base_fields(job: KernelRun, cluster: workers.Cluster | None = None, tile: in
     conf = dict(kind="kernel", kernel=job.kernel, problem_size=job.size, tile_size=tile,
                 workers=job.workers, nodes=cluster.nodes if cluster else 1,
                 processes_per_node=cluster.processes_per_node if cluster else job.workers,
-                strategy="workers", intra_threads=cluster.threads if cluster else job.threads)
+                strategy="workers", intra_threads=cluster.threads if cluster else job.threads,
+                device=job.device)
+    if job.device == "gpu":  # one worker per GPU
+        conf.update(gpus_per_node=conf["processes_per_node"], gpus=job.workers)
     fields = {**provenance.host_fields(), **conf, "experiment": job.experiment,
                "system": job.system, "config_id": job.config_id or config_id(conf),
                "repetition": job.repetition, "framework": "tensorflow",
@@ -98,25 +108,41 @@ def base_fields(job: KernelRun, cluster: workers.Cluster | None = None, tile: in
     return fields
 
 
+def measured_record(job: KernelRun, cluster: workers.Cluster, result: KernelResult, *,
+                    start: str, framework_version: str) -> dict:
+    """The record of a finished run; a GPU run whose step TensorFlow placed anywhere but on
+    GPUs (``gpu.device_mismatch``) is a failure with that reason and no throughput."""
+    fields = {**base_fields(job, cluster, result.tile_size), "framework_version": framework_version,
+              "start_time": start, "end_time": provenance.now(), "devices": result.devices,
+              "warmup_steps": result.warmup_steps}
+    mismatch = gpu.device_mismatch(job.device, result.devices) if job.device == "gpu" else ""
+    if mismatch:
+        return make_record(**fields, status="failed", reason=mismatch)
+    return make_record(**{**fields, "step_times_s": result.step_times_s,
+                          "measured_steps": result.measured_steps,
+                          "throughput": result.throughput, "metrics": result.metrics})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: run, write the record; on an error write a failure record."""
     job = parse_args(argv)
+    node_gpus = os.environ.get("CUDA_VISIBLE_DEVICES")  # the node's, before binding our own
     gpu.bind_gpu(job.device)  # before TensorFlow loads
     start = provenance.now()
     cluster = None
     pump = workers.quiet_stderr() if job.workers > 1 else None
     try:
         # Slurm tasks other than 0 serve inside start() and never return
-        cluster = workers.start(job.workers, threads=job.threads, mode=job.cluster_mode)
+        cluster = workers.start(job.workers, threads=job.threads, mode=job.cluster_mode,
+                                device=job.device, node_gpus=node_gpus)
         import tensorflow as tf
+        if job.device == "gpu":
+            gpu.require_gpu(tf)  # fails with gpu.NO_GPU: a CPU never stands in for a GPU
         result = KERNELS[job.kernel].run(cluster, job)
-        record = make_record(**{
-            **base_fields(job, cluster, result.tile_size), "framework_version": tf.__version__,
-            "start_time": start, "end_time": provenance.now(),
-            "step_times_s": result.step_times_s, "warmup_steps": result.warmup_steps,
-            "measured_steps": result.measured_steps, "throughput": result.throughput,
-            "metrics": result.metrics})
-        code = 0
+        record = measured_record(job, cluster, result, start=start, framework_version=tf.__version__)
+        code = 0 if record["status"] == "ok" else EXIT_BENCHMARK_FAILED
+        if code:
+            print(f"archbench.kernels: {record['status']}: {record['reason']}", file=sys.stderr)
     except Exception as exc:  # noqa: BLE001 - any error becomes a failure record
         status, reason = exception_failure(exc)
         record = make_record(**base_fields(job, cluster, job.tile_size), start_time=start,

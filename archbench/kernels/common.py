@@ -42,7 +42,9 @@ class KernelRun:
 @dataclass
 class KernelResult:
     """What one kernel run measured; ``metrics`` maps name -> {"value", "unit"};
-    ``tile_size`` is the tile the run used (tiled kernels)."""
+    ``tile_size`` is the tile the run used (tiled kernels); ``devices`` the devices
+    TensorFlow placed the measured step on (``archbench.gpu.placed_devices`` of tensors the
+    step produced on each worker)."""
 
     throughput: float
     throughput_unit: str
@@ -50,6 +52,7 @@ class KernelResult:
     warmup_steps: int
     metrics: dict[str, dict] = field(default_factory=dict)
     tile_size: int | None = None
+    devices: list[str] = field(default_factory=list)
 
     @property
     def measured_steps(self) -> int:

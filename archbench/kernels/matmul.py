@@ -7,8 +7,9 @@ tile from the page cache, where read_file + parse_tensor copies it twice (75-95 
 
 One multiply (timed): the shared list of tile products A[i,k] B[k,j] (ordered by output
 tile, then k) is split into one contiguous share per worker. A worker loads the tiles of
-its products from disk and computes, per output tile, the sum of its products as one
-XLA computation on its device (the additions fuse into the dots; on x86 XLA's classic
+its products from disk into host memory and computes, per output tile, the sum of its
+products as one XLA computation on its device (its GPU in a GPU run, as KTH/ORNL 2019
+loaded the tiles to GPU memory) (the additions fuse into the dots; on x86 XLA's classic
 CPU runtime matches numpy's sgemm where TensorFlow's MatMul kernel reaches about half,
 see cluster.XLA_CLASSIC_RUNTIME). These partial results go to the reducer owning the
 tile (reducer r owns the tiles with (i * tiles + j) % reducers == r; reducers are
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from archbench import gpu
 from archbench import metrics as formulas
 from archbench.kernels.cluster import Cluster
 from archbench.kernels.common import KernelResult, KernelRun, is_power_of_two, metric, rate, split, timed
@@ -74,6 +76,7 @@ class TiledMatmul:
                     self.c_tiles[i, j] = tf.Variable(tf.zeros([tile, tile], tf.float32))
         self._sum_of_products = tf.function(_sum_of_products, jit_compile=True)
         self._multiply = tf.function(self._build)
+        self.devices: list[str] = []  # where the last multiply computed the products
 
     def path(self, name: str, i: int, j: int) -> str:
         """Checkpoint prefix of tile (i, j) of matrix ``name`` (A or B)."""
@@ -84,7 +87,8 @@ class TiledMatmul:
         return (i * self.tiles + j) % self.reducers
 
     def _write_tiles(self, tf, seed: int) -> None:
-        """Each worker generates and writes its round-robin share of the A and B tiles."""
+        """Each worker generates (on its host) and writes its round-robin share of the A and
+        B tiles."""
         nt, t = self.tiles, self.tile
         jobs = [(name, i, j) for name in "AB" for i in range(nt) for j in range(nt)]
 
@@ -92,7 +96,7 @@ class TiledMatmul:
         def write():
             saves = []  # SaveV2 has no outputs: tf.function runs it only as a dependency
             for number, (name, i, j) in enumerate(jobs):
-                with tf.device(self.cluster.devices[number % self.cluster.workers]):
+                with tf.device(self.cluster.host_devices[number % self.cluster.workers]):
                     values = tf.random.stateless_uniform([t, t], [seed, number], -1.0, 1.0)
                     saves.append(tf.raw_ops.SaveV2(prefix=self.path(name, i, j), tensor_names=[TILE],
                                                    shape_and_slices=[""], tensors=[values]))
@@ -120,23 +124,29 @@ class TiledMatmul:
         import tensorflow as tf
         products = self.products()
         partials = defaultdict(list)  # (i, j) -> partial sums from the workers
-        for worker, (start, stop) in enumerate(split(len(products), self.cluster.workers)):
-            with tf.device(self.cluster.devices[worker]):
-                share = products[start:stop]
-                cache = {} if self._fits(share) else None
-                pairs = defaultdict(list)  # output tile -> its (A, B) tiles, k ascending
-                done = []  # partial sums in order
-                for position, (i, j, k) in enumerate(share):
-                    with tf.control_dependencies(done[-2:-1]):  # loads <= one tile ahead
-                        pairs[i, j].append((self._tile(tf, ("A", i, k), cache=cache, directory=directory),
-                                            self._tile(tf, ("B", k, j), cache=cache, directory=directory)))
-                    if position + 1 == len(share) or share[position + 1][:2] != (i, j):
+        firsts = []  # per worker: one element of its last partial sum (where it computed)
+        cluster = self.cluster
+        for worker, (start, stop) in enumerate(split(len(products), cluster.workers)):
+            share = products[start:stop]
+            cache = {} if self._fits(share) else None
+            pairs = defaultdict(list)  # output tile -> its (A, B) tiles, k ascending
+            done = []  # partial sums in order
+            for position, (i, j, k) in enumerate(share):
+                with tf.device(cluster.host_devices[worker]), tf.control_dependencies(done[-2:-1]):
+                    # loads (into host memory) <= one tile ahead of the products
+                    pairs[i, j].append((self._tile(tf, ("A", i, k), cache=cache, directory=directory),
+                                        self._tile(tf, ("B", k, j), cache=cache, directory=directory)))
+                if position + 1 == len(share) or share[position + 1][:2] != (i, j):
+                    with tf.device(cluster.devices[worker]):
                         done.append(self._sum_of_products(*zip(*pairs.pop((i, j)))))
-                        partials[i, j].append(done[-1])
+                    partials[i, j].append(done[-1])
+            if done:
+                with tf.device(cluster.devices[worker]):
+                    firsts.append(done[-1][0, 0])
         for (i, j), parts in partials.items():
-            with tf.device(self.cluster.devices[self.reducer_of(i, j)]):
+            with tf.device(cluster.devices[self.reducer_of(i, j)]):
                 self.c_tiles[i, j].assign(tf.add_n(parts))
-        return tf.constant(0)
+        return tf.constant(0), firsts
 
     def _fits(self, share: list[tuple[int, int, int]]) -> bool:
         """Whether every distinct tile of a worker's share fits its tile cache."""
@@ -155,7 +165,9 @@ class TiledMatmul:
     def multiply(self) -> None:
         """One tiled multiply; returns when every C tile sits on its reducer."""
         import tensorflow as tf
-        self._multiply(tf.constant(str(self.dir))).numpy()
+        done, firsts = self._multiply(tf.constant(str(self.dir)))
+        done.numpy()
+        self.devices = gpu.placed_devices(firsts)
 
     def _read(self, name: str, i: int, j: int) -> np.ndarray:
         import tensorflow as tf
@@ -188,7 +200,7 @@ def run(cluster: Cluster, job: KernelRun) -> KernelResult:
         flops = formulas.matmul_flops(n)
         result = KernelResult(
             throughput=rate(flops, times) / 1e9, throughput_unit="GFLOP/s", step_times_s=times,
-            warmup_steps=job.warmup_steps, tile_size=tile, metrics={
+            warmup_steps=job.warmup_steps, tile_size=tile, devices=mm.devices, metrics={
                 "tile_products": metric(mm.tiles ** 3, "count"),
                 "reducers": metric(reducers, "count"),
                 "best": metric(formulas.gflops(flops, min(times)), "GFLOP/s")})

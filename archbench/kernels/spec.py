@@ -26,6 +26,9 @@ class Setting:
     """A kernel parameter a campaign may set: experiment key ``name``, command-line
     option ``--name`` (underscores as dashes).
 
+    ``choices`` makes it a word setting (``type`` str) taking one of those values;
+    ``gpu_only`` lists the values only a GPU run takes (a CPU configuration with one is
+    skipped, a CPU command line refused).
     ``in_tuning``: True puts the value under the configuration's ``tuning`` (part of the
     configuration id) only when the experiment sets it; False makes it a top-level key of
     every configuration of the kernel, the default filled in. ``adjust(value, workers)``
@@ -33,9 +36,11 @@ class Setting:
     """
 
     name: str
-    type: type  # int or float
-    default: int | float
+    type: type  # int, float, or str (with ``choices``)
+    default: int | float | str
     help: str
+    choices: tuple[str, ...] | None = None
+    gpu_only: tuple[Any, ...] = ()
     minimum: int | float | None = None
     maximum: int | float | None = None
     in_tuning: bool = True
@@ -48,11 +53,14 @@ class Setting:
 
     def add_argument(self, parser: argparse.ArgumentParser) -> None:
         """Add ``--name`` to a kernel's subcommand."""
-        parser.add_argument(self.flag, type=self.type, default=self.default,
+        parser.add_argument(self.flag, type=self.type, default=self.default, choices=self.choices,
                             help=f"{self.help} (default {self.default})")
 
     def schema(self, kernel: str) -> dict:
         """JSON schema of the experiment key."""
+        if self.choices:
+            return {"enum": list(self.choices),
+                    "description": f"{kernel}: {self.help} (default {self.default})."}
         schema: dict = {"type": "integer" if self.type is int else "number"}
         if self.minimum is not None:
             schema["minimum"] = self.minimum

@@ -12,74 +12,134 @@ would allocate a temporary and merely alias on copy). All workers run an operati
 same time; bandwidth = bytes moved by ALL workers / wall time (GB/s, 1 GB = 1e9 bytes),
 averaged over the measured iterations.
 
+``memory`` says where the arrays of a GPU run live: ``device`` (default) in GPU memory,
+updated in place there; ``host`` in the worker's host memory, each operation reading its
+arrays from there, computing on the GPU and writing the result back, so every iteration
+crosses PCIe (KTH/ORNL 2019 placed STREAM's tensors in host or GPU memory, Sec. VI-A).
+A CPU run has only host memory (``host`` is refused there: it means "not on the GPU").
+
 Communication: a vector of ``megabytes`` MiB (2**20 bytes, fp64) lives on task 0;
 each step pushes it to task 1, where it is added into a local vector. Bandwidth = bytes
-pushed / wall time in MiB/s (the unit says so: tables convert it to GB/s exactly).
+pushed / wall time in MiB/s (the unit says so: tables convert it to GB/s exactly). In a
+GPU run both vectors live in GPU memory (the paper's "tensors hosted on GPUs"); its
+host-memory case is a CPU run (tensors and the add on the hosts).
+
+Every step returns one element of what each worker computed: the devices those tensors
+sit on are the record's ``devices`` (``archbench.gpu.placed_devices``).
 """
 
 from __future__ import annotations
 
 from functools import partial
 
+from archbench import gpu
 from archbench.kernels.cluster import Cluster
 from archbench.kernels.common import KernelResult, KernelRun, metric, rate, timed
-from archbench.kernels.spec import BANDWIDTH, KernelSpec
+from archbench.kernels.spec import BANDWIDTH, KernelSpec, Setting
 
 SCALAR = 3.0
 OPS = ("copy", "scale", "add", "triad")
 WORDS_MOVED = {"copy": 2, "scale": 2, "add": 3, "triad": 3}  # arrays read + written
 MIB = 2**20
+MEMORY = ("device", "host")
+# operation -> (arrays read, array written), as indices into (a, b, c)
+OPERANDS = {"copy": ((0,), 2), "scale": ((2,), 1), "add": ((0, 1), 2), "triad": ((1, 2), 0)}
 
 
-def _xla_ops(tf):
-    """The four STREAM operations, each one XLA-compiled in-place update of variables."""
+def _values(tf):
+    """The four STREAM operations as XLA-compiled functions of the arrays they read."""
     @tf.function(jit_compile=True)
-    def copy(a, b, c):
-        c.assign(a)
-
-    @tf.function(jit_compile=True)
-    def scale(a, b, c):
-        b.assign(SCALAR * c)
-
-    @tf.function(jit_compile=True)
-    def add(a, b, c):
-        c.assign(a + b)
+    def copy(a):
+        return tf.identity(a)
 
     @tf.function(jit_compile=True)
-    def triad(a, b, c):
-        a.assign(b + SCALAR * c)
+    def scale(c):
+        return SCALAR * c
+
+    @tf.function(jit_compile=True)
+    def add(a, b):
+        return a + b
+
+    @tf.function(jit_compile=True)
+    def triad(b, c):
+        return b + SCALAR * c
 
     return {"copy": copy, "scale": scale, "add": add, "triad": triad}
 
 
-class StreamMemory:
-    """STREAM arrays on every worker; ``run_op(name)`` runs one operation on all workers."""
+def _in_place(tf, values):
+    """The four STREAM operations as XLA-compiled in-place updates of the variables
+    (a, b, c), each returning the first element it wrote."""
+    def update(name):
+        reads, written = OPERANDS[name]
 
-    def __init__(self, cluster: Cluster, n: int, seed: int = 0):
+        @tf.function(jit_compile=True)
+        def op(a, b, c):
+            arrays = (a, b, c)
+            arrays[written].assign(values[name](*(arrays[i] for i in reads)))
+            return arrays[written][0]
+        return op
+
+    return {name: update(name) for name in OPS}
+
+
+class StreamMemory:
+    """STREAM arrays on every worker; ``run_op(name)`` runs one operation on all workers.
+
+    ``memory`` "device": the arrays live on each worker's compute device and are updated in
+    place there; "host": they live in its host memory and every operation computes on its
+    compute device (a GPU run only)."""
+
+    def __init__(self, cluster: Cluster, n: int, *, seed: int = 0, memory: str = "device"):
         import tensorflow as tf
-        self.cluster, self.n = cluster, n
+        if memory not in MEMORY:
+            raise ValueError(f"memory must be one of {', '.join(MEMORY)}, got {memory!r}")
+        if memory == "host" and cluster.device != "gpu":
+            raise ValueError("stream memory host needs a GPU run (--device gpu)")
+        self.cluster, self.n, self.memory = cluster, n, memory
+        homes = cluster.devices if memory == "device" else cluster.host_devices
         self.arrays = []
-        for w, device in enumerate(cluster.devices):
-            with tf.device(device):
+        for w, home in enumerate(homes):
+            with tf.device(home):
                 self.arrays.append([
                     tf.Variable(tf.random.stateless_uniform([n], [seed, 3 * w + i], dtype=tf.float64))
                     for i in range(3)])
-        kernels = _xla_ops(tf)
+        values = _values(tf)
+        in_place = _in_place(tf, values)
 
-        def on_all_workers(op):
+        def across_pcie(name, *, home, device, arrays):
+            """Read from host memory, compute on ``device``, write back to host memory."""
+            reads, written = OPERANDS[name]
+            with tf.device(home):
+                operands = [arrays[i].read_value() for i in reads]
+            with tf.device(device):
+                result = values[name](*operands)
+                first = result[0]
+            with tf.device(home):
+                arrays[written].assign(result)
+            return first
+
+        def on_all_workers(name):
             @tf.function
             def run():
-                for device, (a, b, c) in zip(cluster.devices, self.arrays):
+                firsts = []
+                for device, home, arrays in zip(cluster.devices, homes, self.arrays):
                     with tf.device(device):
-                        op(a, b, c)
-                return tf.constant(0)
+                        firsts.append(in_place[name](*arrays) if memory == "device"
+                                      else across_pcie(name, home=home, device=device,
+                                                        arrays=arrays))
+                return tf.constant(0), firsts
             return run
 
-        self._ops = {name: on_all_workers(kernels[name]) for name in OPS}
+        self._ops = {name: on_all_workers(name) for name in OPS}
+        self.devices: list[str] = []
 
     def run_op(self, name: str) -> None:
-        """Run STREAM operation ``name`` once on every worker (blocks until done)."""
-        self._ops[name]().numpy()
+        """Run STREAM operation ``name`` once on every worker (blocks until done); the
+        devices of what it computed become ``devices``."""
+        done, firsts = self._ops[name]()
+        done.numpy()
+        self.devices = gpu.placed_devices(firsts)
 
     def bytes_moved(self, name: str) -> int:
         """Bytes one execution of ``name`` moves on all workers together."""
@@ -93,7 +153,7 @@ class StreamMemory:
 def run_memory(cluster: Cluster, job: KernelRun) -> KernelResult:
     """STREAM memory bandwidth with ``job.size`` fp64 elements per array per worker (GB/s)."""
     n, warmup = job.size, job.warmup_steps
-    stream = StreamMemory(cluster, n, seed=job.seed)
+    stream = StreamMemory(cluster, n, seed=job.seed, memory=job.option("memory"))
     for _ in range(warmup):
         for name in OPS:
             stream.run_op(name)
@@ -106,7 +166,7 @@ def run_memory(cluster: Cluster, job: KernelRun) -> KernelResult:
     metrics["triad_best"] = metric(stream.bytes_moved("triad") / min(times["triad"]) / 1e9, "GB/s")
     metrics["array_mb"] = metric(8 * n / 1e6, "MB")
     return KernelResult(throughput=gbs["triad"], throughput_unit="GB/s", step_times_s=times["triad"],
-                        warmup_steps=warmup, metrics=metrics)
+                        warmup_steps=warmup, metrics=metrics, devices=stream.devices)
 
 
 class StreamComm:
@@ -126,15 +186,22 @@ class StreamComm:
 
         @tf.function
         def push():
+            with tf.device(cluster.devices[src]):
+                sent = self.message[0]  # where the message lives
             with tf.device(cluster.devices[dst]):
                 self.received.assign_add(self.message)  # read on src, sent, added on dst
-            return tf.constant(0)
+                added = self.received[0]
+            return tf.constant(0), [sent, added]
 
         self._push = push
+        self.devices: list[str] = []
 
     def push(self) -> None:
-        """Send the vector once and add it at the destination (blocks until done)."""
-        self._push().numpy()
+        """Send the vector once and add it at the destination (blocks until done); the
+        devices of the message and of the sum become ``devices``."""
+        done, firsts = self._push()
+        done.numpy()
+        self.devices = gpu.placed_devices(firsts)
 
 
 def run_comm(cluster: Cluster, job: KernelRun) -> KernelResult:
@@ -146,13 +213,16 @@ def run_comm(cluster: Cluster, job: KernelRun) -> KernelResult:
                "best": metric(megabytes / min(times), "MiB/s"),
                "time_per_message": metric(sum(times) / len(times), "s")}
     return KernelResult(throughput=rate(megabytes, times), throughput_unit="MiB/s", step_times_s=times,
-                        warmup_steps=job.warmup_steps, metrics=metrics)
+                        warmup_steps=job.warmup_steps, metrics=metrics, devices=comm.devices)
 
 
 STREAM = KernelSpec(
     name="stream", help="STREAM copy/scale/add/triad memory bandwidth (GB/s)", unit="GB/s",
     measures=BANDWIDTH, size_help="fp64 elements per array per worker", run=run_memory,
-    steps=(2, 10))
+    steps=(2, 10),
+    settings=(Setting(name="memory", type=str, default="device", choices=MEMORY, gpu_only=("host",),
+                      help="where a GPU run keeps the arrays: device (GPU memory) or host "
+                           "(host memory, every operation crossing PCIe; GPU runs only)"),))
 
 STREAM_COMM = KernelSpec(
     name="stream_comm", help="bandwidth of a vector pushed from task 0 to task 1 (MiB/s)",

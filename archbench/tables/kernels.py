@@ -27,12 +27,14 @@ BANDWIDTH_UNITS = {"b/s": 1e-9, "kb/s": 1e-6, "mb/s": 1e-3, "gb/s": 1.0, "tb/s":
                    "kib/s": 2**10 / 1e9, "mib/s": 2**20 / 1e9, "gib/s": 2**30 / 1e9}
 
 GFLOPS_COLUMNS = (
-    "experiment", "system", "kernel", "problem_size", "tile_size", "nodes", "workers", "statistic", "n",
+    "experiment", "system", "kernel", "device", "problem_size", "tile_size", "nodes", "workers",
+    "gpus_per_node", "statistic", "n",
     "gflops", "gflops_min", "gflops_max", "error", "baseline_workers", "gflops_baseline",
     "speedup", "status",
 )
 STREAM_COLUMNS = (
-    "experiment", "system", "kernel", "problem_size", "tile_size", "nodes", "workers", "statistic", "n",
+    "experiment", "system", "kernel", "device", "problem_size", "tile_size", "nodes", "workers",
+    "statistic", "n",
     "bandwidth_gb_s", "bandwidth_min", "bandwidth_max", "error", "unit", "status",
 )
 PEAK_COLUMNS = (
@@ -80,13 +82,16 @@ def _scaled(s: pd.DataFrame, prefix: str) -> pd.DataFrame:
 
 def kernel_gflops(df: pd.DataFrame) -> pd.DataFrame:
     """GFLOP/s of the flop kernels per worker count and problem size, with the speedup
-    from the smallest worker count of the series (:func:`metrics.speedup`)."""
+    from the smallest worker count of the series (:func:`metrics.speedup`); CPU and GPU
+    runs (``device``) are series of their own."""
     s, _ = _kernels(summary_of(df))
     if s.empty:
         return empty(GFLOPS_COLUMNS)
     s = _scaled(s, "gflops")
-    # a series varies the workers (and with them nodes, processes per node and threads)
-    keys = [k for k in KEYS if k not in ("workers", "nodes", "processes_per_node", "intra_threads")]
+    # a series varies the workers (and with them nodes, processes per node and threads; on
+    # GPUs, one worker per GPU, the GPUs per node and in all)
+    keys = [k for k in KEYS if k not in ("workers", "nodes", "processes_per_node", "intra_threads",
+                                         "gpus", "gpus_per_node")]
     # the baseline in GFLOP/s: rows of one series may report different units
     s = with_baseline(s.assign(value=s["gflops"]), "workers", keys)
     s["gflops_baseline"] = s["baseline_value"]

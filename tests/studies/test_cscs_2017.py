@@ -141,3 +141,29 @@ def test_the_papers_best_ps_count_is_tried_at_every_size(campaign, system):
     tried = {(m["gpus"], m["parameter_servers"]) for m in runs(campaign, system)}
     for gpus, ps in PAPER_BEST_PS[system].items():
         assert (gpus, ps) in tried, (gpus, ps)
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("target, request_", [
+    # Piz Daint, 4 nodes x 1 P100: a task of 12 cores per GPU (the 2 PSs beside the
+    # workers share their cores: the launcher's srun overcommits, the job asks no more)
+    ("piz-daint/scaling/inception_v3_b64_N4_p1_t12_i1_vloff_synthetic_parameter_server_ps2_"
+     "parameter_server_gpu1_9014af05", ("gpu:1", "4", "4", "12")),
+    # p2.8xlarge, 16 GPUs = 2 nodes x 8 K80 engines, a worker (task) per GPU
+    ("aws-p2-8xlarge/scaling_8gpu/inception_v3_b64_N2_p8_t2_i1_vloff_synthetic_parameter_"
+     "server_ps2_parameter_server_gpu8_9014af05", ("gpu:8", "2", "16", "2")),
+])
+def test_dry_run_requests_the_gpus(workflow_copy, target, request_):
+    """A dry run through the Slurm profile shows each measurement's GPU request (gres per
+    node, tasks, CPUs per task) and the plan's GPU-hours; the K80 systems are warned of."""
+    from conftest import snakemake
+    proc = snakemake(workflow_copy, f"results/raw/{target}/rep0.json", "-n", "--profile",
+                     "profiles/slurm", "--configfile", str(CAMPAIGN))
+    job = proc.stdout[proc.stdout.index("rule run_measurement:"):]
+    resources = dict(kv.split("=", 1) for kv in
+                     job[job.index("resources: ") + 11:].splitlines()[0].split(", "))
+    assert (resources["gres"], resources["nodes"], resources["tasks"],
+            resources["cpus_per_task"]) == request_
+    assert float(proc.stderr.split(" GPU-hours")[0].split()[-1]) > 0
+    warned = {line.split()[2] for line in proc.stderr.splitlines() if line.startswith("**Warning:**")}
+    assert warned == {"aws-p2-xlarge", "aws-p2-8xlarge"}

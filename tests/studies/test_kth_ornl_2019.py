@@ -18,9 +18,11 @@ INSTANCES_PER_NODE = {"tegner-k420": 1, "tegner-k80": 2, "kebnekaise-k80": 4, "k
 
 # (experiment, system) -> (kernel, sizes, tile size, worker counts), from Sec. VI.
 MATRIX = {
-    # VI-A: 2..128 MB between two nodes, Tegner K420 and Kebnekaise K80 nodes.
+    # VI-A: 2..128 MB between two nodes, Tegner K420 and Kebnekaise K80 nodes, tensors on
+    # the GPUs; on Tegner also in host memory.
     ("stream", "tegner-k420"): ("stream_comm", [2, 4, 8, 16, 32, 64, 128], None, [2]),
     ("stream", "kebnekaise-k80"): ("stream_comm", [2, 4, 8, 16, 32, 64, 128], None, [2]),
+    ("stream_host_memory", "tegner-k420"): ("stream_comm", [2, 4, 8, 16, 32, 64, 128], None, [2]),
     # VI-B: K420 tile 4096 on 2^14..2^16, K80 tile 8192 on 2^15 and 2^16 only.
     ("matmul_tegner_k420", "tegner-k420"): ("matmul", [2**14, 2**15, 2**16], 4096, [2, 4, 8]),
     ("matmul_tegner_k80", "tegner-k80"): ("matmul", [2**15, 2**16], 8192, [2, 4, 8]),
@@ -65,7 +67,7 @@ def test_sizes_tiles_and_workers_follow_the_paper(campaign, key):
     assert sorted({m["workers"] for m in runs}) == workers
 
 
-@pytest.mark.parametrize("key", [k for k in sorted(MATRIX) if k[0] != "stream"],
+@pytest.mark.parametrize("key", [k for k in sorted(MATRIX) if not k[0].startswith("stream")],
                          ids=lambda k: f"{k[0]}-{k[1]}")
 def test_workers_fill_nodes_as_table_one_says(campaign, key):
     per_node = INSTANCES_PER_NODE[key[1]]
@@ -74,10 +76,33 @@ def test_workers_fill_nodes_as_table_one_says(campaign, key):
         assert m["nodes"] * m["processes_per_node"] == m["workers"]
 
 
+@pytest.mark.parametrize("key", [k for k in sorted(MATRIX) if k[0] != "stream_host_memory"],
+                         ids=lambda k: f"{k[0]}-{k[1]}")
+def test_one_tensorflow_instance_per_gpu(campaign, key):
+    """Sec. V: one instance per GPU (per K80 engine); every run a GPU run."""
+    for m in of(campaign, *key):
+        assert m["device"] == "gpu" and m["scaling_unit"] == "gpus"
+        assert m["gpus_per_node"] == m["processes_per_node"] == m["workers"] // m["nodes"]
+        assert m["gpus"] == m["workers"] and m["gpus_per_node"] <= INSTANCES_PER_NODE[key[1]]
+        assert f"_N{m['nodes']}_gpu{m['gpus_per_node']}" in m["config_id"]
+
+
 def test_stream_pushes_between_two_nodes_a_hundred_times(campaign):
-    runs = [m for m in campaign.measurements if m["experiment"] == "stream"]
+    runs = [m for m in campaign.measurements if m["experiment"].startswith("stream")]
     assert {(m["workers"], m["nodes"], m["processes_per_node"]) for m in runs} == {(2, 2, 1)}
     assert {m["measured_steps"] for m in runs} == {100}  # Sec. VI-A: 100 invocations
+
+
+def test_stream_tensors_on_gpus_and_on_tegner_in_host_memory(campaign):
+    """Fig. 7: GPU-resident tensors on Tegner K420 and Kebnekaise K80; host-memory tensors
+    on Tegner, where no GPU takes part: a CPU run, never labelled GPU."""
+    placed = {(m["experiment"], m["system"], m.get("device"), m.get("gpus_per_node"))
+              for m in campaign.measurements if m["kernel"] == "stream_comm"}
+    assert placed == {("stream", "tegner-k420", "gpu", 1), ("stream", "kebnekaise-k80", "gpu", 1),
+                      ("stream_host_memory", "tegner-k420", None, None)}
+    ids = {m["config_id"] for m in campaign.measurements if m["system"] == "tegner-k420"
+           and m["kernel"] == "stream_comm" and m["problem_size"] == 64}
+    assert ids == {"stream_comm_n64_t0_w2_N2_gpu1", "stream_comm_n64_t0_w2_N2"}
 
 
 def test_kernel_settings_the_paper_fixes(campaign):
@@ -106,6 +131,7 @@ def test_systems_describe_the_papers_nodes(name, cpu, sockets, cores, memory, gp
     assert (system["memory_per_node_gb"], system["gpus_per_node"]) == (memory, gpus)
     assert network in system["interconnect"]
     assert system["gpus_per_node"] == INSTANCES_PER_NODE[name]
+    assert system["image"] == "x86_64-cuda"  # TensorFlow's CUDA build
     most = max(max(w) for (_, s), (_, _, _, w) in MATRIX.items() if s == name)
     assert system["nodes"] * INSTANCES_PER_NODE[name] >= most
 
@@ -117,3 +143,21 @@ def test_dry_run_plans_one_job_per_measurement(workflow_copy):
     counts = dict(line.split()[:2] for line in proc.stdout.splitlines()
                   if len(line.split()) == 2 and line.split()[1].isdigit())
     assert int(counts["run_measurement"]) == EXPECTED_TOTAL
+
+
+@pytest.mark.workflow
+def test_dry_run_requests_one_task_per_gpu_and_warns_of_kepler(workflow_copy):
+    """A dry run through the Slurm profile shows a V100 CG run's request (2 nodes x 2 GPUs:
+    --gres=gpu:2 per node, 4 tasks, the node's 28 cores / 2 ranks each) and the plan's
+    GPU-hours, and warns that the Kepler systems cannot run the CUDA image's TensorFlow."""
+    target = "results/raw/kebnekaise-v100/cg_kebnekaise_v100/cg_n16384_t0_w4_N2_gpu2/rep0.json"
+    proc = snakemake(workflow_copy, target, "-n", "--profile", "profiles/slurm",
+                     "--configfile", str(CAMPAIGN))
+    job = proc.stdout[proc.stdout.index("rule run_measurement:"):]
+    resources = dict(kv.split("=", 1) for kv in
+                     job[job.index("resources: ") + 11:].splitlines()[0].split(", "))
+    assert (resources["gres"], resources["nodes"], resources["tasks"],
+            resources["cpus_per_task"], resources["tasks_per_gpu"]) == ("gpu:2", "2", "4", "14", "0")
+    assert float(proc.stderr.split(" GPU-hours")[0].split()[-1]) > 0
+    warned = {line.split()[2] for line in proc.stderr.splitlines() if line.startswith("**Warning:**")}
+    assert warned == {"tegner-k420", "tegner-k80", "kebnekaise-k80"}
