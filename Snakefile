@@ -1,5 +1,7 @@
 # archbench: benchmark TensorFlow training and HPC kernels across CPU architectures.
 # Wiring only; logic lives in the archbench package, stages in rules/*.smk.
+import gc
+
 from snakemake.utils import min_version
 
 min_version("9.10")
@@ -17,6 +19,13 @@ include: "rules/collect.smk"
 include: "rules/analysis.smk"
 include: "rules/figures.smk"
 include: "rules/report.smk"
+
+
+# The campaign (every measurement, spec and resource) lives as long as Snakemake does:
+# frozen, Python's garbage collector stops rescanning it at every collection while the
+# DAG is built (a quarter of a 10,000-job dry run; scripts/bench_workflow.py).
+gc.collect()
+gc.freeze()
 
 
 localrules:

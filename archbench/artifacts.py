@@ -28,7 +28,6 @@ FIGURE_METADATA = {
     "pdf": {"Creator": None, "Producer": None, "CreationDate": None, "ModDate": None},
     "svg": {"Creator": None, "Date": None},
 }
-VECTOR_FORMATS = ("pdf", "svg")  # drawn at 72 dpi whatever the figure's dpi
 FAILED_STATUSES = ("oom", "timeout", "failed")
 # Human-readable headers of the Markdown and LaTeX tables (CSV keeps the column names).
 LABELS = {
@@ -203,24 +202,24 @@ def reproducible() -> Iterator[None]:
 
 def save_figure(figure, paths: Sequence[str | os.PathLike]) -> None:
     """Save ``figure`` to every path (format from the suffix: png, pdf, svg) reproducibly.
-    PDF and SVG are both drawn at 72 dpi: the second of them keeps the layout the first
-    computed instead of computing the same again (layout is a third of a save's time)."""
+    Its layout engine places the artists once, then every format is drawn with that
+    layout: a save under a layout engine would draw the figure twice (once to lay it out)."""
     for path in paths:
         fmt = Path(path).suffix.lstrip(".").lower()
         if fmt not in FIGURE_METADATA:
             raise ValueError(f"{path}: unsupported figure format '{fmt}' (png, pdf, svg)")
+    import matplotlib
     engine = figure.get_layout_engine()
-    vector_laid_out = False
     try:
-        with reproducible():
+        with reproducible(), matplotlib.rc_context({"figure.autolayout": False,
+                                                   "figure.constrained_layout.use": False}):
+            if engine is not None:
+                figure.draw_without_rendering()
+                figure.set_layout_engine(None)  # keeps the positions it computed
             for path in paths:
                 fmt = Path(path).suffix.lstrip(".").lower()
-                if engine is not None:
-                    reuse = fmt in VECTOR_FORMATS and vector_laid_out
-                    figure.set_layout_engine("none" if reuse else engine)
                 with atomic_path(Path(path)) as tmp:
                     figure.savefig(tmp, format=fmt, metadata=FIGURE_METADATA[fmt])
-                vector_laid_out = vector_laid_out or fmt in VECTOR_FORMATS
     finally:
         if engine is not None:
             figure.set_layout_engine(engine)

@@ -2,10 +2,13 @@
 leave exactly one valid record behind (the worker's, or a failure record).
 
     python -m archbench.run --spec SPEC_JSON --output results/raw/.../rep0.json --log LOG
+    python -m archbench.run --spec-file SPECS.json --output results/raw/.../rep0.json --log LOG
 
 SPEC_JSON is ``{"measurement": {...}, "system": {...}}`` as produced by the workflow (the
 system's settings that affect a run; a `best` measurement adds ``best_listing``, the file
-listing the sweep records it takes its layout from, and ``statistic``).
+listing the sweep records it takes its layout from, and ``statistic``). The workflow
+writes every spec of a campaign to one file, keyed by record path; ``--spec-file`` takes
+the one of ``--output``.
 Exit status 0 whenever a record was written, so one failed benchmark never stops the
 campaign; non-zero for a supervisor error (bad spec, unwritable output) or a stopped run.
 
@@ -272,17 +275,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point."""
     p = argparse.ArgumentParser(prog="python -m archbench.run", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--spec", required=True, help='JSON {"measurement": ..., "system": ...}')
+    given = p.add_mutually_exclusive_group(required=True)
+    given.add_argument("--spec", help='JSON {"measurement": ..., "system": ...}')
+    given.add_argument("--spec-file", type=Path, help="JSON {record path: spec} (the workflow's)")
     p.add_argument("--output", required=True, type=Path)
     p.add_argument("--log", required=True, type=Path, help="worker output is appended here")
     args = p.parse_args(argv)
+    spec = json.loads(args.spec) if args.spec else spec_from_file(args.spec_file, args.output)
     try:
         with stop_signals():
-            return run_spec(json.loads(args.spec), output=args.output, log_path=args.log)
+            return run_spec(spec, output=args.output, log_path=args.log)
     except Interrupted as stop:
         written = "" if args.output.exists() else "; no record written (the next run reruns it)"
         print(f"{args.output}: stopped by {stop}{written}", flush=True)
         return 128 + stop.signum
+
+
+def spec_from_file(path: Path, output: Path) -> dict:
+    """The spec of record ``output`` in a specs file; exits with one line without it."""
+    try:
+        specs = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        sys.exit(f"archbench.run: {path}: unreadable specs file ({exc})")
+    for key in (str(output), os.path.relpath(output)):
+        if key in specs:
+            return specs[key]
+    sys.exit(f"archbench.run: {path}: no spec for {output} (rerun the workflow to rewrite it)")
 
 
 def run_spec(spec: dict, *, output: Path, log_path: Path) -> int:

@@ -14,6 +14,7 @@ rule run_measurement:
         supervisor="logs/run_measurement/{system}/{experiment}/{config_id}/rep{rep}.log",
         worker="logs/run_measurement/{system}/{experiment}/{config_id}/rep{rep}.worker.log",
     params:
+        # what the supervisor runs (read from SPECS_FILE): a changed spec reruns the job
         spec=get_spec,
     threads: get_threads
     # batch_size > 1: up to that many measurements share one Slurm job, one at a time
@@ -26,7 +27,7 @@ rule run_measurement:
     resources:
         **measurement_resources(),
     shell:
-        "python -m archbench.run --spec {params.spec:q} --output {output.record}"
+        f"python -m archbench.run --spec-file {SPECS_FILE} --output {{output.record}}"
         " --log {log.worker} > {log.supervisor} 2>&1"
 
 

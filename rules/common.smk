@@ -1,9 +1,12 @@
 # Load, validate and derive: the campaign's measurements and the helpers rules use.
+import inspect
 import json
 import sys
 import threading
 from functools import lru_cache
 from pathlib import Path
+
+from snakemake.common import overwrite_function_params
 
 from archbench import artifacts
 from archbench import plan as archbench_plan
@@ -90,7 +93,15 @@ wildcard_constraints:
 
 
 # Per-job functions run for every job of a 10,000-job DAG (some several times): each is
-# computed once per record path and cached.
+# computed once per record path and cached, and declares its parameters once (Snakemake
+# otherwise inspects a function's signature at every call).
+
+
+def per_job(func):
+    """``func`` with its parameters told to Snakemake once (its own hook for that)."""
+    overwrite_function_params(func, inspect.signature(func).parameters)
+    return func
+
 
 def record_path(wildcards):
     """The record path of a run_measurement job."""
@@ -102,6 +113,7 @@ def get_measurement(wildcards):
     return MEASUREMENTS[record_path(wildcards)]
 
 
+@per_job
 def get_batch_group(wildcards):
     """The job group (one Slurm job) a measurement runs in, or None for a job of its own
     (run_measurement has this function only when the campaign batches)."""
@@ -134,6 +146,7 @@ def get_existing_records(wildcards=None):
     return [p for p in sorted(MEASUREMENTS) if Path(p).exists()] if REGENERATE_ONLY else []
 
 
+@per_job
 def get_measurement_inputs(wildcards):
     """The named inputs of a run_measurement job: its image, best listing, data and
     same-node anchor (one input function, not four: each costs Snakemake a signature
@@ -183,6 +196,7 @@ def data_input(m):
     return []
 
 
+@per_job
 def get_spec(wildcards):
     """The supervisor's input: the measurement, the settings of its system that affect it
     (``x-no-rerun`` of the system schema left out: editing a system's description reruns
@@ -201,6 +215,18 @@ def spec_of(path):
     return json.dumps(spec, sort_keys=True)
 
 
+# The supervisor reads its spec from this file (--spec-file, by record path), written
+# before any job runs, not from its command line: 10,000 printed specs bury a dry run.
+# A real run of the campaign rewrites it when a spec changed; a dry run writes nothing.
+SPECS_FILE = f"results/specs/{CAMPAIGN.name}.json"
+
+if workflow.is_main_process and not REGENERATE_ONLY and not DRY_RUN:
+    _specs = "{\n" + ",\n".join(f"{json.dumps(p)}: {spec_of(p)}" for p in sorted(MEASUREMENTS)) + "\n}\n"
+    if not Path(SPECS_FILE).exists() or Path(SPECS_FILE).read_text() != _specs:
+        atomic_write_text(SPECS_FILE, _specs)
+
+
+@per_job
 def get_threads(wildcards):
     """Cores a measurement occupies on one node."""
     m = get_measurement(wildcards)
@@ -243,7 +269,7 @@ def measurement_resources():
     for key in sorted(set().union(*jobs)):
         first = jobs[0].get(key)
         if key == "slurm_extra" and pinned:
-            resources[key] = lambda wildcards, input: get_resources(wildcards, input).get("slurm_extra", "")
+            resources[key] = per_job(lambda wildcards, input: get_resources(wildcards, input).get("slurm_extra", ""))
         elif any(job.get(key) != first for job in jobs):
             resources[key] = job_resource(key)
         elif first is not None:
@@ -254,7 +280,7 @@ def measurement_resources():
 def job_resource(key):
     """The function giving resource ``key`` of a run_measurement job (None: not set)."""
     default = RESOURCE_DEFAULTS.get(key)
-    return lambda wildcards: resources_of(record_path(wildcards)).get(key, default)
+    return per_job(lambda wildcards: resources_of(record_path(wildcards)).get(key, default))
 
 
 def anchor_input(m):

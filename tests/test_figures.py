@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
@@ -78,3 +81,13 @@ def test_kernel_line_keeps_its_workers_when_the_nodes_grow_with_them():
              if not line.get_label().startswith("_")]
     assert len(lines) == 1
     assert list(lines[0].get_xdata()) == [2, 4, 8]
+
+
+def test_the_registry_imports_matplotlib_only_to_draw():
+    """Planning a campaign reads FIGURES; only drawing a figure imports matplotlib."""
+    code = ("import sys; from archbench.figures import FIGURES; "
+            "assert 'matplotlib' not in sys.modules, 'registry imported matplotlib'; "
+            "import importlib; [getattr(importlib.import_module('archbench.figures.' + m), f) "
+            "for m, f in (s.function.rsplit('.', 1) for s in FIGURES.values())]; "
+            "assert 'matplotlib' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

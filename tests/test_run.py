@@ -121,6 +121,23 @@ def test_cli_writes_record_and_exits_zero_on_failure(tmp_path):
     assert read_record(out)["status"] == "failed"
 
 
+def test_cli_takes_its_spec_from_the_workflow_specs_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    other = {"measurement": measurement(), "system": {**SYSTEM, "cores_per_node": 0}}
+    specs = tmp_path / "specs.json"
+    specs.write_text(json.dumps({
+        "results/raw/r.json": {"measurement": measurement(image_size=4), "system": SYSTEM},
+        "results/raw/other.json": other}))
+    argv = ["--spec-file", str(specs), "--log", "w.log", "--output"]
+    assert run.main([*argv, "results/raw/r.json"]) == 0
+    # the spec of its own record path (image_size 4 fails), also given as an absolute path
+    assert read_record(tmp_path / "results/raw/r.json")["status"] == "failed"
+    assert run.main([*argv, str(tmp_path / "results/raw/r.json")]) == 0
+    with pytest.raises(SystemExit, match=r"specs.json: no spec for results/raw/missing.json"):
+        run.main([*argv, "results/raw/missing.json"])
+    assert not (tmp_path / "results/raw/missing.json").exists()
+
+
 @pytest.mark.parametrize("log, status", [
     ("srun: error: task 1 launch failed: Unspecified error\nsrun: error: n1: task 0: Killed",
      "failed"),

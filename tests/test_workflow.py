@@ -87,6 +87,25 @@ def test_measurements_table_equals_the_raw_records(tiny_run):
     assert (tiny_run / "results/tables/invalid_records.txt").read_text() == ""
 
 
+def test_each_record_ran_the_spec_the_specs_file_holds_for_it(tiny_run):
+    """The supervisor takes its spec from results/specs/<campaign>.json by record path; the
+    printed command names the file, not a spec."""
+    specs = json.loads((tiny_run / "results/specs/tiny.json").read_text())
+    paths = sorted(str(p.relative_to(tiny_run)) for p in (tiny_run / "results/raw").rglob("rep*.json"))
+    assert sorted(specs) == paths
+    for path in paths:
+        record, spec = json.loads((tiny_run / path).read_text()), specs[path]
+        assert record["config_id"] == spec["measurement"]["config_id"]
+        assert record["intra_threads"] == spec["measurement"]["intra_threads"]
+        assert record["repetition"] == spec["measurement"]["repetition"]
+    written = (tiny_run / "results/specs/tiny.json").stat().st_mtime_ns
+    proc = snakemake(tiny_run, "-n", "-p", "-f", paths[0], "--profile", "profiles/local",
+                     "--configfile", "tiny.yaml")
+    assert f"archbench.run --spec-file results/specs/tiny.json --output {paths[0]}" in proc.stdout
+    assert '"measurement"' not in proc.stdout
+    assert (tiny_run / "results/specs/tiny.json").stat().st_mtime_ns == written  # dry run: untouched
+
+
 def test_plan_lists_every_job(tiny_run):
     plan = pd.read_csv(tiny_run / "results/plan/tiny.csv")
     assert plan["jobs"].sum() == 4

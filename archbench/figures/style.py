@@ -24,10 +24,10 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 from matplotlib.transforms import blended_transform_factory
 
+from archbench.figures import NO_DATA
 from archbench.figures.labels import title
 
 PALETTE = "colorblind"
-NO_DATA = "no data for this experiment in the campaign"
 PANEL_WIDTH, PANEL_HEIGHT, MAX_COLUMNS = 3.4, 2.7, 3
 # legend: inches per entry, entries in one column, longest label of a two-column legend;
 # characters of a panel title line
