@@ -1,6 +1,7 @@
 # Load, validate and derive: the campaign's measurements and the helpers rules use.
 import inspect
 import json
+import os
 import sys
 import threading
 from functools import lru_cache
@@ -292,11 +293,14 @@ def anchor_input(m):
 
 
 def get_final_outputs():
-    """Everything `snakemake` (its target "all") builds. The records are listed too: a record
-    deleted or quarantined after its table was built is then rerun (Snakemake leaves a
-    missing intermediate file alone while the files made from it are up to date)."""
-    return (get_record_paths() + ["results/tables/measurements.csv",
-                                  f"results/plan/{CAMPAIGN.name}.md"] + analysis_targets())
+    """Everything `snakemake` (its target "all") builds. A record missing while the table
+    collected from it exists (deleted or quarantined) is listed too, so it is rerun:
+    Snakemake leaves a missing intermediate file alone while the files made from it are up
+    to date. Only those: every record listed would cost a plan an edge per measurement."""
+    collected = os.path.exists("results/tables/measurements.csv")
+    missing = [p for p in get_record_paths() if collected and not os.path.exists(p)]
+    return (missing + ["results/tables/measurements.csv", f"results/plan/{CAMPAIGN.name}.md"]
+            + analysis_targets())
 
 
 # ---------------------------------------------------------------- images

@@ -3,14 +3,18 @@ one run against references of the same shape (medians of ``--runs`` interleaved 
 
 (1) Planning: ``snakemake -n --profile profiles/slurm`` of a ~10,000-job campaign (the
     BSC 2019 campaign with its repetitions raised until it plans ``--jobs`` jobs), with
-    ``--quiet`` and with every job printed, against two bare Snakemake workflows, each
-    with one rule of the same resources (constant values) and the same profile:
-    "same job count": as many jobs, writing the same record paths with the same wildcards
-    and logs, all inputs of one target (a star); "same DAG": the same jobs with the same
-    edges (what ``snakemake --dag`` of the campaign shows), each job's inputs given by a
-    function looking them up. Target: <= 1.3x, in wall and in CPU seconds (wall time
-    includes waits the two share, such as the Slurm plugin asking a controller for its
-    settings when none answers).
+    ``--quiet`` and with every job printed, against bare Snakemake workflows with the same
+    profile and one rule with the same resources as archbench's measurement jobs, job for
+    job (checked against both printed dry runs): constants where every job has one value,
+    functions of the job where values differ, as archbench gives them. "same job count":
+    as many jobs, writing the same record paths with the same wildcards and logs, all
+    inputs of one target (a star); "same DAG": the same jobs with the same edges (what
+    ``snakemake --dag`` of the campaign shows), each job's inputs given by a function
+    looking them up. Target: <= 1.3x, in wall and in CPU seconds (wall time includes
+    waits the two share, such as the Slurm plugin asking a controller for its settings:
+    see slurm_wait). Printed for comparison, not judged: the same job count with every
+    job the first job's resources as constants, which spares Snakemake evaluating a
+    function per resource and job when it prints the job.
 (2) Regeneration: ``make paper`` (every table, figure and the HTML report from the
     records on disk) on fabricated records of the default campaign, and on a campaign of
     imports alone (the default campaign with no record on disk, every published table and
@@ -41,6 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from archbench.campaign import load_campaign_file  # noqa: E402
+from archbench.plan import job_resources  # noqa: E402
 
 WORKFLOW_PARTS = ("Snakefile", "Makefile", "rules", "scripts", "config", "profiles",
                   "containers", "report", "data")
@@ -49,11 +54,26 @@ PAPER_TARGET_S = 10.0
 CPU_SECONDS: list[float] = []  # of every timed_run, in order
 BIG_CAMPAIGN = "config/campaigns/bsc-2019.yaml"
 
-# A bare Snakefile of the same shape as the campaign's DAG: one rule, the same record
-# paths, wildcards, logs and resources (constants), and a target rule listing them all.
-REFERENCE_SNAKEFILE = '''
-import json
+# Bare Snakefiles of the campaign's shape. Each has one rule with the same resources as
+# archbench's measurement jobs: the keys whose value is the same for every job as constants,
+# the others as functions of the job looking its value up (resources.json), declaring their
+# parameters once as archbench's do (Snakemake's overwrite_function_params).
+REFERENCE_HEADER = '''
+import inspect, json
+from snakemake.common import overwrite_function_params
+RESOURCES = json.load(open("resources.json"))
+def per_job(func):
+    overwrite_function_params(func, inspect.signature(func).parameters)
+    return func
+def job_resource(key, name):
+    return per_job(lambda wildcards: RESOURCES["per_job"][name(wildcards)][key])
+'''
+
+# "same job count": the same record paths, wildcards and logs, all inputs of one target.
+REFERENCE_SNAKEFILE = REFERENCE_HEADER + '''
 PATHS = json.load(open("paths.json"))
+def record(wildcards):
+    return f"results/raw/{wildcards.system}/{wildcards.experiment}/{wildcards.config_id}/rep{wildcards.rep}.json"
 wildcard_constraints:
     system=r"[A-Za-z0-9][A-Za-z0-9_-]*",
     experiment=r"[A-Za-z0-9][A-Za-z0-9_-]*",
@@ -68,11 +88,9 @@ rule run_measurement:
         worker="logs/run_measurement/{system}/{experiment}/{config_id}/rep{rep}.worker.log",
     threads: 1
     resources:
-        nodes=1, tasks=1, cpus_per_task=48, mem_mb=88473, runtime=65,
-        slurm_partition="main", slurm_account="", slurm_extra="", measurement_slots=1,
+        **RESOURCES["constant"], **{k: job_resource(k, record) for k in RESOURCES["varying"]},
     shell: "touch {output}"
 '''
-
 
 def copy_workflow(repo: Path, dest: Path) -> Path:
     """The workflow files of ``repo`` (no results) copied into ``dest``."""
@@ -114,22 +132,22 @@ def timed_run(argv: list[str], cwd: Path, env: dict) -> float:
     return elapsed
 
 
-# The same DAG as the campaign's: one rule, each job's inputs looked up in dag.json.
-SAME_DAG_SNAKEFILE = '''
-import json
+# "same DAG": the campaign's jobs and edges (dag.json), each job's inputs looked up.
+SAME_DAG_SNAKEFILE = REFERENCE_HEADER + '''
 JOBS = json.load(open("dag.json"))  # (not DAG: the name is Snakemake's)
+def path(wildcards):
+    return wildcards.path
 wildcard_constraints:
     path=r".+",
 rule all:
     input: JOBS["target"]
 rule job:
-    input: lambda wildcards: JOBS["inputs"][wildcards.path]
+    input: per_job(lambda wildcards: JOBS["inputs"][wildcards.path])
     output: "{path}"
     log: "logs/{path}.log"
     threads: 1
     resources:
-        nodes=1, tasks=1, cpus_per_task=48, mem_mb=88473, runtime=65,
-        slurm_partition="main", slurm_account="", slurm_extra="", measurement_slots=1,
+        **RESOURCES["constant"], **{k: job_resource(k, path) for k in RESOURCES["varying"]},
     shell: "touch {output}"
 '''
 
@@ -175,6 +193,40 @@ def big_campaign(workdir: Path, jobs: int) -> tuple[str, int]:
     return "big.yaml", len(load_campaign_file(workdir / "big.yaml").measurements)
 
 
+# Resources a measurement job has even when job_resources leaves them out (as in
+# rules/common.smk): the Slurm executor reads an empty one as none.
+RESOURCE_DEFAULTS = {"slurm_partition": "", "slurm_account": "", "slurm_extra": "", "gres": ""}
+
+
+def measurement_resources(campaign) -> dict[str, dict]:
+    """Record path -> the resources archbench gives that measurement's job."""
+    return {f"results/raw/{m['system']}/{m['experiment']}/{m['config_id']}/rep{m['repetition']}.json":
+            {**RESOURCE_DEFAULTS, **job_resources(m, campaign.systems[m["system"]])}
+            for m in campaign.measurements}
+
+
+def write_resources(dest: Path, jobs: dict[str, dict], names: list[str]) -> None:
+    """resources.json of a reference: the keys whose value is the same for every job as
+    constants, the others per job, each of ``names`` given the values of a job of ``jobs``
+    (its own when it is one of them, else theirs in turn: the same values as often)."""
+    values = list(jobs.values())
+    keys = sorted(set().union(*values))
+    varying = [k for k in keys if any(v.get(k) != values[0].get(k) for v in values)]
+    per_job = {name: {k: jobs.get(name, values[i % len(values)]).get(k) for k in varying}
+               for i, name in enumerate(names)}
+    constant = {k: values[0][k] for k in keys if k not in varying and k in values[0]}
+    (dest / "resources.json").write_text(json.dumps(
+        {"constant": constant, "varying": varying, "per_job": per_job}))
+
+
+def printed_resources(cwd: Path, env: dict, args: list[str]) -> dict[str, list[str]]:
+    """Output file -> the resources a printed dry run shows for its job (sorted)."""
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=cwd, env=env,
+                         capture_output=True, text=True, check=True).stdout
+    found = re.findall(r"^    output: (\S+)\n(?:    .*\n)*?    resources: (.*)$", out, re.M)
+    return {path: sorted(line.split(", ")) for path, line in found}
+
+
 def bench_dryrun(repo: Path, jobs: int, runs: int, *, scratch: Path) -> dict[str, float]:
     env = environment(repo)
     subject = copy_workflow(repo, scratch / "dryrun")
@@ -183,36 +235,48 @@ def bench_dryrun(repo: Path, jobs: int, runs: int, *, scratch: Path) -> dict[str
     counts = job_counts(subject, env, common)
     total = sum(counts.values())
     assert counts["run_measurement"] == measurements, counts
+    resources = measurement_resources(load_campaign_file(subject / campaign))
 
-    star = scratch / "reference"  # same job count
-    star.mkdir()
-    shutil.copytree(subject / "profiles", star / "profiles")
-    (star / "Snakefile").write_text(REFERENCE_SNAKEFILE)
-    records = sorted(f"results/raw/{m['system']}/{m['experiment']}/{m['config_id']}/"
-                     f"rep{m['repetition']}.json"
-                     for m in load_campaign_file(subject / campaign).measurements)
+    records = sorted(resources)
     padding = [f"results/raw/pad/pad/pad/rep{i}.json" for i in range(total - 1 - len(records))]
-    (star / "paths.json").write_text(json.dumps(records + padding))
-    same = scratch / "same-dag"
-    same.mkdir()
-    shutil.copytree(subject / "profiles", same / "profiles")
-    (same / "Snakefile").write_text(SAME_DAG_SNAKEFILE)
     dag = dag_of(subject, env, common)
-    (same / "dag.json").write_text(json.dumps(dag))
     edges = len(dag["target"]) + sum(map(len, dag["inputs"].values()))
+    star, same = scratch / "reference", scratch / "same-dag"  # same job count, same DAG
+    for ref, snakefile, names in ((star, REFERENCE_SNAKEFILE, records + padding),
+                                  (same, SAME_DAG_SNAKEFILE, sorted(dag["inputs"]))):
+        ref.mkdir()
+        shutil.copytree(subject / "profiles", ref / "profiles")
+        (ref / "Snakefile").write_text(snakefile)
+        write_resources(ref, resources, names)
+    (star / "paths.json").write_text(json.dumps(records + padding))
+    (same / "dag.json").write_text(json.dumps(dag))
     for ref in (star, same):
         ref_counts = job_counts(ref, env, ["--profile", "profiles/slurm"])
         assert sum(ref_counts.values()) == total, (ref, ref_counts, total)
+    # the same resources, job for job, as Snakemake prints them
+    ours, theirs = (printed_resources(subject, env, common),
+                    printed_resources(star, env, ["--profile", "profiles/slurm"]))
+    differ = [p for p in records if ours.get(p) != theirs.get(p)]
+    assert not differ, f"{differ[0]}: archbench {ours.get(differ[0])!r}, reference {theirs.get(differ[0])!r}"
+    # the issue's first reference, for comparison: every job the first one's resources
+    constant = scratch / "constant"
+    shutil.copytree(star, constant)
+    write_resources(constant, {records[0]: resources[records[0]]}, records + padding)
+    varying = json.loads((star / "resources.json").read_text())["varying"]
     print(f"(1) dry run: {total} jobs ({measurements} measurements, {edges} edges); "
-          f"references of {total} jobs: same job count ({len(records) + len(padding)} edges), "
-          f"same DAG ({edges} edges)")
+          f"references of {total} jobs, one rule with the same resources (per job: "
+          f"{', '.join(varying)}): same job count ({len(records) + len(padding)} edges), "
+          f"same DAG ({edges} edges); and for comparison the same job count with every job "
+          f"the first one's resources (constants)")
 
     snakemake = [sys.executable, "-m", "snakemake", "-n"]
+    refs = {"count": ("same job count", star), "dag": ("same DAG", same),
+            "const": ("constants", constant)}
     cases = [(f"{ref}_{mode}", cwd, args + ([] if mode == "p" else ["--quiet"]))
              for mode in ("q", "p")
              for ref, cwd, args in (("sub", subject, common),
-                                    ("count", star, ["--profile", "profiles/slurm"]),
-                                    ("dag", same, ["--profile", "profiles/slurm"]))]
+                                    *((r, d, ["--profile", "profiles/slurm"])
+                                      for r, (_, d) in refs.items()))]
     samples: dict[str, list[float]] = {key: [] for key, _, _ in cases}
     cpu: dict[str, list[float]] = {k: [] for k in samples}
     for i in range(runs):
@@ -224,14 +288,18 @@ def bench_dryrun(repo: Path, jobs: int, runs: int, *, scratch: Path) -> dict[str
     m, c = medians(samples), medians(cpu)
     ratios = {}
     for mode, label in (("q", "--quiet"), ("p", "printed")):
-        for ref, name in (("count", "same job count"), ("dag", "same DAG")):
+        for ref, (name, _) in refs.items():
             sub, base = f"sub_{mode}", f"{ref}_{mode}"
             wall, cpu_ratio = m[sub] / m[base], c[sub] / c[base]
-            ratios[f"{label}, {name}"] = max(wall, cpu_ratio)
+            verdict = (f"target <= {DRYRUN_TARGET}x: "
+                       f"{'met' if max(wall, cpu_ratio) <= DRYRUN_TARGET else 'NOT met'}")
+            if ref == "const":
+                verdict = "(for comparison)"
+            else:
+                ratios[f"{label}, {name}"] = max(wall, cpu_ratio)
             print(f"    {label:8s} vs {name:14s}: archbench {m[sub]:6.2f} s (CPU {c[sub]:5.2f} s)"
                   f"   bare Snakemake {m[base]:6.2f} s (CPU {c[base]:5.2f} s)   ratio "
-                  f"{wall:4.2f}x wall, {cpu_ratio:4.2f}x CPU   target <= {DRYRUN_TARGET}x: "
-                  f"{'met' if max(wall, cpu_ratio) <= DRYRUN_TARGET else 'NOT met'}")
+                  f"{wall:4.2f}x wall, {cpu_ratio:4.2f}x CPU   {verdict}")
     return ratios
 
 
@@ -335,6 +403,17 @@ def bench_paper(repo: Path, runs: int, scratch: Path) -> dict[str, float]:
     return ratios
 
 
+def slurm_wait() -> float:
+    """Seconds ``scontrol show config`` takes here (0 without Slurm): the Slurm plugin
+    runs it whenever Snakemake loads it, i.e. in every snakemake call, and waits for it up
+    to 10 s when Slurm is installed but no controller answers."""
+    if not shutil.which("scontrol"):
+        return 0.0
+    start = time.perf_counter()
+    subprocess.run(["scontrol", "show", "config"], capture_output=True, timeout=60)
+    return time.perf_counter() - start
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=("dryrun", "paper", "all"), default="all")
@@ -344,6 +423,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="checkout whose workflow and archbench are measured")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
     args = parser.parse_args(argv)
+    wait = slurm_wait()
+    if wait > 1:
+        print(f"note: `scontrol show config` took {wait:.1f} s here (Slurm installed, no "
+              "controller answering): every snakemake call below waits that long while the "
+              "Slurm plugin loads; start the cluster (scripts/slurm_cluster.sh up) or stop "
+              "it with `down` to measure without it")
     with tempfile.TemporaryDirectory(prefix="archbench-bench-") as tmp:
         scratch = args.keep or Path(tmp)
         scratch.mkdir(parents=True, exist_ok=True)

@@ -5,39 +5,16 @@ plugin, accounting via slurmdbd). Under CI=true this must run: it fails instead 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pandas as pd
 import pytest
-from conftest import REPO, copy_workflow, in_ci, snakemake, tool_env
+from conftest import REPO, copy_workflow, snakemake
 
 from archbench.campaign import load_campaign_file, raw_path
 from archbench.plan import job_resources
 
 pytestmark = pytest.mark.slurm
-SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
-
-
-@pytest.fixture(scope="session")
-def slurm_env():
-    """Bring the local cluster up (idempotent) and return the environment to reach it."""
-    reason = None
-    if os.geteuid() != 0:
-        reason = "starting a local Slurm cluster needs root"
-    else:
-        up = subprocess.run(["bash", str(SCRIPT), "up"], capture_output=True, text=True, timeout=600)
-        if up.returncode != 0:
-            reason = f"scripts/slurm_cluster.sh up failed: {up.stderr.strip()[-2000:]}"
-    if reason:
-        if in_ci():
-            pytest.fail(f"CI requires the Slurm integration test: {reason}")
-        pytest.skip(reason)
-    exports = subprocess.run(["bash", str(SCRIPT), "env"], capture_output=True, text=True,
-                             check=True).stdout
-    extra = dict(line.removeprefix("export ").split("=", 1) for line in exports.splitlines()
-                 if line.startswith("export "))
-    return tool_env(**{k: v.strip("'\"") for k, v in extra.items()})
 
 
 def sacct_job_ids(env: dict) -> set[str]:

@@ -12,7 +12,7 @@ import re
 import subprocess
 
 import pytest
-from test_slurm import run_through_slurm, sacct_steps, slurm_env  # noqa: F401 - fixture
+from test_slurm import run_through_slurm, sacct_steps
 
 from archbench.gpu import NO_GPU
 
@@ -21,7 +21,7 @@ BOUND = re.compile(r"^archbench\.gpu: local rank (\d+) bound to CUDA_VISIBLE_DEV
 
 
 @pytest.fixture(scope="module")
-def gpu_run(slurm_env, tmp_path_factory):  # noqa: F811 - the imported fixture
+def gpu_run(slurm_env, tmp_path_factory):
     return run_through_slurm("gpu_slurm.yaml", tmp_path_factory.mktemp("gpu"), slurm_env, 900,
                              targets=("results/tables/measurements.csv",))
 
@@ -34,7 +34,7 @@ def sacct_tres(job_id: str, env: dict) -> tuple[str, str]:
     return req, alloc
 
 
-def test_gpu_jobs_ask_one_task_per_gpu_and_fail_for_want_of_a_gpu(gpu_run, slurm_env):  # noqa: F811
+def test_gpu_jobs_ask_one_task_per_gpu_and_fail_for_want_of_a_gpu(gpu_run, slurm_env):
     records = [json.loads(p.read_text()) for p in (gpu_run / "results/raw").rglob("rep*.json")]
     by_experiment = {}
     for r in records:
@@ -64,7 +64,7 @@ def test_gpu_jobs_ask_one_task_per_gpu_and_fail_for_want_of_a_gpu(gpu_run, slurm
         assert re.search(rf"{re.escape(NO_GPU)} \(CUDA_VISIBLE_DEVICES='\d'\)", r["reason"]), r
 
 
-def test_slurm_sets_the_gpus_of_the_node_and_each_rank_binds_its_own(slurm_env):  # noqa: F811
+def test_slurm_sets_the_gpus_of_the_node_and_each_rank_binds_its_own(slurm_env):
     """What a rank inherits from Slurm on a node with --gres=gpu:2 and two tasks: both see
     CUDA_VISIBLE_DEVICES=0,1 and their SLURM_LOCALID; archbench.gpu.bind_gpu keeps the
     entry of its local rank."""
