@@ -13,8 +13,10 @@ import pytest
 from archbench import launch, slurm, strategies, tfcluster
 
 # The chief lingers so the servers (stopped once it exits) have printed their config.
+# One write per line: the tasks share stdout, and an unbuffered print writes the text and
+# its newline apart, so two tasks' lines could interleave.
 SHOW_CONFIG = ("-c", "import json, os, sys, time; c = json.loads(os.environ['TF_CONFIG']); "
-               "print(json.dumps(c), flush=True); "
+               "os.write(1, (json.dumps(c) + '\\n').encode()); "
                "time.sleep(3 if c['task']['type'] == 'chief' else 0)")
 
 
