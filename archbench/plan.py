@@ -20,6 +20,9 @@ from archbench.validate import ConfigError
 
 # Slack added to a run's time limit for start-up and record writing.
 RUNTIME_MARGIN_MIN = 5
+# Resources a measurement's job has even when job_resources leaves them out (the Slurm
+# executor reads an empty account, partition, extra or gres as none).
+RESOURCE_DEFAULTS = {"slurm_partition": "", "slurm_account": "", "slurm_extra": "", "gres": ""}
 
 
 def job_resources(measurement: dict, system: dict, pinned_nodes: str | None = None) -> dict:

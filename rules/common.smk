@@ -253,18 +253,13 @@ def resources_of(path):
     return archbench_plan.job_resources(m, SYSTEMS[m["system"]])
 
 
-# Resources a measurement's job has even when job_resources leaves them out (the Slurm
-# executor reads an empty account, partition, extra or gres as none).
-RESOURCE_DEFAULTS = {"slurm_partition": "", "slurm_account": "", "slurm_extra": "", "gres": ""}
-
-
 def measurement_resources():
     """run_measurement's resources: every key archbench.plan.job_resources gives, as a
     constant when all the campaign's measurements have the same value, else as a function
     of the job (Snakemake calls each function of each job: constants spare a 10,000-job
     dry run most of those calls). slurm_extra is pinned to repetition 0's nodes, read
     from the anchor input, when the campaign keeps repetitions on the same nodes."""
-    jobs = [{**RESOURCE_DEFAULTS, **resources_of(path)} for path in MEASUREMENTS]
+    jobs = [{**archbench_plan.RESOURCE_DEFAULTS, **resources_of(path)} for path in MEASUREMENTS]
     pinned = any(anchor_input(m) for m in MEASUREMENTS.values())
     resources = {}
     for key in sorted(set().union(*jobs)):
@@ -280,7 +275,7 @@ def measurement_resources():
 
 def job_resource(key):
     """The function giving resource ``key`` of a run_measurement job (None: not set)."""
-    default = RESOURCE_DEFAULTS.get(key)
+    default = archbench_plan.RESOURCE_DEFAULTS.get(key)
     return per_job(lambda wildcards: resources_of(record_path(wildcards)).get(key, default))
 
 
@@ -298,7 +293,7 @@ def get_final_outputs():
     Snakemake leaves a missing intermediate file alone while the files made from it are up
     to date. Only those: every record listed would cost a plan an edge per measurement."""
     collected = os.path.exists("results/tables/measurements.csv")
-    missing = [p for p in get_record_paths() if collected and not os.path.exists(p)]
+    missing = [p for p in get_record_paths() if not os.path.exists(p)] if collected else []
     return (missing + ["results/tables/measurements.csv", f"results/plan/{CAMPAIGN.name}.md"]
             + analysis_targets())
 

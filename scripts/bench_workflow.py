@@ -44,8 +44,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from archbench.campaign import load_campaign_file  # noqa: E402
-from archbench.plan import job_resources  # noqa: E402
+from archbench.campaign import load_campaign_file, raw_path  # noqa: E402
+from archbench.plan import RESOURCE_DEFAULTS, job_resources  # noqa: E402
 
 WORKFLOW_PARTS = ("Snakefile", "Makefile", "rules", "scripts", "config", "profiles",
                   "containers", "report", "data")
@@ -194,14 +194,9 @@ def big_campaign(workdir: Path, jobs: int) -> tuple[str, int]:
     return "big.yaml", len(load_campaign_file(workdir / "big.yaml").measurements)
 
 
-# Resources a measurement job has even when job_resources leaves them out (as in
-# rules/common.smk): the Slurm executor reads an empty one as none.
-RESOURCE_DEFAULTS = {"slurm_partition": "", "slurm_account": "", "slurm_extra": "", "gres": ""}
-
-
 def measurement_resources(campaign) -> dict[str, dict]:
     """Record path -> the resources archbench gives that measurement's job."""
-    return {f"results/raw/{m['system']}/{m['experiment']}/{m['config_id']}/rep{m['repetition']}.json":
+    return {f"results/{raw_path(m)}":
             {**RESOURCE_DEFAULTS, **job_resources(m, campaign.systems[m["system"]])}
             for m in campaign.measurements}
 
