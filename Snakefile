@@ -32,6 +32,11 @@ localrules:
     all,
 
 
+# Once this run holds Snakemake's lock, before its first job.
+onstart:
+    write_planned_specs()
+
+
 rule all:
     input:
         get_final_outputs(),

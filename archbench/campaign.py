@@ -23,7 +23,7 @@ from archbench.experiment_types.base import expand_with_skips
 from archbench.experiment_types.node_scaling import best_sources
 from archbench.kernels import KERNELS
 from archbench.models import MODELS
-from archbench.record import config_id
+from archbench.record import config_id, raw_path
 from archbench.sbatch import gpu_resources
 from archbench.strategies import MULTI_PROCESS_STRATEGIES
 from archbench.strategies.base import ps_nodes
@@ -66,12 +66,6 @@ class Campaign:
     config: dict
     systems: dict[str, dict]
     measurements: list[dict] = field(default_factory=list)
-
-
-def raw_path(measurement: dict) -> str:
-    """results-relative path of a measurement's record: raw/<system>/<experiment>/<id>/rep<k>.json."""
-    m = measurement
-    return f"raw/{m['system']}/{m['experiment']}/{m['config_id']}/rep{m['repetition']}.json"
 
 
 def _measurements(name: str, experiment: dict, *, system: dict) -> list[dict]:

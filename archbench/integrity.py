@@ -39,6 +39,14 @@ def quarantine(path: str | os.PathLike, results_dir: str | os.PathLike, reason: 
     return target
 
 
+def another_run_holds_locks(workdir: str | os.PathLike = ".") -> bool:
+    """True when Snakemake's lock directory in ``workdir`` holds locks: another run of this
+    working directory is live (or was killed and left them; Snakemake then refuses to run
+    until ``--unlock``). A run that is about to be refused must move nothing."""
+    locks = Path(workdir, ".snakemake", "locks")
+    return locks.is_dir() and any(locks.iterdir())
+
+
 def quarantine_invalid(paths: Iterable[str | os.PathLike], results_dir: str | os.PathLike,
                        dry_run: bool = False) -> list[str]:
     """Move invalid records aside (or only report them on a dry run); one message each."""

@@ -147,6 +147,13 @@ def read_record(path: str | os.PathLike) -> dict:
     return record
 
 
+def raw_path(fields: dict) -> str:
+    """The results-relative path of a run's record (a measurement's or a record's fields):
+    ``raw/<system>/<experiment>/<config_id>/rep<k>.json``."""
+    f = fields
+    return f"raw/{f['system']}/{f['experiment']}/{f['config_id']}/rep{f['repetition']}.json"
+
+
 RAW_LAYOUT = re.compile(r"(?:^|/)raw/([^/]+)/([^/]+)/([^/]+)/rep(\d+)\.json$")
 
 

@@ -2,13 +2,13 @@
 leave exactly one valid record behind (the worker's, or a failure record).
 
     python -m archbench.run --spec SPEC_JSON --output results/raw/.../rep0.json --log LOG
-    python -m archbench.run --spec-file SPECS.json --output results/raw/.../rep0.json --log LOG
+    python -m archbench.run --spec-file results/specs/<campaign>/<digest>.json --output ... --log LOG
 
 SPEC_JSON is ``{"measurement": {...}, "system": {...}}`` as produced by the workflow (the
 system's settings that affect a run; a `best` measurement adds ``best_listing``, the file
-listing the sweep records it takes its layout from, and ``statistic``). The workflow
-writes every spec of a campaign to one file, keyed by record path; ``--spec-file`` takes
-the one of ``--output``.
+listing the sweep records it takes its layout from, and ``statistic``). The run that plans
+a measurement writes its spec to a file named by its digest (:mod:`archbench.specfiles`);
+``--spec-file`` runs it only if it still hashes to its name and is the spec of ``--output``.
 Exit status 0 whenever a record was written, so one failed benchmark never stops the
 campaign; non-zero for a supervisor error (bad spec, unwritable output) or a stopped run.
 
@@ -38,6 +38,7 @@ from archbench.containers import IMAGE_DIR, exec_prefix, image_file, runtime_env
 from archbench.containers import image_digest as hash_file
 from archbench.failures import exit_failure
 from archbench.record import RecordError, make_record, read_record, schema, write_record
+from archbench.specfiles import SpecError, read_spec
 from archbench.strategies.horovod import horovod_knobs
 from archbench.tfenv import FRAMEWORK_ENV
 from archbench.vendor_evidence import recorded_library
@@ -277,7 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     given = p.add_mutually_exclusive_group(required=True)
     given.add_argument("--spec", help='JSON {"measurement": ..., "system": ...}')
-    given.add_argument("--spec-file", type=Path, help="JSON {record path: spec} (the workflow's)")
+    given.add_argument("--spec-file", type=Path,
+                       help="a spec file the workflow planned (results/specs/<campaign>/<digest>.json)")
     p.add_argument("--output", required=True, type=Path)
     p.add_argument("--log", required=True, type=Path, help="worker output is appended here")
     args = p.parse_args(argv)
@@ -292,15 +294,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def spec_from_file(path: Path, output: Path) -> dict:
-    """The spec of record ``output`` in a specs file; exits with one line without it."""
+    """The spec planned for record ``output``; exits with one line (no record) when the
+    file is missing, altered or another record's."""
     try:
-        specs = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        sys.exit(f"archbench.run: {path}: unreadable specs file ({exc})")
-    for key in (str(output), os.path.relpath(output)):
-        if key in specs:
-            return specs[key]
-    sys.exit(f"archbench.run: {path}: no spec for {output} (rerun the workflow to rewrite it)")
+        return read_spec(path, output)
+    except SpecError as exc:
+        sys.exit(f"archbench.run: {exc}")
 
 
 def run_spec(spec: dict, *, output: Path, log_path: Path) -> int:

@@ -3,32 +3,36 @@
 # the supervisor (archbench.run), with srun/mpirun outside it (see scripts/lint_workflow.sh).
 
 
-rule run_measurement:
-    input:
-        # image, best (the listing of sweep records a `best` run chooses from), data, and
-        # anchor (repetition 0's record, whose nodes a same_nodes repetition runs on)
-        unpack(get_measurement_inputs),
-    output:
-        record="results/raw/{system}/{experiment}/{config_id}/rep{rep}.json",
-    log:
-        supervisor="logs/run_measurement/{system}/{experiment}/{config_id}/rep{rep}.log",
-        worker="logs/run_measurement/{system}/{experiment}/{config_id}/rep{rep}.worker.log",
-    params:
-        # what the supervisor runs (read from SPECS_FILE): a changed spec reruns the job
-        spec=get_spec,
-    threads: get_threads
-    # batch_size > 1: up to that many measurements share one Slurm job, one at a time
-    group: get_batch_group if BATCH_GROUPS else None
-    # every key of archbench.plan.job_resources (nodes, tasks, cpus_per_task, mem_mb,
-    # runtime, partition, account, the system's placement keys constraint, qos and
-    # slurm_extra; mpi="srun" for multi-rank jobs: the Slurm executor then runs the job's
-    # command in the batch step, where the launcher's srun spans every node; GPU runs'
-    # gres or gpu, gpu_model, tasks_per_gpu from archbench.sbatch.gpu_resources)
-    resources:
-        **measurement_resources(),
-    shell:
-        f"python -m archbench.run --spec-file {SPECS_FILE} --output {{output.record}}"
-        " --log {log.worker} > {log.supervisor} 2>&1"
+# Not when regenerating (`paper`): the records on disk are then plain inputs, never rerun.
+if not REGENERATE_ONLY:
+
+    rule run_measurement:
+        input:
+            # image, best (the listing of sweep records a `best` run chooses from), data, and
+            # anchor (repetition 0's record, whose nodes a same_nodes repetition runs on)
+            unpack(get_measurement_inputs),
+        output:
+            record="results/raw/{system}/{experiment}/{config_id}/rep{rep}.json",
+        log:
+            supervisor="logs/run_measurement/{system}/{experiment}/{config_id}/rep{rep}.log",
+            worker="logs/run_measurement/{system}/{experiment}/{config_id}/rep{rep}.worker.log",
+        params:
+            # the digest of what the supervisor runs (its file in SPEC_DIR): a changed spec
+            # reruns the job
+            spec=get_spec,
+        threads: get_threads
+        # batch_size > 1: up to that many measurements share one Slurm job, one at a time
+        group: get_batch_group if BATCH_GROUPS else None
+        # every key of archbench.plan.job_resources (nodes, tasks, cpus_per_task, mem_mb,
+        # runtime, partition, account, the system's placement keys constraint, qos and
+        # slurm_extra; mpi="srun" for multi-rank jobs: the Slurm executor then runs the job's
+        # command in the batch step, where the launcher's srun spans every node; GPU runs'
+        # gres or gpu, gpu_model, tasks_per_gpu from archbench.sbatch.gpu_resources)
+        resources:
+            **measurement_resources(),
+        shell:
+            f"python -m archbench.run --spec-file {SPEC_DIR}/{{params.spec}}.json --output {{output.record}}"
+            " --log {log.worker} > {log.supervisor} 2>&1"
 
 
 rule make_tfrecords:

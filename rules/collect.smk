@@ -24,10 +24,8 @@ rule collect_measurements:
         invalid="results/tables/invalid_records.txt",
     log:
         "logs/collect_measurements/collect.log",
-    params:
-        existing=get_existing_records,
     run:
-        collect_job(input, output, params, log)
+        collect_job(input, output, log)
 
 
 rule plan_campaign:

@@ -17,12 +17,13 @@ from archbench.collect import write_table as write_collected
 from archbench.campaign import ConfigError, check_inputs_exist, load_campaign, raw_path
 from archbench.containers import build_command, image_file, pull_commands, shell_join, uri_scheme
 from archbench.files import atomic_write_text
+from archbench.specfiles import digest, spec_dir, spec_text, write_specs
 from archbench.sbatch import pinned_nodes
 from archbench.figures import FIGURES
 from archbench.importer import ImportFormatError, mapping_files
 from archbench.published import check_imports, is_claims_file
 from archbench.models import spec as model_spec
-from archbench.integrity import quarantine_invalid
+from archbench.integrity import another_run_holds_locks, quarantine_invalid
 from archbench.tables import TABLES
 from archbench.experiment_types.node_scaling import best_sources
 from archbench.systems import run_settings
@@ -80,9 +81,14 @@ resource_scopes:
 if BATCH_GROUPS:
     workflow.register_resource("measurement_slots", 1)
 
-# A corrupt or truncated record is never aggregated: it is moved aside and rerun.
+# Before it holds Snakemake's lock a run writes nothing another, live run could read: with
+# the locks held elsewhere (a live run, or a killed one: either way this run is refused)
+# it only reports what it would quarantine.
+LOCKED_ELSEWHERE = workflow.is_main_process and another_run_holds_locks()
+
+# A corrupt, truncated or nonsensical record is never aggregated: it is moved aside and rerun.
 if workflow.is_main_process and not REGENERATE_ONLY:
-    for message in quarantine_invalid(MEASUREMENTS, "results", dry_run=DRY_RUN):
+    for message in quarantine_invalid(MEASUREMENTS, "results", dry_run=DRY_RUN or LOCKED_ELSEWHERE):
         print(f"archbench: {message}", file=sys.stderr)
 
 
@@ -137,14 +143,10 @@ def join_batch_members():
 
 
 def get_record_paths(wildcards=None):
-    """Every record the campaign produces; none as inputs when regenerating (then the
-    collect step reads the records on disk, so no benchmark rule is ever scheduled)."""
-    return [] if REGENERATE_ONLY else sorted(MEASUREMENTS)
-
-
-def get_existing_records(wildcards=None):
-    """The campaign's records already on disk (what `paper` collects)."""
-    return [p for p in sorted(MEASUREMENTS) if Path(p).exists()] if REGENERATE_ONLY else []
+    """The records collected: every record of the campaign, or, when regenerating, those
+    on disk (no rule makes records then, so no benchmark is ever scheduled). With every
+    record on disk the two lists are the same, so a run after `paper` plans nothing new."""
+    return [p for p in sorted(MEASUREMENTS) if Path(p).exists()] if REGENERATE_ONLY else sorted(MEASUREMENTS)
 
 
 @per_job
@@ -199,32 +201,34 @@ def data_input(m):
 
 @per_job
 def get_spec(wildcards):
-    """The supervisor's input: the measurement, the settings of its system that affect it
-    (``x-no-rerun`` of the system schema left out: editing a system's description reruns
-    nothing), and the listing of records a `best` one depends on. A changed spec reruns
-    the measurement."""
-    return spec_of(record_path(wildcards))
+    """The digest of the supervisor's spec (the name of its file in SPEC_DIR): a changed
+    spec reruns the measurement."""
+    return digest(spec_of(record_path(wildcards)))
 
 
 @lru_cache(maxsize=None)
 def spec_of(path):
+    """The text of a measurement's spec: the measurement, the settings of its system that
+    affect it (``x-no-rerun`` of the system schema left out: editing a system's
+    description reruns nothing), and the listing of records a `best` one depends on."""
     m = MEASUREMENTS[path]
     spec = {"measurement": m, "system": run_settings(SYSTEMS[m["system"]])}
     if m.get("best_of"):  # the best layout is chosen by the statistic the tables report
         spec["best_listing"] = best_listing(m)
         spec["statistic"] = config.get("statistic", "mean")
-    return json.dumps(spec, sort_keys=True)
+    return spec_text(spec)
 
 
-# The supervisor reads its spec from this file (--spec-file, by record path), written
-# before any job runs, not from its command line: 10,000 printed specs bury a dry run.
-# A real run of the campaign rewrites it when a spec changed; a dry run writes nothing.
-SPECS_FILE = f"results/specs/{CAMPAIGN.name}.json"
+# The supervisor reads its spec from SPEC_DIR/<digest>.json, a file nobody rewrites
+# (archbench/specfiles.py), written once this run holds Snakemake's lock and before any
+# job starts (onstart, in the Snakefile): a dry run or a run the lock refuses writes none.
+SPEC_DIR = spec_dir(CAMPAIGN.name)
 
-if workflow.is_main_process and not REGENERATE_ONLY and not DRY_RUN:
-    _specs = "{\n" + ",\n".join(f"{json.dumps(p)}: {spec_of(p)}" for p in sorted(MEASUREMENTS)) + "\n}\n"
-    if not Path(SPECS_FILE).exists() or Path(SPECS_FILE).read_text() != _specs:
-        atomic_write_text(SPECS_FILE, _specs)
+
+def write_planned_specs():
+    """Write the spec file of every measurement (those present are left as they are)."""
+    if not REGENERATE_ONLY:
+        write_specs((spec_of(p) for p in MEASUREMENTS), SPEC_DIR)
 
 
 @per_job
@@ -349,11 +353,11 @@ def write_log(path, *lines):
     atomic_write_text(path, "".join(f"{line}\n" for line in lines))
 
 
-def collect_job(input, output, params, log):
+def collect_job(input, output, log):
     """collect_measurements: the records into the tidy table (CSV, Parquet), the invalid
     ones named in their own file."""
     with ARTIFACT_STEP:
-        frame, errors = collect_records(list(input.records) or params.existing)
+        frame, errors = collect_records(list(input.records))
         write_collected(frame, output.csv, output.parquet)
         atomic_write_text(output.invalid, "".join(f"{line}\n" for line in errors))
     write_log(log[0], *(f"excluded invalid record: {line}" for line in errors),

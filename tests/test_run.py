@@ -8,7 +8,8 @@ import pytest
 from archbench import run
 from archbench.campaign import config_id, load_campaign
 from archbench.failures import exit_failure
-from archbench.record import read_record
+from archbench.record import raw_path, read_record
+from archbench.specfiles import digest, spec_text, write_specs
 
 SYSTEM = {"name": "local", "arch": "x86_64", "nodes": 1, "sockets": 1, "cores_per_socket": 2,
           "threads_per_core": 1, "runtime_minutes": 5, "container_runtime": "none",
@@ -121,19 +122,18 @@ def test_cli_writes_record_and_exits_zero_on_failure(tmp_path):
     assert read_record(out)["status"] == "failed"
 
 
-def test_cli_takes_its_spec_from_the_workflow_specs_file(tmp_path, monkeypatch):
+def test_cli_takes_its_spec_from_a_planned_spec_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    other = {"measurement": measurement(), "system": {**SYSTEM, "cores_per_node": 0}}
-    specs = tmp_path / "specs.json"
-    specs.write_text(json.dumps({
-        "results/raw/r.json": {"measurement": measurement(image_size=4), "system": SYSTEM},
-        "results/raw/other.json": other}))
-    argv = ["--spec-file", str(specs), "--log", "w.log", "--output"]
-    assert run.main([*argv, "results/raw/r.json"]) == 0
-    # the spec of its own record path (image_size 4 fails), also given as an absolute path
-    assert read_record(tmp_path / "results/raw/r.json")["status"] == "failed"
-    assert run.main([*argv, str(tmp_path / "results/raw/r.json")]) == 0
-    with pytest.raises(SystemExit, match=r"specs.json: no spec for results/raw/missing.json"):
+    planned = {"measurement": measurement(image_size=4), "system": SYSTEM}
+    write_specs([spec_text(planned)], tmp_path / "specs")
+    spec_file = tmp_path / "specs" / f"{digest(spec_text(planned))}.json"
+    out = f"results/{raw_path(planned['measurement'])}"
+    argv = ["--spec-file", str(spec_file), "--log", "w.log", "--output"]
+    assert run.main([*argv, out]) == 0
+    # its own record (image_size 4 fails), also given as an absolute path
+    assert read_record(tmp_path / out)["status"] == "failed"
+    assert run.main([*argv, str(tmp_path / out)]) == 0
+    with pytest.raises(SystemExit, match=r"the spec of raw/.*, not of results/raw/missing.json"):
         run.main([*argv, "results/raw/missing.json"])
     assert not (tmp_path / "results/raw/missing.json").exists()
 

@@ -11,6 +11,8 @@ import pytest
 from conftest import REPO, snakemake
 
 from archbench.campaign import load_campaign_file
+from archbench.record import raw_path
+from archbench.specfiles import digest
 
 pytestmark = pytest.mark.workflow
 
@@ -87,23 +89,28 @@ def test_measurements_table_equals_the_raw_records(tiny_run):
     assert (tiny_run / "results/tables/invalid_records.txt").read_text() == ""
 
 
-def test_each_record_ran_the_spec_the_specs_file_holds_for_it(tiny_run):
-    """The supervisor takes its spec from results/specs/<campaign>.json by record path; the
-    printed command names the file, not a spec."""
-    specs = json.loads((tiny_run / "results/specs/tiny.json").read_text())
+def test_each_record_ran_the_spec_its_run_planned(tiny_run):
+    """The supervisor takes its spec from results/specs/<campaign>/<digest>.json, a file named
+    by the digest of its bytes; the printed command names the file, not a spec; a dry run
+    writes none."""
+    spec_dir = tiny_run / "results/specs/tiny"
+    specs = {p.stem: json.loads(p.read_text()) for p in spec_dir.iterdir()}
+    assert all(digest((spec_dir / f"{d}.json").read_text()) == d for d in specs)
     paths = sorted(str(p.relative_to(tiny_run)) for p in (tiny_run / "results/raw").rglob("rep*.json"))
-    assert sorted(specs) == paths
+    by_record = {f"results/{raw_path(s['measurement'])}": (d, s) for d, s in specs.items()}
+    assert sorted(by_record) == paths
     for path in paths:
-        record, spec = json.loads((tiny_run / path).read_text()), specs[path]
+        record, (_, spec) = json.loads((tiny_run / path).read_text()), by_record[path]
         assert record["config_id"] == spec["measurement"]["config_id"]
         assert record["intra_threads"] == spec["measurement"]["intra_threads"]
         assert record["repetition"] == spec["measurement"]["repetition"]
-    written = (tiny_run / "results/specs/tiny.json").stat().st_mtime_ns
+    written = {p.name: p.stat().st_mtime_ns for p in spec_dir.iterdir()}
     proc = snakemake(tiny_run, "-n", "-p", "-f", paths[0], "--profile", "profiles/local",
                      "--configfile", "tiny.yaml")
-    assert f"archbench.run --spec-file results/specs/tiny.json --output {paths[0]}" in proc.stdout
+    name = by_record[paths[0]][0]
+    assert f"archbench.run --spec-file results/specs/tiny/{name}.json --output {paths[0]}" in proc.stdout
     assert '"measurement"' not in proc.stdout
-    assert (tiny_run / "results/specs/tiny.json").stat().st_mtime_ns == written  # dry run: untouched
+    assert {p.name: p.stat().st_mtime_ns for p in spec_dir.iterdir()} == written  # dry run: untouched
 
 
 def test_plan_lists_every_job(tiny_run):
@@ -347,3 +354,12 @@ def test_every_job_has_the_resources_of_its_measurement(workflow_copy):
                     **job_resources(m, campaign.systems[m["system"]])}
         got = printed[f"results/{raw_path(m)}"]
         assert {k: v for k, v in got.items() if k in own} == {k: str(v) for k, v in expected.items()}
+
+
+def test_paper_then_a_normal_run_plans_nothing_new(tiny_run):
+    """`paper` collects the records on disk as a normal run does: afterwards a normal dry
+    run of the unchanged campaign plans nothing."""
+    snakemake(tiny_run, "paper", "--profile", "profiles/local", "--configfile", "tiny.yaml",
+              "--config", "regenerate_only=True", "--forcerun", "collect_measurements")
+    plan = snakemake(tiny_run, "--profile", "profiles/local", "--configfile", "tiny.yaml", "-n")
+    assert "Nothing to be done" in plan.stdout + plan.stderr, plan.stdout[-3000:]
