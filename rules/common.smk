@@ -80,7 +80,7 @@ resource_scopes:
 if BATCH_GROUPS:
     workflow.register_resource("measurement_slots", 1)
 
-# A corrupt or truncated record is never aggregated: it is moved aside and rerun.
+# A corrupt, truncated or nonsensical record is never aggregated: it is moved aside and rerun.
 if workflow.is_main_process and not REGENERATE_ONLY:
     for message in quarantine_invalid(MEASUREMENTS, "results", dry_run=DRY_RUN):
         print(f"archbench: {message}", file=sys.stderr)
