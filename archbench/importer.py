@@ -95,7 +95,8 @@ malformed when it:
   counts (nodes, workers, gpus, gpus_per_node, processes_per_node, threads, inter_threads,
   parameter_servers, repetition) 1 to 1,000,000 (0 allowed for threads, inter_threads,
   parameter_servers and repetition); batch at most 2**20, global_batch 2**40,
-  problem_size and tile_size 2**50; throughput above 0, error at least 0, both at most 1e21.
+  problem_size and tile_size 2**50; throughput above 0, error at least 0, both at most 1e21
+  (the bounds of the record fields they fill, ``schemas/record.schema.json``: :data:`INT_BOUNDS`).
 
 A mapping sidecar is malformed, besides the file checks above, when it is over 64 KiB,
 is not a YAML mapping of ``columns``, ``constants`` and ``values`` whose entries are
@@ -134,6 +135,7 @@ from archbench.csvfile import (
     read_text,
     show,
 )
+from archbench.record import bound
 from archbench.validate import ConfigError
 from archbench.yamlio import load_yaml_text
 
@@ -145,11 +147,15 @@ NAME_COLUMNS = ("system", "model", "kernel", "experiment", "experiment_type", "a
 INT_COLUMNS = ("nodes", "workers", "gpus", "gpus_per_node", "processes_per_node", "threads",
                "inter_threads", "batch", "global_batch", "problem_size", "tile_size",
                "repetition", "parameter_servers")
-ZERO_ALLOWED = ("threads", "inter_threads", "repetition", "parameter_servers")
-MAX_COUNT = 10**6  # every integer column not in MAX_INT
-MAX_INT = {"batch": 2**20, "global_batch": 2**40, "problem_size": 2**50, "tile_size": 2**50}
+# the record field an import column fills, where the names differ
+RECORD_FIELD = {"threads": "intra_threads", "batch": "batch_per_process"}
+# (lowest, highest) of every integer column: the bounds of its record field, one definition
+# (counts 0 or 1 to 10**6, batch 2**20, global_batch 2**40, problem_size and tile_size 2**50)
+INT_BOUNDS = {column: (bound(RECORD_FIELD.get(column, column), "minimum"),
+                       bound(RECORD_FIELD.get(column, column), "maximum")) for column in INT_COLUMNS}
 FLOAT_COLUMNS = ("throughput", "error")
-MAX_VALUE = 1e21  # throughput and error, in any unit (1e21 FLOP/s: a thousand exaflops)
+# throughput and error, in any unit: a record's bound (1e21 FLOP/s: a thousand exaflops)
+MAX_VALUE = bound("throughput", "maximum")
 CHOICES = {"data": ("synthetic", "real"),
            "strategy": ("single", "horovod", "mirrored", "parameter_server", "workers"),
            "scaling_unit": ("nodes", "workers", "gpus")}
@@ -184,7 +190,7 @@ def parse_cell(value: str, column: str) -> Any:
         number = parse_number(text)
         if not number.is_integer():
             raise ValueError(f"'{text}' is not an integer")
-        low, high = (0 if column in ZERO_ALLOWED else 1), MAX_INT.get(column, MAX_COUNT)
+        low, high = INT_BOUNDS[column]
         if not low <= number <= high:
             raise ValueError(f"'{show(text)}' is not between {low} and {high:,}")
         return int(number)

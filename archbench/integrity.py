@@ -1,4 +1,5 @@
-"""Find corrupt or truncated records before a campaign runs and move them aside, so the
+"""Find corrupt, truncated or nonsensical records (:func:`archbench.record.read_record`,
+the check collection uses too) before a campaign runs and move them aside, so the
 workflow reruns those measurements instead of aggregating them."""
 
 from __future__ import annotations

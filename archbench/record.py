@@ -19,6 +19,7 @@ import fastjsonschema
 import jsonschema
 
 from archbench.files import atomic_path
+from archbench.sense import problem
 from archbench.vendor_evidence import evidence_columns
 
 SCHEMA_VERSION = 1
@@ -109,19 +110,26 @@ def fast_check():
     return fastjsonschema.compile({k: v for k, v in schema().items() if k != "$schema"})
 
 
+def bound(field: str, keyword: str) -> int | float:
+    """The record schema's ``keyword`` (minimum, maximum, exclusiveMinimum) of numeric
+    ``field``: the one definition of the bounds records and imports keep."""
+    return schema()["properties"][field][keyword]
+
+
 def validate(record: dict, source: str = "record") -> None:
-    """Raise RecordError naming the first offending field if ``record`` breaks the schema."""
+    """Raise RecordError naming the first offending field if ``record`` breaks the schema
+    (bounds included) or makes no sense (:func:`archbench.sense.problem`)."""
     try:
         fast_check()(record)
-        return
     except fastjsonschema.JsonSchemaException:
-        pass
-    validator = jsonschema.Draft202012Validator(schema())
-    error = jsonschema.exceptions.best_match(validator.iter_errors(record))
-    if error is None:  # the two validators disagree: trust the reference one
-        return
-    where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-    raise RecordError(f"{source}: {where}: {error.message}")
+        validator = jsonschema.Draft202012Validator(schema())
+        error = jsonschema.exceptions.best_match(validator.iter_errors(record))
+        if error is not None:  # None: the two validators disagree, trust the reference one
+            where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+            raise RecordError(f"{source}: {where}: {error.message}") from None
+    nonsense = problem(record)
+    if nonsense:
+        raise RecordError(f"{source}: {nonsense}")
 
 
 def write_record(path: str | os.PathLike, record: dict) -> Path:
@@ -135,8 +143,8 @@ def write_record(path: str | os.PathLike, record: dict) -> Path:
 def read_record(path: str | os.PathLike) -> dict:
     """Read one record; raise RecordError with the path if it is unreadable or invalid."""
     try:
-        record = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        record = json.loads(Path(path).read_text(), parse_constant=_not_json)
+    except (OSError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError: ValueErrors
         raise RecordError(f"{path}: unreadable record ({exc})") from exc
     if not isinstance(record, dict):
         raise RecordError(f"{path}: a record must be a JSON object")
@@ -152,6 +160,12 @@ def raw_path(fields: dict) -> str:
     ``raw/<system>/<experiment>/<config_id>/rep<k>.json``."""
     f = fields
     return f"raw/{f['system']}/{f['experiment']}/{f['config_id']}/rep{f['repetition']}.json"
+
+
+def _not_json(name: str) -> None:
+    """Refuse NaN and Infinity, which Python's json reads but records never hold
+    (:func:`write_record` writes strict JSON)."""
+    raise ValueError(f"{name} is not a JSON number")
 
 
 RAW_LAYOUT = re.compile(r"(?:^|/)raw/([^/]+)/([^/]+)/([^/]+)/rep(\d+)\.json$")

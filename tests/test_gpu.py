@@ -93,8 +93,8 @@ def test_gpu_configurations_have_their_own_ids_and_cpu_ids_are_unchanged():
 
 def test_records_carry_device_fields():
     record = make_record(experiment="e", system="s", config_id="c", repetition=0, kind="kernel",
-                         arch="x86_64", device="gpu", devices=["GPU:0"],
-                         start_time="t", end_time="t")
+                         arch="x86_64", device="gpu", devices=["GPU:0"], kernel="matmul",
+                         throughput=1.0, throughput_unit="GFLOP/s", start_time="t", end_time="t")
     assert record["device"] == "gpu" and record["devices"] == ["GPU:0"]
 
 

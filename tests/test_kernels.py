@@ -425,6 +425,7 @@ def test_a_new_kernel_needs_only_its_spec(monkeypatch):
     from archbench.experiment_types.kernel import expand
     toy = KernelSpec(name="toy", help="a toy kernel", unit="GFLOP/s", measures=FLOP_RATE,
                      size_help="N", run=lambda cluster, job: KernelResult(1.0, "GFLOP/s", [1.0], 0),
+                     work=lambda record: 1.0,
                      steps=(0, 2), tile_help="elements per tile", power_of_two=True,
                      settings=(Setting(name="sweeps", type=int, default=3, help="sweeps per step"),))
     monkeypatch.setitem(KERNELS, "toy", toy)

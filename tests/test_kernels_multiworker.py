@@ -135,6 +135,27 @@ def test_stream_comm_adds_the_pushed_vector(two):
     assert result.throughput_unit == "MiB/s" and result.throughput > 0
 
 
+SMALL = {"stream": ["--size", 4096], "stream_comm": ["--size", 1], "matmul": ["--size", 64, "--tile-size", 32],
+         "cg": ["--size", 64, "--iterations", 5], "fft": ["--size", 256, "--tile-size", 64]}
+
+
+@pytest.mark.parametrize("kernel", sorted(SMALL))
+def test_every_kernel_writes_a_record_that_makes_sense(two, kernel, tmp_path):
+    """A real two-worker run's record reads back (its throughput is its work over its
+    step times, archbench.sense); the same record 1% off is refused."""
+    from archbench.kernels import KERNELS
+    from archbench.kernels.cli import measured_record
+    from archbench.record import RecordError, write_record
+    assert set(SMALL) == set(KERNELS)
+    extra = ["--scratch", tmp_path] if kernel == "matmul" else []
+    run = job(kernel, *SMALL[kernel], *extra, "--workers", 2, "--warmup-steps", 1, "--steps", 2)
+    record = measured_record(run, two, KERNELS[kernel].run(two, run), start="t", framework_version="x")
+    assert record["status"] == "ok" and KERNELS[kernel].work(record) > 0
+    assert read_record(write_record(tmp_path / "rep0.json", record)) == record
+    with pytest.raises(RecordError, match=r"^record: throughput: .* is not .*'s work over its step times"):
+        write_record(tmp_path / "rep1.json", {**record, "throughput": record["throughput"] * 1.01})
+
+
 @pytest.mark.parametrize("reducers", [1, 2])
 def test_matmul_two_workers_matches_numpy(two, reducers, tmp_path):
     from archbench.kernels.matmul import TiledMatmul

@@ -27,9 +27,8 @@ from archbench import published
 from archbench.importer import (
     BOOL_COLUMNS,
     FLOAT_COLUMNS,
+    INT_BOUNDS,
     INT_COLUMNS,
-    MAX_COUNT,
-    MAX_INT,
     NAME_COLUMNS,
     UNITS,
     ImportFormatError,
@@ -94,7 +93,7 @@ def assert_sane(values: dict) -> None:
         if column in NAME_COLUMNS:
             assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}", value), (column, value)
         if column in INT_COLUMNS:
-            assert 0 <= value <= MAX_INT.get(column, MAX_COUNT), (column, value)
+            assert 0 <= value <= INT_BOUNDS[column][1], (column, value)
     assert values["unit"] in UNITS
 
 
@@ -169,7 +168,7 @@ def cell(draw: st.DrawFn, column: str, columns: list[str]) -> str:
         low = 1e-9 if column == "throughput" else 0.0
         return repr(draw(st.floats(low, 1e21)))
     low = 0 if column in ("threads", "inter_threads", "repetition", "parameter_servers") else 1
-    number = draw(st.integers(low, MAX_INT.get(column, MAX_COUNT)))
+    number = draw(st.integers(low, INT_BOUNDS[column][1]))
     return draw(st.sampled_from([str(number), f"{number}.0"]))
 
 
@@ -226,7 +225,7 @@ def claims_files(draw: st.DrawFn) -> bytes:
             if name == "mkl_env" and draw(st.booleans()):
                 claim[name] = "!" * draw(st.booleans()) + draw(NAMES)  # !x: anything but x
             elif name == "cores" and draw(st.booleans()):
-                claim[name] = str(draw(st.integers(1, MAX_COUNT)))
+                claim[name] = str(draw(st.integers(1, INT_BOUNDS["nodes"][1])))
             elif name not in ("mkl_env", "cores") and draw(st.booleans()):
                 claim[name] = cell(draw, name, columns)
         rows.append([claim.get(c, "") for c in columns])

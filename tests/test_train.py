@@ -77,6 +77,22 @@ def test_synthetic_run_writes_a_complete_record(tmp_path):
     assert r["hosts"] and r["framework_version"].startswith("2.")
 
 
+def test_a_real_record_makes_sense_and_one_off_its_steps_does_not(tmp_path):
+    """The window holds the step times: throughput at most their rate, and not far below
+    (archbench.sense); a record raised above that rate, or far below, is refused."""
+    import math
+
+    from archbench.record import RecordError, validate
+    code, r = run_main(tmp_path, "--steps", "5")
+    assert code == 0 and r["status"] == "ok"
+    steps_rate = r["global_batch"] * 5 / math.fsum(r["step_times_s"])
+    assert r["throughput"] <= steps_rate
+    for wrong in (steps_rate * 1.05, r["throughput"] / (1.3 + 1 / math.fsum(r["step_times_s"]))):
+        window = {"window_s": {"value": r["global_batch"] * 5 / wrong, "unit": "s"}}
+        with pytest.raises(RecordError, match="^record: throughput: .* its step times' rate"):
+            validate({**r, "throughput": wrong, "metrics": {**r["metrics"], **window}})
+
+
 def test_real_data_run_from_generated_tfrecords(tmp_path):
     from archbench.data import make_tfrecords
     make_tfrecords(tmp_path / "tfr", images=16, image_size=40, shards=2)

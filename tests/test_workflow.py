@@ -4,6 +4,7 @@ and a really executed tiny campaign whose tables are checked against its raw rec
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -269,6 +270,42 @@ def test_a_valid_record_in_the_wrong_place_is_excluded_then_quarantined_and_reru
     assert record["run_id"] == "/".join(misplaced.parts[-2:]).removesuffix(".json")
     table = pd.read_csv(workdir / "results/tables/measurements.csv")
     assert len(table) == len(records) and table["run_id"].is_unique
+
+
+def test_nonsense_records_are_excluded_then_quarantined_and_rerun(tiny_run, tmp_path):
+    """Records that make no sense: a throughput of 1e30, negative step times and
+    throughput, a throughput 3x its images over its window. `paper` leaves them out of the
+    table (naming the field), the next run quarantines them with that reason and reruns
+    those three measurements alone."""
+    import shutil
+    workdir = shutil.copytree(tiny_run, tmp_path / "copy", symlinks=True)
+    records = sorted((workdir / "results/raw").rglob("rep*.json"))
+    edits = [  # (what the reason says, the edit)
+        ("throughput: 1e\\+30 is greater than", lambda r: {**r, "throughput": 1e30}),
+        ("(throughput|step_times_s/\\d): -[0-9.]+ is less than",
+         lambda r: {**r, "throughput": -1781.6, "step_times_s": [-t for t in r["step_times_s"]]}),
+        ("throughput: .* is not metrics.images / metrics.window_s",
+         lambda r: {**r, "throughput": 3 * r["throughput"]})]
+    for path, (_, edit) in zip(records, edits):
+        path.write_text(json.dumps(edit(json.loads(path.read_text()))))
+    snakemake(workdir, "paper", "--profile", "profiles/local", "--forcerun",
+              "collect_measurements", "--configfile", "tiny.yaml", "--config",
+              "regenerate_only=True", timeout=600)
+    invalid = (workdir / "results/tables/invalid_records.txt").read_text().splitlines()
+    assert len(invalid) == 3
+    for path, (reason, _), line in zip(records, edits, invalid):
+        assert re.match(f"{re.escape(str(path.relative_to(workdir)))}: {reason}", line), line
+    table = pd.read_csv(workdir / "results/tables/measurements.csv")
+    assert len(table) == len(records) - 3 and table["throughput"].between(0, 1e6).all()
+
+    proc = snakemake(workdir, "--profile", "profiles/local", "--configfile", "tiny.yaml", timeout=900)
+    log = proc.stdout + proc.stderr
+    assert log.count("rule run_measurement") == 3, log[-3000:]
+    reasons = sorted(p.read_text() for p in (workdir / "results/quarantine").rglob("*.reason"))
+    assert reasons == sorted(f"{line}\n" for line in invalid)
+    table = pd.read_csv(workdir / "results/tables/measurements.csv")
+    assert len(table) == len(records) and (table["status"] == "ok").all()
+    assert (workdir / "results/tables/invalid_records.txt").read_text() == ""
 
 
 def test_editing_a_system_reruns_only_what_affects_its_measurements(tiny_run, tmp_path):

@@ -18,6 +18,7 @@ share of each iteration, live on its GPU; the dot products are summed on worker 
 from __future__ import annotations
 
 import math
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -178,6 +179,16 @@ class ConjugateGradient:
         return np.concatenate([a.numpy() for a in self.a])
 
 
+def work(record: Mapping[str, Any]) -> float | None:
+    """GFLOP of one measured solve of a record: iterations x 2N^2 / 1e9, with the
+    iterations its metric says each solve did."""
+    n = record.get("problem_size")
+    iterations = (record.get("metrics") or {}).get("iterations", {}).get("value")
+    if n is None or type(iterations) not in (int, float):  # not a bool either
+        return None
+    return formulas.cg_flops(n, iterations) / 1e9
+
+
 def run(cluster: Cluster, job: KernelRun) -> KernelResult:
     """CG on the N x N fp64 test matrix; GFLOP/s with iterations * 2N^2 flops."""
     n, iterations, tolerance = job.size, job.option("iterations"), job.option("tolerance")
@@ -197,7 +208,7 @@ def run(cluster: Cluster, job: KernelRun) -> KernelResult:
 
 SPEC = KernelSpec(
     name="cg", help="conjugate gradient, N x N fp64 SPD matrix in row blocks (GFLOP/s)",
-    unit="GFLOP/s", measures=FLOP_RATE, size_help="N", run=run, steps=(1, 1),
+    unit="GFLOP/s", measures=FLOP_RATE, size_help="N", run=run, work=work, steps=(1, 1),
     settings=(
         Setting(name="iterations", type=int, default=500, minimum=1, in_tuning=False,
                 help="CG iterations per solve"),

@@ -16,6 +16,8 @@ the beginning of the application to when all tiles are collected by the merger".
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import numpy as np
 
 from archbench import gpu
@@ -124,6 +126,12 @@ class TiledFFT:
         return self.output.numpy()
 
 
+def work(record: Mapping[str, Any]) -> float | None:
+    """GFLOP of one measured transform of a record: 5 N log2 N / 1e9."""
+    n = record.get("problem_size")
+    return None if n is None else formulas.fft_flops(n) / 1e9
+
+
 def run(cluster: Cluster, job: KernelRun) -> KernelResult:
     """Tiled 1D FFT of N complex128 values; GFLOP/s with 5 N log2 N flops."""
     n, tile = job.size, job.tile_size or default_tile(job.size, job.workers)
@@ -148,7 +156,7 @@ def run(cluster: Cluster, job: KernelRun) -> KernelResult:
 
 SPEC = KernelSpec(
     name="fft", help="1D complex128 FFT in interleaved tiles (GFLOP/s)", unit="GFLOP/s",
-    measures=FLOP_RATE, size_help="N, a power of two", run=run, steps=(1, 5),
+    measures=FLOP_RATE, size_help="N, a power of two", run=run, work=work, steps=(1, 5),
     tile_help="elements per tile, a power of two <= N (default one tile per worker)",
     power_of_two=True, add_arguments=add_verify_option,
     settings=(Setting(name="merge", type=int, default=1, minimum=0, maximum=1,

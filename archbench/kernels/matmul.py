@@ -27,6 +27,7 @@ import shutil
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -191,6 +192,12 @@ class TiledMatmul:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def work(record: Mapping[str, Any]) -> float | None:
+    """GFLOP of one measured multiply of a record: (2N^3 - N^2) / 1e9."""
+    n = record.get("problem_size")
+    return None if n is None else formulas.matmul_flops(n) / 1e9
+
+
 def run(cluster: Cluster, job: KernelRun) -> KernelResult:
     """Tiled N x N fp32 multiply on the cluster; GFLOP/s with 2N^3 - N^2 flops."""
     n, tile, reducers = job.size, job.tile_size or default_tile(job.size), job.option("reducers")
@@ -224,7 +231,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 SPEC = KernelSpec(
     name="matmul", help="tiled N x N fp32 matrix multiply (GFLOP/s)", unit="GFLOP/s",
-    measures=FLOP_RATE, size_help="N, a power of two", run=run, steps=(1, 3),
+    measures=FLOP_RATE, size_help="N, a power of two", run=run, work=work, steps=(1, 3),
     tile_help="tile edge, a power of two <= N (default min(N, 4096))", power_of_two=True,
     settings=(Setting(name="reducers", type=int, default=1, minimum=1,
                       help="workers accumulating the C tiles, capped at the worker count",

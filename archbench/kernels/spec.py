@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:
     from archbench.kernels.cluster import Cluster
@@ -79,7 +79,10 @@ class KernelSpec:
     """A registered kernel (see ``archbench.kernels.KERNELS``).
 
     ``run(cluster, job)`` runs it once (importing TensorFlow itself) and returns a
-    KernelResult; ``steps`` = default (warmup, measured) repetitions per run; ``measures``
+    KernelResult; ``work(record)`` is what one measured step of a record does in the
+    throughput unit times seconds (GFLOP, GB, MiB), as ``run`` counts it, or None when the
+    record does not say (``archbench.sense`` checks throughput = work x steps / their
+    time with it); ``steps`` = default (warmup, measured) repetitions per run; ``measures``
     = FLOP_RATE or BANDWIDTH; ``tile_help`` (tiled kernels only) says what ``--tile-size``
     means; ``workers`` fixes the worker count (None: the experiment's ``workers``);
     ``settings`` are its experiment keys, which reach the run as command-line options;
@@ -93,6 +96,7 @@ class KernelSpec:
     measures: str
     size_help: str
     run: Callable[[Cluster, KernelRun], KernelResult]
+    work: Callable[[Mapping[str, Any]], float | None]
     steps: tuple[int, int] = (1, 1)
     tile_help: str | None = None
     power_of_two: bool = False

@@ -31,6 +31,7 @@ sit on are the record's ``devices`` (``archbench.gpu.placed_devices``).
 from __future__ import annotations
 
 from functools import partial
+from typing import Any, Mapping
 
 from archbench import gpu
 from archbench.kernels.cluster import Cluster
@@ -143,7 +144,7 @@ class StreamMemory:
 
     def bytes_moved(self, name: str) -> int:
         """Bytes one execution of ``name`` moves on all workers together."""
-        return WORDS_MOVED[name] * 8 * self.n * self.cluster.workers
+        return bytes_moved(name, self.n, self.cluster.workers)
 
     def values(self) -> list[tuple]:
         """(a, b, c) of every worker as numpy arrays."""
@@ -167,6 +168,23 @@ def run_memory(cluster: Cluster, job: KernelRun) -> KernelResult:
     metrics["array_mb"] = metric(8 * n / 1e6, "MB")
     return KernelResult(throughput=gbs["triad"], throughput_unit="GB/s", step_times_s=times["triad"],
                         warmup_steps=warmup, metrics=metrics, devices=stream.devices)
+
+
+def bytes_moved(name: str, n: int, workers: int) -> int:
+    """Bytes one execution of operation ``name`` moves on ``workers`` workers of ``n``
+    elements each: words read and written x 8 x n x workers."""
+    return WORDS_MOVED[name] * 8 * n * workers
+
+
+def memory_work(record: Mapping[str, Any]) -> float | None:
+    """GB one measured step of a STREAM record moves: its triad's bytes / 1e9."""
+    n, workers = record.get("problem_size"), record.get("workers")
+    return None if n is None or workers is None else bytes_moved("triad", n, workers) / 1e9
+
+
+def comm_work(record: Mapping[str, Any]) -> float | None:
+    """MiB one measured step of a stream_comm record pushes: its problem size."""
+    return record.get("problem_size")
 
 
 class StreamComm:
@@ -219,6 +237,7 @@ def run_comm(cluster: Cluster, job: KernelRun) -> KernelResult:
 STREAM = KernelSpec(
     name="stream", help="STREAM copy/scale/add/triad memory bandwidth (GB/s)", unit="GB/s",
     measures=BANDWIDTH, size_help="fp64 elements per array per worker", run=run_memory,
+    work=memory_work,
     steps=(2, 10),
     settings=(Setting(name="memory", type=str, default="device", choices=MEMORY, gpu_only=("host",),
                       help="where a GPU run keeps the arrays: device (GPU memory) or host "
@@ -227,4 +246,5 @@ STREAM = KernelSpec(
 STREAM_COMM = KernelSpec(
     name="stream_comm", help="bandwidth of a vector pushed from task 0 to task 1 (MiB/s)",
     unit="MiB/s", measures=BANDWIDTH, size_help="message size in MiB (2**20 bytes)", run=run_comm,
+    work=comm_work,
     steps=(2, 10), workers=2)
