@@ -5,6 +5,7 @@ A *measurement* is a flat dict whose keys are record field names (see record.py)
 expanded by its type (``archbench.experiment_types``) on each of its systems.
 
     python -m archbench.campaign schema     # the whole experiment schema, every type's keys
+    python -m archbench.campaign check CAMPAIGN.yaml   # every input checked, as the workflow does
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import yaml
 
+from archbench.csvfile import ImportFormatError
 from archbench.experiment_types import EXPERIMENT_TYPES
 from archbench.experiment_types.base import expand_with_skips
 from archbench.experiment_types.node_scaling import best_sources
@@ -28,7 +30,7 @@ from archbench.sbatch import gpu_resources
 from archbench.strategies import MULTI_PROCESS_STRATEGIES
 from archbench.strategies.base import ps_nodes
 from archbench.systems import hardware_threads, resolve_system
-from archbench.validate import ConfigError, check, load_schema
+from archbench.validate import ConfigError, check, key_path, load_schema, schema_error
 from archbench.yamlio import check_values, load_yaml_file
 
 DEFAULT_REPETITIONS = 5
@@ -103,22 +105,37 @@ def check_fits_node(conf: dict, system: dict) -> None:
                                   f"'{system['name']}' node (sockets x cores_per_socket x threads_per_core)")
 
 
+def experiment_error(config: dict, name: str, path: tuple | list, *, reason: str) -> ConfigError:
+    """A ConfigError at ``path`` (keys within experiment ``name``), named under ``defaults``
+    when the experiment takes that key from the campaign's defaults."""
+    defaults, own = config.get("defaults", {}), config["experiments"][name]
+    if path and path[0] in defaults and path[0] not in own:
+        return ConfigError(f"{key_path(('defaults', *path))}: {reason} (in experiment {name})")
+    return ConfigError(f"{key_path(('experiments', name, *path))}: {reason}")
+
+
+def experiments_of(config: dict) -> dict[str, dict]:
+    """Every experiment of a campaign with the campaign's defaults filled in."""
+    defaults = config.get("defaults", {})
+    return {name: {**defaults, **raw} for name, raw in config["experiments"].items()}
+
+
 def check_best(config: dict) -> None:
     """Every ``best:`` names hybrid experiments of the campaign that run on its systems."""
-    experiments = config["experiments"]
+    experiments = experiments_of(config)
     for name, experiment in experiments.items():
         if "best" not in experiment:
             continue
         names = best_sources(experiment["best"])
         for source in names:
             if experiments.get(source, {}).get("type") != "hybrid":
-                raise ConfigError(f"experiments.{name}.best: '{source}' is not a hybrid "
-                                  "experiment of this campaign")
+                raise experiment_error(config, name, ("best",), reason=f"'{source}' is not a "
+                                       "hybrid experiment of this campaign")
         swept = {s for source in names for s in experiments[source].get("systems", config["systems"])}
         for system in experiment.get("systems", config["systems"]):
             if system not in swept:
-                raise ConfigError(f"experiments.{name}.best: no sweep of {', '.join(names)} "
-                                  f"runs on system '{system}'")
+                raise experiment_error(config, name, ("best",), reason=f"no sweep of "
+                                       f"{', '.join(names)} runs on system '{system}'")
 
 
 def load_campaign(config: dict, system_dir: str | os.PathLike | None = None, *,
@@ -135,34 +152,50 @@ def load_campaign(config: dict, system_dir: str | os.PathLike | None = None, *,
         raise
 
 
+def check_experiment(config: dict, name: str, experiment: dict) -> None:
+    """Validate one experiment (defaults filled in) against its type's schema; ConfigError
+    naming the key, under ``defaults`` when the experiment takes it from there."""
+    kind = experiment["type"]
+    if kind not in EXPERIMENT_TYPES:
+        known = ", ".join(sorted(EXPERIMENT_TYPES))
+        raise ConfigError(f"experiments.{name}.type: unknown experiment type '{kind}' (known: {known})")
+    error = schema_error(experiment, {**experiment_schema(), "$ref": f"#/$defs/{kind}"})
+    if error is None:
+        return
+    reason = error.message
+    if error.validator in ("unevaluatedProperties", "additionalProperties"):
+        reason = f"not a key of {kind} experiments"
+    raise experiment_error(config, name, error.path, reason=reason)
+
+
 def _load_campaign(config: dict, system_dir: str | os.PathLike | None) -> Campaign:
     if not isinstance(config, dict):
-        raise ConfigError("config: a campaign must be a mapping")
-    check(config, load_schema("config"), "config")
+        raise ConfigError("(top level): a campaign must be a mapping")
+    check(config, load_schema("config"), "")
     check_values(config)
+    if "type" in config.get("defaults", {}):
+        raise ConfigError("defaults.type: each experiment gives its own type (this default "
+                          "would never apply)")
     inline = config.get("system_definitions", {})
     systems = {name: resolve_system(name, inline.get(name), system_dir) for name in config["systems"]}
-    schema = experiment_schema()
     measurements: list[dict] = []
-    for name, raw in config["experiments"].items():
-        experiment = {**config.get("defaults", {}), **raw}
-        where = f"experiments.{name}"
-        kind = experiment["type"]
-        if kind not in EXPERIMENT_TYPES:
-            known = ", ".join(sorted(EXPERIMENT_TYPES))
-            raise ConfigError(f"{where}.type: unknown experiment type '{kind}' (known: {known})")
-        check(experiment, {**schema, "$ref": f"#/$defs/{kind}"}, where)
+    for name, experiment in experiments_of(config).items():
+        check_experiment(config, name, experiment)
         for system_name in experiment.get("systems", config["systems"]):
             if system_name not in systems:
-                raise ConfigError(f"{where}.systems: '{system_name}' is not in the campaign's systems")
+                raise experiment_error(config, name, ("systems",),
+                                       reason=f"'{system_name}' is not in the campaign's systems")
             try:
                 measurements += _measurements(name, experiment, system=systems[system_name])
             except ExperimentError as exc:
-                raise ConfigError(f"{where}: {exc}") from exc
+                raise ConfigError(f"experiments.{name}: {exc}") from exc
             except ConfigError as exc:
-                raise ConfigError(f"{where}.{exc}") from exc
+                if exc.source is not None:
+                    raise
+                key, _, reason = str(exc).partition(": ")  # the key path within the experiment
+                raise experiment_error(config, name, tuple(key.split(".")), reason=reason) from exc
             if len(measurements) > MAX_MEASUREMENTS:
-                raise ConfigError(f"{where}: the campaign reaches {len(measurements)} measurements "
+                raise ConfigError(f"experiments.{name}: the campaign reaches {len(measurements)} measurements "
                                   f"here (at most {MAX_MEASUREMENTS})")
     check_best(config)
     check_gpu_requests(measurements, systems, inline)
@@ -183,30 +216,38 @@ def check_gpu_requests(measurements: list[dict], systems: dict[str, dict], inlin
         try:
             gpu_resources(m, systems[m["system"]], m.get("nodes", 1) + ps_nodes(m))
         except ValueError as exc:
-            name = m["system"]
-            if name in inline:
-                raise ConfigError(f"system_definitions.{name}.{exc}") from None
-            raise ConfigError(str(exc), source=f"config/systems/{name}.yaml") from None
+            raise system_error(m["system"], inline, str(exc)) from None
+
+
+def system_error(name: str, inline: dict, message: str) -> ConfigError:
+    """A ConfigError about system ``name`` (``message``: "key: reason"), naming its file
+    config/systems/<name>.yaml, or its key under system_definitions when it is defined
+    inline (the campaign file is named around it)."""
+    if name in inline:
+        return ConfigError(f"system_definitions.{name}.{message}")
+    return ConfigError(message, source=f"config/systems/{name}.yaml")
 
 
 def check_inputs_exist(campaign: Campaign, root: str | os.PathLike = ".") -> None:
-    """Raise ConfigError naming the system key when a system runs in a container whose
-    definition (``containers/<image>.def`` under ``root``) is missing or not named, or
-    whose prebuilt image file (``image_uri``, a path) does not exist."""
+    """Raise ConfigError naming the system's file (or inline definition) and key when a
+    system runs in a container whose definition (``containers/<image>.def`` under
+    ``root``) is missing or not named, or whose prebuilt image file (``image_uri``, a
+    path) does not exist."""
+    inline = campaign.config.get("system_definitions", {})
     for name, system in campaign.systems.items():
         if system["container_runtime"] == "none":
             continue
         uri = system.get("image_uri")
         if uri:
             if uri.startswith("/") and not Path(uri).is_file():
-                raise ConfigError(f"systems.{name}.image_uri: no image file {uri}")
+                raise system_error(name, inline, f"image_uri: no image file {uri}")
             continue
         if not system.get("image"):
-            raise ConfigError(f"systems.{name}.image: required (or image_uri) with container_runtime "
-                              f"{system['container_runtime']}")
+            raise system_error(name, inline, "image: required (or image_uri) with "
+                               f"container_runtime {system['container_runtime']}")
         definition = f"containers/{system['image']}.def"
         if not (Path(root) / definition).is_file():
-            raise ConfigError(f"systems.{name}.image: no container definition {definition}")
+            raise system_error(name, inline, f"image: no container definition {definition}")
 
 
 def load_campaign_file(path: str | os.PathLike) -> Campaign:
@@ -214,15 +255,61 @@ def load_campaign_file(path: str | os.PathLike) -> Campaign:
     return load_campaign(load_yaml_file(path), source=str(path))
 
 
+def check_inputs(config: dict, files: Sequence[str | os.PathLike], *,
+                 overrides: Mapping | None = None, system_dir: str | os.PathLike | None = None,
+                 root: str | os.PathLike = ".",
+                 mapping_dirs: Sequence[str | os.PathLike] = ()) -> Campaign:
+    """The campaign ``config`` once everything it names is checked, as the workflow does
+    before any job: the campaign ``files`` it was parsed from read strictly, the campaign
+    validated and expanded with its system files (in ``system_dir``, default the
+    checkout's config/systems), its container definitions (under ``root``) and image
+    files, and its ``imports:``. ``overrides``: the values of Snakemake's --config, merged
+    over the files (Snakemake merges several files and those values into ``config``).
+
+    Errors are one ConfigError line naming the campaign files (``a.yaml + b.yaml`` when
+    several were merged), a system file, or ``--config`` for a key set there, then the key:
+    an import's ``imports.<i>`` precedes its file's own error."""
+    from archbench.published import check_imports  # pandas: only when a campaign is checked whole
+
+    names = [shown(f) for f in files]
+    source = " + ".join(names) or None
+    for path, name in zip(files, names):  # Snakemake's reading lets a repeated key win
+        load_yaml_file(path, name)
+    try:
+        campaign = load_campaign(config, system_dir)
+        check_inputs_exist(campaign, root)
+    except ConfigError as exc:
+        if exc.source is not None:
+            raise
+        key = str(exc).split(":", 1)[0].split(".", 1)[0]  # the top-level key it is under
+        raise ConfigError(str(exc), source="--config" if key in (overrides or {}) else source) from exc
+    for i, path in enumerate(config.get("imports", [])):
+        try:
+            check_imports([path], mapping_dirs)
+        except ImportFormatError as exc:
+            raise ConfigError(f"imports.{i}: {exc}", source=source) from None
+    return campaign
+
+
+def shown(path: str | os.PathLike) -> str:
+    """``path`` for a message: relative to the working directory when it lies below it
+    (Snakemake hands the workflow its --configfile paths made absolute)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """``schema``: print the whole experiment schema (YAML); ``check FILE``: validate a campaign."""
+    """``schema``: print the whole experiment schema (YAML); ``check FILE``: validate a
+    campaign and every input it names, as the workflow does before any job."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["schema"]:
         print(yaml.safe_dump(experiment_schema(), sort_keys=False, width=100))
         return 0
     if len(args) == 2 and args[0] == "check":
         try:
-            campaign = load_campaign_file(args[1])
+            campaign = check_inputs(load_yaml_file(args[1]), [args[1]])
         except ConfigError as exc:
             print(f"archbench: invalid configuration: {exc}", file=sys.stderr)
             return 1

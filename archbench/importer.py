@@ -238,8 +238,13 @@ def check_mapping(mapping: Any, where: str = "mapping") -> None:
     """Raise ImportFormatError unless ``mapping`` has only ``columns``, ``constants`` and
     ``values`` dicts whose targets are import columns and whose values are single values."""
     single = (str, int, float, bool)
-    if not isinstance(mapping, dict) or set(mapping) - {"columns", "constants", "values"}:
-        raise ImportFormatError(f"{where}: a mapping has only 'columns', 'constants' and 'values'")
+    if not isinstance(mapping, dict):
+        raise ImportFormatError(f"{where}: (top level): a mapping has only 'columns', "
+                                "'constants' and 'values'")
+    for key in mapping:
+        if key not in ("columns", "constants", "values"):
+            raise ImportFormatError(f"{where}: {show(key)}: not a key of a mapping (it has only "
+                                    "'columns', 'constants' and 'values')")
     for key in ("columns", "constants", "values"):
         if not isinstance(mapping.get(key, {}), dict):
             raise ImportFormatError(f"{where}: {key}: expected a mapping")

@@ -81,7 +81,7 @@ def resolve_system(name: str, definition: dict | None = None,
     else:
         source, where = None, f"system_definitions.{name}"
     if not isinstance(definition, dict):
-        raise ConfigError(f"{where or 'system'}: a system must be a mapping", source=source)
+        raise ConfigError(f"{where or '(top level)'}: a system must be a mapping", source=source)
     definition = {"name": name, **definition}
     check(definition, load_schema("system"), where, source=source)
     check_system(definition, where, source)  # slurm_extra: nothing the plugin or a key sets

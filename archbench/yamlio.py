@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 import yaml
 
-from archbench.validate import ConfigError
+from archbench.validate import ConfigError, key_path
 
 MAX_BYTES = 1024 * 1024  # PyYAML reads about 100-300 KiB a second: a few seconds at most
 MAX_NODES = 100_000  # values in the document once aliases are expanded
@@ -75,7 +75,6 @@ def expanded_size(node: yaml.Node, memo: dict[int, int] | None = None,
     return size
 
 
-PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")  # printed as is in a key path; others quoted
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # tab and newline are text
 
 
@@ -128,11 +127,6 @@ def load_yaml_text(text: str, where: str) -> Any:
             loader.dispose()
     check_values(data, where)
     return data
-
-
-def key_path(parts: tuple) -> str:
-    """``a.b.0``: a key path as the error messages print it (odd keys quoted)."""
-    return ".".join(str(p) if PLAIN_KEY.match(str(p)) else repr(p) for p in parts) or "(top level)"
 
 
 def yaml_reason(exc: yaml.YAMLError) -> str:

@@ -14,35 +14,32 @@ from archbench import plan as archbench_plan
 from archbench.batching import group_names
 from archbench.collect import collect as collect_records
 from archbench.collect import write_table as write_collected
-from archbench.campaign import ConfigError, check_inputs_exist, load_campaign, raw_path
+from archbench.campaign import ConfigError, check_inputs, raw_path
 from archbench.containers import build_command, image_file, pull_commands, shell_join, uri_scheme
 from archbench.files import atomic_write_text
 from archbench.specfiles import digest, spec_dir, spec_text, write_specs
 from archbench.sbatch import pinned_nodes
 from archbench.figures import FIGURES
-from archbench.importer import ImportFormatError, mapping_files
-from archbench.published import check_imports, is_claims_file
+from archbench.importer import mapping_files
+from archbench.published import is_claims_file
 from archbench.models import spec as model_spec
 from archbench.integrity import another_run_holds_locks, quarantine_invalid
 from archbench.tables import TABLES
 from archbench.experiment_types.node_scaling import best_sources
 from archbench.systems import run_settings
-from archbench.yamlio import load_yaml_file
 
 # mapping sidecars sit beside their CSV (data/published/<study>/); extra folders go here
 IMPORT_MAPPING_DIRS = []
 
-# Snakemake has parsed the campaign files leniently (a repeated key silently wins): read
-# them again strictly, then validate and expand, all before any job. One line on error.
+# The campaign files read again strictly (Snakemake's reading lets a repeated key win),
+# validated and expanded, and every input they name checked, all before any job. One line
+# naming the file and key on error.
 CAMPAIGN_FILES = [str(p) for p in workflow.configfiles]
 try:
-    for campaign_file in CAMPAIGN_FILES:
-        load_yaml_file(campaign_file)
-    CAMPAIGN = load_campaign(config, system_dir=Path(workflow.basedir) / "config" / "systems",
-                             source=" + ".join(CAMPAIGN_FILES) or None)
-    check_inputs_exist(CAMPAIGN)
-    check_imports(config.get("imports", []), IMPORT_MAPPING_DIRS)
-except (ConfigError, ImportFormatError) as exc:
+    CAMPAIGN = check_inputs(config, CAMPAIGN_FILES, overrides=workflow.config_settings.config,
+                            system_dir=Path(workflow.basedir) / "config" / "systems",
+                            mapping_dirs=IMPORT_MAPPING_DIRS)
+except ConfigError as exc:
     sys.exit(f"archbench: invalid configuration: {exc}")
 
 MEASUREMENTS = {f"results/{raw_path(m)}": m for m in CAMPAIGN.measurements}

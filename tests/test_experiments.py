@@ -219,7 +219,7 @@ def test_digits_experiment_at_the_digits_size():
 @pytest.mark.parametrize("experiment,message", [
     ({"type": "node_scaling", "models": ["alexnet"], "best": "hyb", "batch_sizes": [8]},
      "experiments.e.best: takes processes, threads and batch from 'hyb'; remove batch_sizes"),
-    ({"type": "node_scaling", "models": ["alexnet"]}, "'batch_sizes' is a required property"),
+    ({"type": "node_scaling", "models": ["alexnet"]}, "experiments.e.batch_sizes: missing \\(required\\)"),
     ({"type": "hybrid", "models": ["alexnet"], "batch_sizes": [8], "threads_per_process": 2},
      "threads_per_process"),
     ({"type": "horovod_tuning", "models": ["alexnet"], "batch_sizes": [8], "cycle_time_ms": [0],

@@ -155,7 +155,7 @@ def test_missing_prebuilt_image_file_is_one_line(tmp_path):
     from archbench.campaign import check_inputs_exist
     from archbench.validate import ConfigError
     c = load_campaign(prebuilt("apptainer", str(tmp_path / "absent.sif")))
-    with pytest.raises(ConfigError, match=r"^systems\.site\.image_uri: no image file .*absent\.sif$"):
+    with pytest.raises(ConfigError, match=r"^system_definitions\.site\.image_uri: no image file .*absent\.sif$"):
         check_inputs_exist(c)
 
 

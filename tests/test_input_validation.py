@@ -6,13 +6,24 @@ from __future__ import annotations
 import copy
 import re
 import time
+from pathlib import Path
 
 import pytest
 import yaml
 from conftest import REPO, count_input, snakemake
 
 from archbench import systems
-from archbench.campaign import ConfigError, load_campaign, load_campaign_file
+from archbench.campaign import (
+    ConfigError,
+    check_inputs,
+    experiment_schema,
+    load_campaign,
+    load_campaign_file,
+)
+from archbench.campaign import main as campaign_main
+from archbench.configfiles import check_configfiles, configfile_arguments
+from archbench.experiment_types import EXPERIMENT_TYPES
+from archbench.validate import declared_keys
 
 TINY = yaml.safe_load((REPO / "tests" / "campaigns" / "tiny.yaml").read_text())
 LOCAL = yaml.safe_load((REPO / "config" / "systems" / "local.yaml").read_text())
@@ -111,7 +122,7 @@ def test_kernel_errors_name_the_experiment():
 def test_a_long_experiment_name_is_refused():
     config = campaign()
     config["experiments"]["x" * 300] = config["experiments"].pop("threads")
-    rejected(config, "config.experiments", "is too long")
+    rejected(config, "c.yaml: experiments: ", "is too long")
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -174,96 +185,335 @@ def assert_one_line(proc, lines, *expected: str) -> None:
 @pytest.mark.workflow
 def test_dry_runs_refuse_bad_files_in_one_line(workflow_copy):
     tiny = (workflow_copy / "tiny.yaml").read_text()
+    (workflow_copy / "folder").mkdir()
     cases = {
         "dup.yaml": (tiny + "campaign: other\n", ("dup.yaml: not valid YAML", "appears twice")),
         "bomb.yaml": (tiny + BOMB, ("bomb.yaml: holds",)),
         "zero.yaml": (tiny + "  layouts: {type: hybrid, models: [small_cnn], batch_sizes: [4], "
                       "processes: [64]}\n", ("experiments.layouts: plans no measurement",)),
+        "axis.yaml": (tiny.replace("threads: [1, 2]", "threads: [1, 1]"),
+                      ("axis.yaml: experiments.threads.threads: 1 is given twice",)),
+        "defaults.yaml": (tiny.replace("defaults:\n", "defaults:\n  kernels: [matmul]\n"),
+                          ("defaults.yaml: defaults.kernels: not a key of thread_scaling",)),
+        "folder.yaml": (tiny + "imports: [folder]\n",
+                        ("folder.yaml: imports.0: folder: is a directory",)),
     }
     for name, (text, expected) in cases.items():
         (workflow_copy / name).write_text(text)
         proc, lines = run_dry(workflow_copy, name)
         assert_one_line(proc, lines, *expected)
-    (workflow_copy / "latin1.yaml").write_bytes(tiny.encode() + b"# caf\xe9\n")
-    proc, lines = run_dry(workflow_copy, "latin1.yaml")
-    # Snakemake reads the campaign file before archbench does: its own one-line error stands
-    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
 
 
 @pytest.mark.workflow
-def test_dry_runs_refuse_bad_system_files_imports_and_images(workflow_copy):
-    systems_dir = workflow_copy / "config" / "systems"
-    (systems_dir / "local.yaml").rename(systems_dir / "local.yaml.orig")
-    (systems_dir / "local.yaml").mkdir()
-    assert_one_line(*run_dry(workflow_copy), "config/systems/local.yaml: is a directory")
-    (systems_dir / "local.yaml").rmdir()
-    (systems_dir / "local.yaml.orig").rename(systems_dir / "local.yaml")
-
+def test_campaign_files_snakemake_cannot_read_are_named_in_one_line(workflow_copy):
+    """Snakemake reads a --configfile before the workflow starts (a traceback for a file it
+    cannot decode or find, a message without the file's name for one it cannot parse): the
+    workflow profile reads them first, with or without --profile."""
     tiny = (workflow_copy / "tiny.yaml").read_text()
-    (workflow_copy / "imports.yaml").write_text(tiny + "imports: [missing.csv]\n")
-    assert_one_line(*run_dry(workflow_copy, "imports.yaml"), "missing.csv")
-    (workflow_copy / "bad.csv").write_text("system,model,throughput,unit\nlocal,resnet50,12,parsecs\n")
-    (workflow_copy / "imports.yaml").write_text(tiny + "imports: [bad.csv]\n")
-    assert_one_line(*run_dry(workflow_copy, "imports.yaml"), "bad.csv", "row 1", "unit")
-
-    container = (systems_dir / "local.yaml").read_text().replace(
-        "container_runtime: none", "container_runtime: apptainer\nimage: no-such-image")
-    (systems_dir / "local.yaml").write_text(container)
-    assert_one_line(*run_dry(workflow_copy), "systems.local.image: no container definition "
-                    "containers/no-such-image.def")
-
-
-def test_a_size_no_parameter_server_count_fits_is_refused():
-    """A parameter-server list whose counts all exceed one size's workers would silently
-    drop that size (and move the scaling baseline): refused, naming the key."""
-    config = campaign(system={"nodes": 4})
-    config["experiments"]["ps"] = {"type": "node_scaling", "models": ["small_cnn"],
-                                   "batch_sizes": [4], "strategies": ["parameter_server"],
-                                   "parameter_servers": [2], "nodes": [1, 2]}
-    rejected(config, "experiments.ps.parameter_servers: none of [2] fits the 1 workers")
-    config["experiments"]["ps"]["parameter_servers"] = [1, 2]
-    assert {(m["nodes"], m["parameter_servers"]) for m in load_campaign(config).measurements
-            if m["experiment"] == "ps"} == {(1, 1), (2, 1), (2, 2)}
+    (workflow_copy / "latin1.yaml").write_bytes(tiny.encode() + b"# caf\xe9\n")
+    (workflow_copy / "open.yaml").write_text(tiny.replace("threads: [1, 2]", "threads: [1, 2"))
+    (workflow_copy / "folder.yaml").mkdir()
+    cases = {"latin1.yaml": "latin1.yaml: not UTF-8 text (byte 0xe9 at offset",
+             "open.yaml": "open.yaml: not valid YAML (line 17: while parsing a flow sequence",
+             "gone.yaml": "gone.yaml: cannot read (No such file or directory)",
+             "folder.yaml": "folder.yaml: is a directory"}
+    for name, expected in cases.items():
+        assert_one_line(*run_dry(workflow_copy, name), f"archbench: invalid configuration: {expected}")
+    proc = snakemake(workflow_copy, "-n", "--cores", "1", "--configfile", "tiny.yaml", "open.yaml",
+                     check=False, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("archbench:")]
+    assert_one_line(proc, lines, "open.yaml: not valid YAML")
+    # without the workflow profile, Snakemake's own error stands: still before any job
+    proc = snakemake(workflow_copy, "-n", "--cores", "1", "--workflow-profile", "none",
+                     "--configfile", "latin1.yaml", check=False, timeout=120)
+    assert proc.returncode != 0 and "run_measurement" not in proc.stdout, proc.stderr[-3000:]
 
 
-def test_parameter_server_keys_the_system_cannot_run_are_refused():
-    """PS counts above every size's workers, an unknown variable update, PS nodes of their
-    own where the system has none (or no srun): one line naming the key."""
-    def ps(**keys) -> dict:
-        config = campaign(system={"nodes": 4})
-        config["experiments"]["ps"] = {"type": "node_scaling", "models": ["small_cnn"],
-                                       "batch_sizes": [4], "nodes": [1, 2],
-                                       "variable_update": ["parameter_server"], **keys}
-        return config
-    rejected(ps(parameter_servers=[1, 3]), "experiments.ps.parameter_servers: 3 above the 2 "
-             "workers of the largest size")
-    rejected(ps(parameter_servers=[0]), "experiments.ps.parameter_servers")
-    rejected(ps(variable_update=["sync"]), "experiments.ps.variable_update.0")
-    rejected(ps(strategies=["horovod"]), "experiments.ps.variable_update: give it or strategies")
-    rejected(ps(variable_update=["horovod"], parameter_servers=[1]),
-             "experiments.ps.parameter_servers: only the parameter-server updates")
-    rejected(ps(ps_placement="separate"), "experiments.ps.ps_placement: separate needs nodes "
-             "of their own", "launcher local (needs srun)")
-    srun = ps(ps_placement="separate", nodes=[2, 4])
-    srun["system_definitions"]["local"]["launcher"] = "srun"
-    # 4 worker nodes + the PS node do not fit 4 nodes: that size is skipped, 2 + 1 runs
-    assert {(m["nodes"], m["parameter_servers"]) for m in load_campaign(srun).measurements
-            if m["experiment"] == "ps"} == {(2, 1)}
-    srun["experiments"]["ps"]["nodes"] = [4]
-    rejected(srun, "experiments.ps", "nodes 4 + 1 parameter-server nodes > the system's 4")
+def test_the_workflow_profile_finds_the_configfiles_as_snakemake_does(tmp_path):
+    """archbench.configfiles reads Snakemake's own command line with Snakemake's parser, and
+    only Snakemake's (a program calling Snakemake's API has a command line of its own)."""
+    assert configfile_arguments(["-n", "--configfile", "a.yaml", "b.yaml", "--cores", "1"]) == [
+        "a.yaml", "b.yaml"]
+    assert configfile_arguments(["--configfiles=a.yaml", "-n"]) == ["a.yaml"]
+    assert configfile_arguments(["-n", "all"]) == []
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1\n")
+    with pytest.raises(SystemExit, match=rf"^archbench: invalid configuration: {re.escape(str(bad))}: "
+                       r"not valid YAML \(line 2"):
+        check_configfiles(["/venv/bin/snakemake", "-n", "--configfile", str(bad)])
+    with pytest.raises(SystemExit, match="not valid YAML"):
+        check_configfiles(["/lib/site-packages/snakemake/__main__.py", "--configfile", str(bad)])
+    check_configfiles(["/venv/bin/pytest", "--configfile", str(bad)])  # not Snakemake's: no check
+    check_configfiles(["/venv/bin/snakemake", "--configfile", "tests/campaigns/tiny.yaml"])
 
 
-def test_control_characters_oversized_axes_and_repeated_systems_are_refused(tmp_path):
-    path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(campaign()).replace("campaign: tiny", 'description: "a\\x00b"\ncampaign: tiny'))
-    with pytest.raises(ConfigError, match=r"c.yaml: description: 'a\\x00b' holds a control character"):
-        load_campaign_file(path)
-    rejected(campaign(system={"description": "bell\a"}), "system_definitions.local.description",
-             "control character")
-    rejected(campaign({"batch_sizes": list(range(1, 5001)), "threads": [1, 2],
-                       "inter_threads": list(range(0, 3)), "models": ["small_cnn", "alexnet"],
-                       "vendor_library": ["on", "off"], "data": ["synthetic", "real"]},
-                      system={"cores_per_socket": 2}),
-             "experiments.threads.axes: 5000 batch x 2 threads x 3 inter", "(at most 100000)")
-    rejected(campaign(systems=["local", "local"]), "config.systems", "non-unique")
-    rejected(campaign({"systems": []}), "experiments.threads.systems")
+# ------------------------------------------------ one line naming the file and the key
+# Every malformed campaign below goes through `python -m archbench.campaign check`, which
+# runs the checks the workflow runs before any job (check_inputs): exit 1, nothing on stdout,
+# one stderr line that starts with the file and the key path.
+
+# One valid experiment of every type (on a 2-core local system); the cases vary one key.
+TYPES = {
+    "thread_scaling": {"models": ["small_cnn"], "batch_sizes": [4], "threads": [1, 2]},
+    "hybrid": {"models": ["small_cnn"], "batch_sizes": [4], "processes": [1, 2]},
+    "inter_intra": {"models": ["small_cnn"], "batch_sizes": [4], "cores": [1, 2]},
+    "batch_sweep": {"models": ["small_cnn"], "batch_sizes": [4, 8]},
+    "ppn_sweep": {"models": ["small_cnn"], "batch_sizes": [4], "processes_per_node": [1, 2]},
+    "node_scaling": {"models": ["small_cnn"], "batch_sizes": [4], "nodes": [1]},
+    "horovod_tuning": {"models": ["small_cnn"], "batch_sizes": [4], "cycle_time_ms": [1, 5],
+                       "fusion_threshold_mb": [0, 64]},
+    "kernel": {"kernels": ["matmul"], "sizes": [64, 128]},
+}
+GOOD_CSV = "system,model,throughput,unit\nlocal,resnet50,12,img/s\n"
+
+
+def with_experiment(kind: str, **keys) -> dict:
+    """A campaign of one experiment ``e`` of type ``kind`` with ``keys`` set (None: removed)."""
+    experiment = {"type": kind, **TYPES[kind], **keys}
+    return {"campaign": "bad", "systems": ["local"], "defaults": {"repetitions": 1},
+            "experiments": {"e": {k: v for k, v in experiment.items() if v is not None}}}
+
+
+def tiny_with(**top) -> dict:
+    """tests/campaigns/tiny.yaml with top-level keys replaced (None: removed)."""
+    config = {**copy.deepcopy(TINY), **top}
+    return {k: v for k, v in config.items() if v is not None}
+
+
+def defaults(**keys) -> dict:
+    return tiny_with(defaults={**TINY["defaults"], **keys})
+
+
+DUPLICATE_AXES = [
+    ("thread_scaling", "threads", [1, 1]),
+    ("thread_scaling", "batch_sizes", [4, 4]),
+    ("thread_scaling", "models", ["small_cnn", "small_cnn"]),
+    ("thread_scaling", "inter_threads", [1, 1]),
+    ("thread_scaling", "vendor_library", ["on", "on"]),
+    ("thread_scaling", "vendor_library", ["off", False]),
+    ("thread_scaling", "data", ["synthetic", "synthetic"]),
+    ("thread_scaling", "systems", ["local", "local"]),
+    ("hybrid", "processes", [2, 2]),
+    ("hybrid", "horovod_controller", ["mpi", "mpi"]),
+    ("inter_intra", "cores", [1, 1]),
+    ("inter_intra", "intra_threads", ["cores", "cores"]),
+    ("inter_intra", "thread_pairs", [[1, 0], [1, 0]]),
+    ("inter_intra", "mkl_settings", ["on", True]),
+    ("batch_sweep", "device", ["cpu", "cpu"]),
+    ("ppn_sweep", "processes_per_node", [1, 1]),
+    ("ppn_sweep", "intra_threads", ["cores_minus_one", "cores_minus_one"]),
+    ("ppn_sweep", "nodes", [1, 1]),
+    ("node_scaling", "nodes", [1, 1]),
+    ("node_scaling", "strategies", ["horovod", "horovod"]),
+    ("node_scaling", "variable_update", ["horovod", "horovod"]),
+    ("node_scaling", "parameter_servers", [1, 1]),
+    ("node_scaling", "gpus_per_node", [1, 1]),
+    ("node_scaling", "gpus", [1, 1]),
+    ("horovod_tuning", "cycle_time_ms", [5, 5.0]),
+    ("horovod_tuning", "fusion_threshold_mb", [0, 0]),
+    ("horovod_tuning", "nodes", [1, 1]),
+    ("kernel", "kernels", ["matmul", "matmul"]),
+    ("kernel", "sizes", [64, 64]),
+    ("kernel", "tile_sizes", [8, 8]),
+    ("kernel", "workers", [1, 1]),
+    ("kernel", "nodes", [1, 1]),
+]
+
+# (id, campaign c.yaml: a dict, text, bytes or None for a directory; other files, by
+# path: text, bytes, a dict written as YAML, or None for a directory; what the line starts
+# with after "archbench: invalid configuration: ")
+CASES = [
+    *[(f"duplicate-{kind}-{key}-{i}", with_experiment(kind, **{key: value}), {},
+       f"c.yaml: experiments.e.{key}: ") for i, (kind, key, value) in enumerate(DUPLICATE_AXES)],
+    ("duplicate-sizes-of-a-kernel", with_experiment("kernel", sizes={"matmul": [64, 64]}), {},
+     "c.yaml: experiments.e.sizes.matmul: 64 is given twice"),
+    ("duplicate-layout", with_experiment("hybrid", layout_batch_sizes=[
+        {"processes": 1, "batch_sizes": [4]}, {"processes": 1, "batch_sizes": [8]}]), {},
+     "c.yaml: experiments.e.layout_batch_sizes.1.processes: 1 is given twice"),
+    ("duplicate-import", tiny_with(imports=["ok.csv", "ok.csv"]), {"ok.csv": GOOD_CSV},
+     "c.yaml: imports: 'ok.csv' is given twice"),
+    ("duplicate-system", tiny_with(systems=["local", "local"]), {}, "c.yaml: systems: "),
+    # defaults: a key or value an experiment takes from there is named there
+    ("defaults-key-of-another-type", defaults(kernels=["matmul"]), {},
+     "c.yaml: defaults.kernels: not a key of thread_scaling experiments (in experiment threads)"),
+    ("defaults-type", defaults(type="kernel"), {}, "c.yaml: defaults.type: "),
+    ("defaults-bad-value", defaults(steps=2.5), {}, "c.yaml: defaults.steps: 2.5 is not of type"),
+    ("defaults-duplicate", defaults(inter_threads=[1, 1]), {}, "c.yaml: defaults.inter_threads: "),
+    ("defaults-unknown-system", defaults(systems=["other"]), {}, "c.yaml: defaults.systems: "),
+    ("defaults-expansion", {**with_experiment("kernel", sizes=None, kernels=["fft"]),
+                            "defaults": {"sizes": [1000]}}, {},
+     "c.yaml: defaults.sizes: fft needs powers of two"),
+    # the campaign's own keys
+    ("unknown-top-level-key", tiny_with(bogus=1), {}, "c.yaml: bogus: not a key allowed here"),
+    ("missing-campaign", tiny_with(campaign=None), {}, "c.yaml: campaign: missing (required)"),
+    ("missing-type", with_experiment("kernel", type=None), {}, "c.yaml: experiments.e.type: "),
+    ("unknown-type", with_experiment("kernel", type="warp"), {}, "c.yaml: experiments.e.type: "),
+    ("missing-models", with_experiment("hybrid", models=None), {},
+     "c.yaml: experiments.e.models: missing (required)"),
+    ("unknown-experiment-key", with_experiment("kernel", threads=[1]), {},
+     "c.yaml: experiments.e.threads: not a key of kernel experiments"),
+    ("experiments-a-list", tiny_with(experiments=["threads"]), {}, "c.yaml: experiments: "),
+    ("a-list-campaign", "- campaign\n", {}, "c.yaml: (top level): a campaign must be a mapping"),
+    ("experiment-system-not-in-campaign", with_experiment("kernel", systems=["other"]), {},
+     "c.yaml: experiments.e.systems: 'other' is not in the campaign's systems"),
+    ("best-not-hybrid", with_experiment("node_scaling", batch_sizes=None, best="e"), {},
+     "c.yaml: experiments.e.best: 'e' is not a hybrid experiment"),
+    ("too-many-threads", with_experiment("thread_scaling", threads=[3]), {},
+     "c.yaml: experiments.e: 3 intra-op threads per process > the 2 hardware threads"),
+    # the campaign file itself
+    ("repeated-key", "campaign: a\ncampaign: b\n", {}, "c.yaml: not valid YAML (line 2: key 'campaign'"),
+    ("unclosed-bracket", (REPO / "tests" / "campaigns" / "tiny.yaml").read_text().replace(
+        "threads: [1, 2]", "threads: [1, 2"), {}, "c.yaml: not valid YAML (line 17: "),
+    ("not-utf8", b"campaign: caf\xe9\n", {}, "c.yaml: not UTF-8 text (byte 0xe9 at offset 13)"),
+    ("a-directory", None, {}, "c.yaml: is a directory"),
+    # system files and inline systems
+    ("system-unknown-key", tiny_with(), {"config/systems/local.yaml": {"arch": "auto", "bogus": 1}},
+     "config/systems/local.yaml: bogus: not a key allowed here"),
+    ("system-missing-arch", tiny_with(), {"config/systems/local.yaml": {"sockets": 1}},
+     "config/systems/local.yaml: arch: missing (required)"),
+    ("system-bad-value", tiny_with(), {"config/systems/local.yaml": {"arch": "auto", "sockets": 2.0}},
+     "config/systems/local.yaml: sockets: 2.0 is not of type 'integer'"),
+    ("system-other-name", tiny_with(), {"config/systems/local.yaml": {"arch": "auto", "name": "x"}},
+     "config/systems/local.yaml: name: 'x' is not the system's name 'local'"),
+    ("system-repeated-key", tiny_with(), {"config/systems/local.yaml": "arch: auto\narch: x86_64\n"},
+     "config/systems/local.yaml: not valid YAML (line 2: key 'arch' appears twice"),
+    ("system-not-utf8", tiny_with(), {"config/systems/local.yaml": b"arch: \xff\n"},
+     "config/systems/local.yaml: not UTF-8 text"),
+    ("system-a-directory", tiny_with(), {"config/systems/local.yaml": None},
+     "config/systems/local.yaml: is a directory"),
+    ("system-no-container-definition", tiny_with(), {"config/systems/local.yaml": {
+        "arch": "auto", "container_runtime": "apptainer", "image": "nope"}},
+     "config/systems/local.yaml: image: no container definition containers/nope.def"),
+    ("system-missing", tiny_with(systems=["nope"]), {},
+     "c.yaml: systems: no system file config/systems/nope.yaml"),
+    ("inline-system-unknown-key", tiny_with(system_definitions={"local": {"arch": "auto", "x": 1}}),
+     {}, "c.yaml: system_definitions.local.x: not a key allowed here"),
+    ("inline-system-no-container-definition", tiny_with(system_definitions={"local": {
+        "arch": "auto", "container_runtime": "apptainer", "image": "nope"}}), {},
+     "c.yaml: system_definitions.local.image: no container definition containers/nope.def"),
+    # imports: the key, then the file's own error
+    ("import-a-directory", tiny_with(imports=["folder"]), {"folder": None},
+     "c.yaml: imports.0: folder: is a directory, not a file"),
+    ("import-missing", tiny_with(imports=["ok.csv", "gone.csv"]), {"ok.csv": GOOD_CSV},
+     "c.yaml: imports.1: gone.csv: no such import file"),
+    ("import-bad-row", tiny_with(imports=["bad.csv"]), {"bad.csv": GOOD_CSV.replace("img/s", "parsecs")},
+     "c.yaml: imports.0: bad.csv: row 1 (line 2): column 'unit'"),
+    ("import-bad-sidecar", tiny_with(imports=["ok.csv"]), {"ok.csv": GOOD_CSV, "ok.yaml": "columns: 1\n"},
+     "c.yaml: imports.0: ok.yaml: columns: expected a mapping"),
+    ("claims-bad-row", tiny_with(imports=["x-claims.csv"]),
+     {"x-claims.csv": "metric,value,unit,source\nspeedup,nan,x,p\n"},
+     "c.yaml: imports.0: x-claims.csv: row 1 (line 2): column 'value'"),
+]
+
+
+def write_file(path: Path, content) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if content is None:
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    elif isinstance(content, str):
+        path.write_text(content)
+    else:
+        path.write_text(yaml.safe_dump(content))
+
+
+@pytest.fixture
+def scratch(tmp_path, monkeypatch):
+    """A working directory whose config/systems/local.yaml is a 2-core local system."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(systems, "SYSTEM_DIR", tmp_path / "config" / "systems")
+    write_file(tmp_path / "config" / "systems" / "local.yaml", {**LOCAL, "cores_per_socket": 2})
+    return tmp_path
+
+
+def check_cli(capsys) -> tuple[int, str, str]:
+    code = campaign_main(["check", "c.yaml"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_valid_experiment_of_every_type_is_accepted(scratch, capsys):
+    for kind in TYPES:
+        write_file(scratch / "c.yaml", with_experiment(kind))
+        code, out, err = check_cli(capsys)
+        assert code == 0 and err == "", (kind, err)
+    assert set(TYPES) == set(EXPERIMENT_TYPES)
+
+
+@pytest.mark.parametrize("content, files, expected", [case[1:] for case in CASES],
+                         ids=[case[0] for case in CASES])
+def test_bad_input_is_one_line_naming_the_file_and_key(scratch, capsys, content, files, expected):
+    for path, text in files.items():
+        target = scratch / path
+        if target.is_file():
+            target.unlink()
+        write_file(target, text)
+    write_file(scratch / "c.yaml", content)
+    code, out, err = check_cli(capsys)
+    assert code == 1 and out == "", (out, err)
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith(f"archbench: invalid configuration: {expected}"), err
+    count_input("campaign (listed cases)", "rejected")
+
+
+def list_schemas(schema: dict, root: dict) -> list[dict]:
+    """The array schemas a key's schema allows: itself, through $ref, oneOf and anyOf, and
+    the values of a mapping of lists (a kernel's ``sizes``)."""
+    if "$ref" in schema:
+        return list_schemas(root["$defs"][schema["$ref"].split("/")[-1]], root)
+    found = [schema] if schema.get("type") == "array" else []
+    for sub in [*schema.get("oneOf", []), *schema.get("anyOf", [])]:
+        found += list_schemas(sub, root)
+    if isinstance(schema.get("additionalProperties"), dict):
+        found += list_schemas(schema["additionalProperties"], root)
+    return found
+
+
+def test_every_list_an_experiment_takes_refuses_repeats():
+    """Every list-valued key of every experiment type (an axis, its systems, ...) has
+    uniqueItems: a repeated value would otherwise run once, silently."""
+    root = experiment_schema()
+    for kind in EXPERIMENT_TYPES:
+        schema = {**root, "$ref": f"#/$defs/{kind}"}
+        for key in declared_keys(schema, root):
+            for array in list_schemas(properties_of(schema, root, key), root):
+                assert array.get("uniqueItems") is True, (kind, key)
+
+
+def properties_of(schema: dict, root: dict, key: str) -> dict:
+    """The schema of ``key`` in ``schema``, as declared (through $ref and allOf)."""
+    if "$ref" in schema and schema["$ref"].startswith("#/$defs/"):
+        found = properties_of(root["$defs"][schema["$ref"].split("/")[-1]], root, key)
+        if found:
+            return found
+    if key in schema.get("properties", {}):
+        return schema["properties"][key]
+    for sub in schema.get("allOf", []):
+        found = properties_of(sub, root, key)
+        if found:
+            return found
+    return {}
+
+
+def test_a_value_given_with_snakemakes_config_option_is_named_there(scratch):
+    """`snakemake --config batch_size=0` merges over the campaign files: its error names
+    --config, not the file."""
+    write_file(scratch / "c.yaml", tiny_with())
+    with pytest.raises(ConfigError, match=r"^--config: batch_size: 0 is less than the minimum of 1$"):
+        check_inputs(tiny_with(batch_size=0), ["c.yaml"], overrides={"batch_size": 0})
+    with pytest.raises(ConfigError, match=r"^c\.yaml: statistic: 'mode' is not one of"):
+        check_inputs(tiny_with(batch_size=2, statistic="mode"), ["c.yaml"], overrides={"batch_size": 2})
+    absolute = scratch / "c.yaml"  # as Snakemake hands the workflow its --configfile
+    with pytest.raises(ConfigError, match=r"^c\.yaml: statistic: "):
+        check_inputs(tiny_with(statistic="mode"), [absolute])
+
+
+def test_a_long_list_of_mixed_values_is_refused_quickly():
+    """A repeat is found in linear time (jsonschema's own uniqueItems compares items of
+    mixed types pair by pair: minutes for this list)."""
+    values = [i if i % 2 else str(i) for i in range(1, 50_001)]
+    started = time.monotonic()
+    rejected(campaign({"threads": values}), "c.yaml: experiments.threads.threads")
+    rejected(campaign({"inter_threads": [*values, 1]}), "c.yaml: experiments.threads.inter_threads")
+    assert time.monotonic() - started < 10

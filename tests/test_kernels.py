@@ -285,7 +285,7 @@ def test_workers_per_node_gives_each_worker_count_its_nodes():
     ({"kernels": ["fft"], "sizes": [1000]}, "powers of two"),
     ({"kernels": ["matmul"], "sizes": [1024], "tile_sizes": [1000]}, "powers of two"),
     ({"kernels": ["lu"], "sizes": [1024]}, "kernels.0"),
-    ({"kernels": ["cg"], "sizes": [1024], "threads": [1]}, "not allowed"),
+    ({"kernels": ["cg"], "sizes": [1024], "threads": [1]}, "threads: not a key of kernel experiments"),
     ({"kernels": ["cg"]}, "sizes"),
     ({"kernels": ["cg", "fft"], "sizes": {"cg": [64]}}, "no sizes given for kernel 'fft'"),
     ({"kernels": ["cg"], "sizes": [0]}, "sizes"),

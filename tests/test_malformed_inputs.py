@@ -21,7 +21,9 @@ TINY_TEXT = (REPO / "tests" / "campaigns" / "tiny.yaml").read_text()
 LOCAL_TEXT = (REPO / "config" / "systems" / "local.yaml").read_text()
 TINY = yaml.safe_load(TINY_TEXT)
 LOCAL = yaml.safe_load(LOCAL_TEXT)
-KEY_PATH = re.compile(r"^[\w./+ -]+(\.([\w-]+|'[^']*'|\"[^\"]*\"))*: \S")
+# the file, or a key path's first key, then the key path (odd keys quoted as repr quotes them)
+QUOTED = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'
+KEY_PATH = re.compile(rf"^([\w./+ -]+|{QUOTED})(\.([\w-]+|{QUOTED}))*: \S")
 INTEGER_FIELDS = ("batch_per_process", "intra_threads", "inter_threads", "processes_per_node",
                   "nodes", "workers", "warmup_steps", "measured_steps", "repetition",
                   "global_batch", "image_size", "problem_size", "tile_size", "num_classes")

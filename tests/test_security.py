@@ -27,7 +27,7 @@ def test_hostile_values_are_rejected(base, where, value):
     cfg = copy.deepcopy(base)
     system = cfg["system_definitions"]["local"]
     expected = {"env": "system_definitions.local.env.X", "experiment_env": "experiments.threads.env.X",
-                "campaign": "config.campaign", "experiment_name": "config.experiments"}.get(
+                "campaign": "campaign: ", "experiment_name": "experiments: "}.get(
         where, f"system_definitions.local.{where}")
     if where == "env":
         system["env"] = {"X": value}

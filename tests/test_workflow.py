@@ -43,7 +43,7 @@ def test_dry_run_of_every_shipped_campaign_with_the_slurm_profile(workflow_copy,
     (("threads: [1, 2]", "threads: [-1, 2]"), "experiments.threads.threads.0"),
     (("models: [small_cnn]", "models: [lenet9]"), "experiments.threads.models.0"),
     (("batch_sizes: [4]", "batch_sizes: four"), "experiments.threads.batch_sizes"),
-    (("steps: 2", "steps: 2\n  color: blue"), "experiments.threads"),
+    (("steps: 2", "steps: 2\n  color: blue"), "tiny.yaml: defaults.color: not a key of thread_scaling"),
 ])
 def test_invalid_campaign_stops_before_any_job_with_one_line(workflow_copy, edit, key):
     tiny = workflow_copy / "tiny.yaml"

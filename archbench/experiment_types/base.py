@@ -117,12 +117,24 @@ def node_counts(experiment: dict, system: dict, default: list[int] | str = (1,))
     return [n for n in nodes if n <= system["nodes"]]
 
 
+def on_off_axis(experiment: dict, key: str, default: list) -> list:
+    """The on/off axis ``key`` of an experiment (``default`` when not given); ConfigError
+    when it names one setting twice, as "on" and true (the schema refuses equal values)."""
+    values = experiment.get(key, default)
+    settings = [on_off(v) for v in values]
+    if len(set(settings)) < len(settings):
+        twice = "on" if settings.count(True) > 1 else "off"
+        raise ConfigError(f"{key}: {values} gives {twice} twice (on = true, off = false; "
+                          "each setting is run once)")
+    return values
+
+
 def training_axes(experiment: dict) -> dict[str, list]:
     """The axes every training type takes: models, vendor library on/off, data. On a system
     without a vendor library both settings become "off" (:func:`training_configuration`),
     and the expanders' :func:`dedupe` keeps one."""
     return dict(model=experiment["models"],
-                vendor=experiment.get("vendor_library", ["on"]),
+                vendor=on_off_axis(experiment, "vendor_library", ["on"]),
                 data=experiment.get("data", ["synthetic"]))
 
 

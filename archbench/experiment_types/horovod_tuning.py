@@ -28,11 +28,13 @@ properties:
   cycle_time_ms:
     type: array
     minItems: 1
+    uniqueItems: true
     items: {type: number, exclusiveMinimum: 0, maximum: 60000}
     description: HOROVOD_CYCLE_TIME values in milliseconds (at most a minute).
   fusion_threshold_mb:
     type: array
     minItems: 1
+    uniqueItems: true
     items: {type: number, minimum: 0, maximum: 65536}
     description: HOROVOD_FUSION_THRESHOLD values in MiB (0 disables tensor fusion; at most 64 GiB).
   processes_per_node: {type: integer, minimum: 1, description: Processes per node. Default the cores of a node (one thread each).}

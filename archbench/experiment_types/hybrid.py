@@ -19,6 +19,7 @@ from archbench.experiment_types.base import (
     training_configuration,
 )
 from archbench.systems import cores_of
+from archbench.validate import ConfigError
 
 SCHEMA = schema_fragment("""
 description: >
@@ -42,6 +43,7 @@ properties:
       batch_sizes [256]: 512 at 1 x cores, 256 elsewhere (BSC 2019 Table II).
     type: array
     minItems: 1
+    uniqueItems: true
     items:
       type: object
       required: [processes, batch_sizes]
@@ -66,11 +68,17 @@ def hybrid_layouts(cores: int, processes: Iterable[int] | str = "all") -> list[t
 
 def layout_batches(experiment: dict, processes: int) -> list[int]:
     """The batch sizes of the layout with ``processes`` processes: its ``layout_batch_sizes``
-    entry, else the experiment's ``batch_sizes``."""
-    for entry in experiment.get("layout_batch_sizes", []):
+    entry, else the experiment's ``batch_sizes``. ConfigError when two entries give one
+    process count."""
+    found, first = None, {}
+    for i, entry in enumerate(experiment.get("layout_batch_sizes", [])):
+        if entry["processes"] in first:
+            raise ConfigError(f"layout_batch_sizes.{i}.processes: {entry['processes']} is given "
+                              f"twice (first in layout_batch_sizes.{first[entry['processes']]})")
+        first[entry["processes"]] = i
         if entry["processes"] == processes:
-            return entry["batch_sizes"]
-    return experiment["batch_sizes"]
+            found = entry["batch_sizes"]
+    return experiment["batch_sizes"] if found is None else found
 
 
 def expand(experiment: dict, system: dict) -> list[dict]:

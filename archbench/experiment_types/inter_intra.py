@@ -12,6 +12,7 @@ from archbench.experiment_types.base import (
     ExperimentType,
     dedupe,
     on_off,
+    on_off_axis,
     product,
     schema_fragment,
     skip,
@@ -38,6 +39,7 @@ properties:
   thread_pairs:
     type: array
     minItems: 1
+    uniqueItems: true
     items:
       type: array
       minItems: 2
@@ -49,11 +51,13 @@ properties:
   intra_threads:
     type: array
     minItems: 1
+    uniqueItems: true
     items: {$ref: "#/$defs/thread_count"}
     description: Intra-op threads (0 = TensorFlow decides, `cores` = the pinned cores). Default [0, 1, cores].
   mkl_settings:
     type: array
     minItems: 1
+    uniqueItems: true
     items: {$ref: "#/$defs/on_off"}
     description: Runs with (on) and without (off) the MKL/OpenMP environment of mkl_env. Default [off, on].
   mkl_env:
@@ -97,7 +101,8 @@ def expand(experiment: dict, system: dict) -> list[dict]:
     out = []
     for a in product(batch=experiment["batch_sizes"], cores=cores,
                      threads=thread_settings(experiment),
-                     mkl=experiment.get("mkl_settings", ["off", "on"]), **training_axes(experiment)):
+                     mkl=on_off_axis(experiment, "mkl_settings", ["off", "on"]),
+                     **training_axes(experiment)):
         inter, intra = a["threads"]
         out.append(training_configuration(
             experiment, system, model=a["model"], batch_per_process=a["batch"],

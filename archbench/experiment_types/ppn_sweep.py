@@ -34,6 +34,7 @@ properties:
   intra_threads:
     type: array
     minItems: 1
+    uniqueItems: true
     items: {$ref: "#/$defs/process_threads"}
     description: >
       Intra-op threads per process (an axis): `cores_minus_one` = cores / ppn - 1 (default),
