@@ -5,7 +5,8 @@
   scripts write them) read by a tf.data pipeline: files sharded per worker, parallel
   interleave, shuffle, parallel JPEG decode with a random crop and flip, batch, prefetch.
 * scikit-learn's bundled digits (8x8 grey, 10 classes, shipped with the package, nothing
-  downloaded) for the small real-data model ``digits_cnn`` (DESIGN.md experiment 8).
+  downloaded) for the small real-data model ``digits_cnn`` (docs/experiments.md,
+  experiment 8).
 * A writer of a small real JPEG TFRecord set from scikit-learn's bundled sample photos,
   for tests and the embedded default campaign::
 

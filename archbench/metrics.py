@@ -1,7 +1,7 @@
 """Metric definitions. Every table computes its numbers through these functions.
 
-Notation follows DESIGN.md: p_t is img/s with t threads, P_n img/s on n nodes (or
-workers/GPUs where that is the unit).
+Notation and formulas as docs/metrics.md states them: p_t is img/s with t threads, P_n
+img/s on n nodes (or workers/GPUs where that is the unit).
 """
 
 from __future__ import annotations

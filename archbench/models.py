@@ -76,7 +76,7 @@ def _small_cnn(input_shape, num_classes):
 
 
 def _digits_cnn(input_shape, num_classes):
-    """An MNIST-class CNN for 8x8 (or larger) grey digits (DESIGN.md experiment 8)."""
+    """An MNIST-class CNN for 8x8 (or larger) grey digits (docs/experiments.md, experiment 8)."""
     k = keras()
     L = k.layers
     return k.Sequential([

@@ -11,7 +11,7 @@ parameter_server, distributed_replicated or ps_async -- under srun or
 ``python -m archbench.launch spawn``); the first worker writes ONE record for the
 whole job. ``command_for`` gives the full launcher argv of a measurement.
 
-Throughput follows DESIGN.md: images processed by ALL workers in the measured window
+Throughput follows docs/metrics.md: images processed by ALL workers in the measured window
 divided by the window's wall time (warm-up excluded; the window is bounded by barriers
 and its length is the longest of the workers').
 """

@@ -1,4 +1,4 @@
-"""Every metric formula of DESIGN.md, on small hand-checked cases."""
+"""Every metric formula of docs/metrics.md, on small hand-checked cases."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Derived tables on small hand-checked inputs (DESIGN.md "Metrics").
+"""Derived tables on small hand-checked inputs (docs/metrics.md).
 
 Every expected value below is worked out by hand from the metric definitions, not taken
 from the code's output. Inputs are tidy-table rows (one per run, as ``record.flatten``

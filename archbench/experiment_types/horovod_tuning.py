@@ -1,4 +1,5 @@
-"""Horovod tuning (DESIGN.md experiment 6): HOROVOD_CYCLE_TIME x HOROVOD_FUSION_THRESHOLD."""
+"""Horovod tuning (docs/experiments.md, experiment 6): HOROVOD_CYCLE_TIME x
+HOROVOD_FUSION_THRESHOLD."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Hybrid processes x threads filling one node (DESIGN.md experiment 2); its best layout
-feeds node_scaling's ``best`` (see ``archbench.tables.best``)."""
+"""Hybrid processes x threads filling one node (docs/experiments.md, experiment 2); its
+best layout feeds node_scaling's ``best`` (see ``archbench.tables.best``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Inter/intra-op thread sweep (DESIGN.md experiment 3): one process pinned to 1..node
-cores, with the MKL/OpenMP environment on and off.
+"""Inter/intra-op thread sweep (docs/experiments.md, experiment 3): one process pinned to
+1..node cores, with the MKL/OpenMP environment on and off.
 
 The thread settings are the product inter_threads x intra_threads, or an explicit list of
 [inter, intra] pairs (``thread_pairs``) where a study ran only some combinations: CESGA

@@ -1,4 +1,5 @@
-"""The ``kernel`` experiment type (DESIGN.md experiment 7): HPC kernels in TensorFlow.
+"""The ``kernel`` experiment type (docs/experiments.md, experiment 7): HPC kernels in
+TensorFlow.
 
 One experiment expands into kernels x sizes x tile sizes x workers x nodes. What a size
 means, whether sizes and tile sizes must be powers of two, whether the kernel is tiled

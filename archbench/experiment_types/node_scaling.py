@@ -1,4 +1,5 @@
-"""Multi-node scaling (DESIGN.md experiment 4): one configuration on 1, 2, 4, ... nodes.
+"""Multi-node scaling (docs/experiments.md, experiment 4): one configuration on 1, 2, 4,
+... nodes.
 
 With ``best: <hybrid experiment>`` (or a list of them) the configurations are placeholders
 marked ``"best_of": <name or list>``; the supervisor fills each in from that sweep's finished records

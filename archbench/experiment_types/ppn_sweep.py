@@ -1,4 +1,4 @@
-"""Single vs multi process per node (DESIGN.md experiment 5) with Horovod."""
+"""Single vs multi process per node (docs/experiments.md, experiment 5) with Horovod."""
 
 from __future__ import annotations
 

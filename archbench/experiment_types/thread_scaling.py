@@ -1,5 +1,5 @@
-"""Thread scaling (DESIGN.md experiment 1): one process, intra-op threads 1..cores,
-several batch sizes, vendor library on/off."""
+"""Thread scaling (docs/experiments.md, experiment 1): one process, intra-op threads
+1..cores, several batch sizes, vendor library on/off."""
 
 from __future__ import annotations
 

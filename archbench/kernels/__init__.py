@@ -1,4 +1,4 @@
-"""HPC kernels written as TensorFlow dataflow programs (DESIGN.md experiment 7).
+"""HPC kernels written as TensorFlow dataflow programs (docs/experiments.md, experiment 7).
 
     python -m archbench.kernels stream      --size 33554432 --workers 2   # elements per array
     python -m archbench.kernels stream_comm --size 64 --workers 2         # message MB (2**20 bytes)

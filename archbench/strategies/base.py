@@ -3,9 +3,9 @@
 
 A *backend* hides the strategy from the training loop: it builds the compiled step, feeds
 each worker its shard of the data, synchronises the workers at the edges of the measured
-window and combines per-worker values. Throughput follows DESIGN.md: images processed by
-ALL workers in the window / the window's wall time, where the window starts after a
-barrier and ends after a barrier, and its length is the maximum over workers.
+window and combines per-worker values. Throughput follows docs/metrics.md: images
+processed by ALL workers in the window / the window's wall time, where the window starts
+after a barrier and ends after a barrier, and its length is the maximum over workers.
 
 The base class is one process without communication (strategy ``single``); the other
 strategies override what they do differently.

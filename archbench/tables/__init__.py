@@ -1,4 +1,4 @@
-"""Derived tables of a campaign, following the metric definitions of DESIGN.md.
+"""Derived tables of a campaign, following the metric definitions of docs/metrics.md.
 
 Every table function takes the tidy measurements table (``results/tables/measurements.csv``
 plus imported rows) and returns a DataFrame with fixed columns and sorted rows; without

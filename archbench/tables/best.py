@@ -1,5 +1,6 @@
-"""The best layout of a hybrid sweep (DESIGN.md experiment 2): ONE choice, published by
-the ``hybrid_best`` table and run by node scaling's ``best: <hybrid experiment>``.
+"""The best layout of a hybrid sweep (docs/experiments.md, experiment 2): ONE choice,
+published by the ``hybrid_best`` table and run by node scaling's ``best: <hybrid
+experiment>``.
 
 Per hybrid experiment, system, model, data and vendor-library setting, the processes x
 threads x batch configuration with the highest img/s (the campaign's statistic, mean by

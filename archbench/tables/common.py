@@ -168,7 +168,7 @@ def _summary_status(n_ok: int, counts: Counter) -> str:
 
 
 def summarise(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
-    """Summary per configuration (DESIGN.md "Repetitions").
+    """Summary per configuration (docs/metrics.md, "Repetitions and the summary").
 
     One row per configuration (``KEYS``): over the runs with status ok, ``n``, ``mean``,
     ``median``, ``value`` (the one of them named by ``statistic``, the number every derived

@@ -1,7 +1,7 @@
-"""Which vendor library really ran (DESIGN.md "Vendor-library speedup": evidence, not a
-label): per system, model and vendor setting, the probe's library, oneDNN version and the
-shares of oneDNN time in optimized and reference implementations, against the library the
-system declares (:mod:`archbench.vendor_evidence`).
+"""Which vendor library really ran (docs/metrics.md, "Vendor-library speedup and its
+evidence": evidence, not a label): per system, model and vendor setting, the probe's
+library, oneDNN version and the shares of oneDNN time in optimized and reference
+implementations, against the library the system declares (:mod:`archbench.vendor_evidence`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Inter/intra-op thread sweep (DESIGN.md experiment 3; CESGA 2018, Figs. 2-7, Table 2).
+"""Inter/intra-op thread sweep (docs/experiments.md, experiment 3; CESGA 2018, Figs. 2-7,
+Table 2).
 
 One process pinned to 1..node cores, TensorFlow's inter-op and intra-op thread counts
 swept, with the MKL/OpenMP environment on and off. A thread count is a *setting* of the

@@ -1,4 +1,5 @@
-"""Single vs multi process per node (DESIGN.md experiment 5; OSU 2019 Figs. 6 and 10).
+"""Single vs multi process per node (docs/experiments.md, experiment 5; OSU 2019 Figs. 6
+and 10).
 
 A ppn sweep runs 1, 2, 4, ... processes per node with intra-op threads = cores / ppn - 1;
 its table gives each layout's img/s and the speedup over one process per node (SP) of the

@@ -1,4 +1,5 @@
-"""Scaling series (DESIGN.md experiments 4 and 5; CSCS 2017 Tables 1-3, CESGA 2018 Table 3).
+"""Scaling series (docs/experiments.md, experiments 4 and 5; CSCS 2017 Tables 1-3, CESGA
+2018 Table 3).
 
 A scaling series is data, not a guess. Every row carries its ``scaling_unit`` (nodes,
 workers or GPUs); its series is every configuration key except

@@ -1,4 +1,4 @@
-"""Derived tables of the training experiments (DESIGN.md experiments 1-6).
+"""Derived tables of the training experiments (docs/experiments.md, experiments 1-6).
 
 Each function takes the tidy measurements table (or its :func:`summarise` result) and
 returns a table with fixed columns, sorted; no data gives an empty table with headers.
