@@ -20,6 +20,7 @@ import jsonschema
 
 from archbench.files import atomic_path
 from archbench.sense import problem
+from archbench.storage import Unwritable
 from archbench.vendor_evidence import evidence_columns
 
 SCHEMA_VERSION = 1
@@ -133,10 +134,14 @@ def validate(record: dict, source: str = "record") -> None:
 
 
 def write_record(path: str | os.PathLike, record: dict) -> Path:
-    """Validate and write ``record`` atomically and durably (temporary file + rename)."""
+    """Validate and write ``record`` atomically and durably (temporary file + rename).
+    Raises storage.Unwritable, leaving nothing behind, when it cannot be written."""
     validate(record)
-    with atomic_path(path, fsync=True) as tmp:
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    try:
+        with atomic_path(path, fsync=True) as tmp:
+            tmp.write_text(json.dumps(record, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    except OSError as exc:
+        raise Unwritable(path, exc) from exc
     return Path(path)
 
 

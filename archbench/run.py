@@ -10,7 +10,12 @@ listing the sweep records it takes its layout from, and ``statistic``). The run 
 a measurement writes its spec to a file named by its digest (:mod:`archbench.specfiles`);
 ``--spec-file`` runs it only if it still hashes to its name and is the spec of ``--output``.
 Exit status 0 whenever a record was written, so one failed benchmark never stops the
-campaign; non-zero for a supervisor error (bad spec, unwritable output) or a stopped run.
+campaign; non-zero for a supervisor error (bad spec) or a stopped run.
+
+A full or read-only file system is no failure of the benchmark (:mod:`archbench.storage`):
+the supervisor probes the record's and the log's directories before anything else, and
+again when its worker left no record; a fault ends it with one line naming the path and
+the cause, exit status 73 and no record, so the next run reruns it.
 
 The worker runs on a lifeline (:mod:`archbench.lifeline`): its whole process tree dies
 with the supervisor, however the supervisor dies. SIGINT, SIGTERM or SIGHUP, or the end of
@@ -33,10 +38,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, NoReturn, Sequence
 
-from archbench import hostguard, lifeline, provenance
+from archbench import hostguard, lifeline, provenance, storage
 from archbench.containers import IMAGE_DIR, exec_prefix, image_file, runtime_env
 from archbench.containers import image_digest as hash_file
 from archbench.failures import exit_failure
+from archbench.files import discard, sweep_temporary
 from archbench.record import RecordError, make_record, read_record, schema, write_record
 from archbench.specfiles import SpecError, read_spec
 from archbench.strategies.horovod import horovod_knobs
@@ -146,9 +152,9 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
               check: Callable[[], None] = lambda: None) -> dict:
     """Run the measurement (with its retries) and write its record; return the record.
     ``check`` runs while waiting for the host guard or the worker, and may raise to stop
-    the run (no record then)."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    the run (no record then). Raises storage.Unwritable, before the benchmark starts if it
+    can, when the record or the log cannot be written (no record then either)."""
+    storage.check_writable(output, log_path)
     scratch = output.with_name(f".{output.name}.worker")
     # A TF_CONFIG in the caller's environment would override the cluster the launcher
     # builds (spawn sets one per task; under srun it comes from the job step).
@@ -174,6 +180,11 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
                     worker_record = read_record(scratch)
                 except RecordError:
                     worker_record = None
+                if worker_record is None:  # a disk refusing it stops the run, no failure record
+                    storage.check_writable(output, log_path)
+                    fault = storage.reported_fault(log_text) if code == storage.EXIT_UNWRITABLE else None
+                    if fault is not None:
+                        raise fault
                 if worker_record is not None:
                     record = {**worker_record, **identity,
                               "env": {**worker_record.get("env", {}), **settings_env},
@@ -191,8 +202,9 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
                                      metrics=knobs, env=settings_env)
                 if record["status"] == "ok":
                     break
-        finally:
-            scratch.unlink(missing_ok=True)
+        finally:  # the worker tree is gone: so are the writers of temporary files here
+            discard(scratch)
+            sweep_temporary([output.parent])
         write_record(output, record)
     return record
 
@@ -291,6 +303,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         written = "" if args.output.exists() else "; no record written (the next run reruns it)"
         print(f"{args.output}: stopped by {stop}{written}", flush=True)
         return 128 + stop.signum
+    except OSError as exc:  # a full or read-only file system: one line, no traceback
+        if not storage.is_fault(exc):
+            raise
+        storage.tell(storage.fault_line(exc.filename or args.output, exc))
+        return storage.EXIT_UNWRITABLE
 
 
 def spec_from_file(path: Path, output: Path) -> dict:

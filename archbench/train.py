@@ -26,7 +26,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, Sequence
 
-from archbench import gpu, metrics, provenance, strategies, vendor_evidence
+from archbench import gpu, metrics, provenance, storage, strategies, vendor_evidence
 from archbench.data import accuracy, digits_arrays, real_dataset
 from archbench.distributed import pin_cores
 from archbench.failures import exception_failure
@@ -353,7 +353,8 @@ def command_for(measurement: dict, system: dict) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: run, write the record; on OOM or error the writing worker writes a
-    failure record (other workers only report the error and exit non-zero)."""
+    failure record (other workers only report the error and exit non-zero). A record the
+    file system refuses raises storage.Unwritable."""
     config = parse_args(argv)
     start = provenance.now()
     writer = strategies.launch_rank(config.strategy) == 0
@@ -379,4 +380,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(storage.exit_status(main))  # a record the disk refuses: one line, exit 73

@@ -11,6 +11,7 @@ from snakemake.common import overwrite_function_params
 
 from archbench import artifacts
 from archbench import plan as archbench_plan
+from archbench import storage as archbench_storage
 from archbench.batching import group_names
 from archbench.collect import collect as collect_records
 from archbench.collect import write_table as write_collected
@@ -41,6 +42,15 @@ try:
                             mapping_dirs=IMPORT_MAPPING_DIRS)
 except ConfigError as exc:
     sys.exit(f"archbench: invalid configuration: {exc}")
+
+# Storage faults: a full or read-only results/, logs/ or .snakemake/ stops the run here,
+# in one line, before anything is built; temporary files of killed writers are removed.
+if workflow.is_main_process:
+    try:
+        for _message in archbench_storage.prepare_workdir(dry_run=workflow.output_settings.dryrun):
+            print(f"archbench: {_message}", file=sys.stderr)
+    except archbench_storage.Unwritable as fault:
+        sys.exit(str(fault))
 
 MEASUREMENTS = {f"results/{raw_path(m)}": m for m in CAMPAIGN.measurements}
 SYSTEMS = CAMPAIGN.systems

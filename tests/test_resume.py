@@ -140,6 +140,7 @@ def test_kill_at_random_points_then_resume_loses_nothing(tmp_path):
     records = [json.loads((workdir / "results" / path).read_text()) for path in expected]
     assert all(r["status"] == "ok" for r in records)
     assert not list((workdir / "results/raw").rglob(".*.worker"))  # no scratch file left
+    assert not list(workdir.glob("results/**/.*.tmp"))  # nor temporary file: removed or swept
     assert_disjoint([(dt.datetime.fromisoformat(r["start_time"]), dt.datetime.fromisoformat(r["end_time"]))
                      for r in records], "records' benchmark windows")
     spans |= spans_in_logs(workdir)

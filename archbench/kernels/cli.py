@@ -23,7 +23,7 @@ import sys
 from types import MappingProxyType
 from typing import Sequence
 
-from archbench import gpu, provenance
+from archbench import gpu, provenance, storage
 from archbench.failures import exception_failure
 from archbench.kernels import KERNELS
 from archbench.kernels import cluster as workers
@@ -124,7 +124,8 @@ def measured_record(job: KernelRun, cluster: workers.Cluster, result: KernelResu
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point: run, write the record; on an error write a failure record."""
+    """CLI entry point: run, write the record; on an error write a failure record. A record
+    the file system refuses is told in one line, exit status storage.EXIT_UNWRITABLE."""
     job = parse_args(argv)
     node_gpus = os.environ.get("CUDA_VISIBLE_DEVICES")  # the node's, before binding our own
     gpu.bind_gpu(job.device)  # before TensorFlow loads
@@ -150,10 +151,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"archbench.kernels: {status}: {reason}", file=sys.stderr)
         code = EXIT_BENCHMARK_FAILED
     if job.output:
-        write_record(job.output, record)
+        try:
+            write_record(job.output, record)
+        except storage.Unwritable as fault:  # one line, then the cluster's usual end
+            storage.tell(str(fault))
+            code = storage.EXIT_UNWRITABLE
     else:
         print(json.dumps(record, indent=1, sort_keys=True))
-    if record["status"] == "ok":
+    if code == 0:
         print(f"{job.kernel} size={job.size} workers={job.workers}: "
               f"{record['throughput']:.3f} {record['throughput_unit']}", file=sys.stderr)
     if cluster is not None and cluster.mode != "inprocess":
