@@ -23,11 +23,11 @@ if not REGENERATE_ONLY:
         threads: get_threads
         # batch_size > 1: up to that many measurements share one Slurm job, one at a time
         group: get_batch_group if BATCH_GROUPS else None
-        # every key of archbench.plan.job_resources (nodes, tasks, cpus_per_task, mem_mb,
+        # every key of archbench.plan.jobs.job_resources (nodes, tasks, cpus_per_task, mem_mb,
         # runtime, partition, account, the system's placement keys constraint, qos and
         # slurm_extra; mpi="srun" for multi-rank jobs: the Slurm executor then runs the job's
         # command in the batch step, where the launcher's srun spans every node; GPU runs'
-        # gres or gpu, gpu_model, tasks_per_gpu from archbench.sbatch.gpu_resources)
+        # gres or gpu, gpu_model, tasks_per_gpu from archbench.plan.slurm_requests.gpu_resources)
         resources:
             **measurement_resources(),
         shell:
@@ -49,15 +49,18 @@ rule make_tfrecords:
         " --image-size {params.image_size} --shards {params.shards} > {log} 2>&1"
 
 
-# The records a `best` experiment chooses its layout from, listed once per system and
-# experiment: its measurements depend on this file, not each on every sweep record.
-rule list_best_records:
+# The layout a `best` experiment runs, chosen from its sweep's records once per system and
+# experiment: its measurements depend on this file, not each on every sweep record, and
+# the supervisor reads the layout from it (it runs no analysis itself).
+rule choose_best_layouts:
     localrule: True
     input:
         records=get_sweep_records,
     output:
-        listing="results/best/{system}/{experiment}.json",
+        layouts="results/best/{system}/{experiment}.json",
     log:
-        "logs/list_best_records/{system}/{experiment}.log",
+        "logs/choose_best_layouts/{system}/{experiment}.log",
+    params:
+        statistic=config.get("statistic", "mean"),
     run:
-        list_records_job(input, output, log)
+        choose_layouts_job(input, output, params, log)

@@ -9,25 +9,27 @@ from pathlib import Path
 
 from snakemake.common import overwrite_function_params
 
-from archbench import artifacts
-from archbench import plan as archbench_plan
-from archbench import storage as archbench_storage
-from archbench.batching import group_names
-from archbench.collect import collect as collect_records
-from archbench.collect import write_table as write_collected
-from archbench.campaign import ConfigError, check_inputs, raw_path
-from archbench.containers import build_command, image_file, pull_commands, shell_join, uri_scheme
-from archbench.files import atomic_write_text
-from archbench.specfiles import digest, spec_dir, spec_text, write_specs
-from archbench.sbatch import pinned_nodes
-from archbench.figures import FIGURES
-from archbench.importer import mapping_files
-from archbench.published import is_claims_file
-from archbench.models import spec as model_spec
-from archbench.integrity import another_run_holds_locks, quarantine_invalid
-from archbench.tables import TABLES
-from archbench.experiment_types.node_scaling import best_sources
-from archbench.systems import run_settings
+from archbench.results import artifacts
+from archbench.plan import jobs as archbench_plan
+from archbench.core import storage as archbench_storage
+from archbench.plan.batching import group_names
+from archbench.results.collect import collect as collect_records
+from archbench.results.collect import write_table as write_collected
+from archbench.inputs import check_inputs
+from archbench.plan.campaign import ConfigError, raw_path
+from archbench.plan.containers import build_command, image_file, pull_commands, shell_join, uri_scheme
+from archbench.core.files import atomic_write_text
+from archbench.execute.specfiles import digest, spec_dir, spec_text, write_specs
+from archbench.plan.slurm_requests import pinned_nodes
+from archbench.results.figures import FIGURES
+from archbench.results.imports import mapping_files
+from archbench.results.claims import is_claims_file
+from archbench.workloads.training.models import spec as model_spec
+from archbench.results.integrity import another_run_holds_locks, quarantine_invalid
+from archbench.results.tables import TABLES
+from archbench.results.tables.best import choose_layouts
+from archbench.plan.experiment_types.node_scaling import best_sources
+from archbench.plan.systems import run_settings
 
 # mapping sidecars sit beside their CSV (data/published/<study>/); extra folders go here
 IMPORT_MAPPING_DIRS = []
@@ -68,7 +70,7 @@ FIGURE_NAMES = sorted(FIGURES)
 # The small JPEG TFRecord set rule make_tfrecords writes (a system's data_dir may name it).
 GENERATED_TFRECORDS = "results/data/tfrecords"
 
-# Batching (campaign key batch_size; archbench/batching.py): each chunk of measurements is
+# Batching (campaign key batch_size; archbench/plan/batching.py): each chunk of measurements is
 # one job group, i.e. one Slurm job. measurement_slots is counted per submission with a
 # pool of 1, so a group runs its members one after another and asks for one member's
 # cores and memory with the sum of their runtimes (not the sums Snakemake's layering
@@ -172,28 +174,31 @@ def inputs_of(path):
 
 
 def best_input(m):
-    """For a `best` node-scaling measurement, the listing of the hybrid sweep records it
-    takes its layout from (one file per system and experiment, so the DAG has one edge
-    per record, not one per record and best measurement)."""
-    return [best_listing(m)] if m.get("best_of") else []
+    """For a `best` node-scaling measurement, the layouts rule choose_best_layouts chose
+    from the hybrid sweep's records (one file per system and experiment, so the DAG has one
+    edge per record, not one per record and best measurement)."""
+    return [best_layouts(m)] if m.get("best_of") else []
 
 
-def best_listing(measurement):
-    """Where rule list_best_records lists the sweep records of a `best` measurement."""
+def best_layouts(measurement):
+    """Where rule choose_best_layouts writes the layout of a `best` measurement."""
     return f"results/best/{measurement['system']}/{measurement['experiment']}.json"
 
 
-# listing -> the records of every sweep its experiment's `best` names, on its system
-BEST_LISTINGS = {}
-for _m in MEASUREMENTS.values():
+# layouts file -> the records of every sweep its experiment's `best` names, on its system,
+# and the `best` measurements it resolves
+BEST_SOURCES, BEST_MEASUREMENTS = {}, {}
+for _path, _m in MEASUREMENTS.items():
     for _source in best_sources(_m.get("best_of")):
-        BEST_LISTINGS.setdefault(best_listing(_m), set()).update(
+        BEST_SOURCES.setdefault(best_layouts(_m), set()).update(
             SWEEP_RECORDS.get((_m["system"], _source), ()))
+    if _m.get("best_of"):
+        BEST_MEASUREMENTS.setdefault(best_layouts(_m), []).append(_m)
 
 
 def get_sweep_records(wildcards):
-    """The records rule list_best_records lists."""
-    return sorted(BEST_LISTINGS[f"results/best/{wildcards.system}/{wildcards.experiment}.json"])
+    """The records rule choose_best_layouts chooses from."""
+    return sorted(BEST_SOURCES[f"results/best/{wildcards.system}/{wildcards.experiment}.json"])
 
 
 def data_input(m):
@@ -217,17 +222,18 @@ def get_spec(wildcards):
 def spec_of(path):
     """The text of a measurement's spec: the measurement, the settings of its system that
     affect it (``x-no-rerun`` of the system schema left out: editing a system's
-    description reruns nothing), and the listing of records a `best` one depends on."""
+    description reruns nothing), and where a `best` one finds its layout (chosen by the
+    statistic the tables report)."""
     m = MEASUREMENTS[path]
     spec = {"measurement": m, "system": run_settings(SYSTEMS[m["system"]])}
-    if m.get("best_of"):  # the best layout is chosen by the statistic the tables report
-        spec["best_listing"] = best_listing(m)
+    if m.get("best_of"):
+        spec["best_layouts"] = best_layouts(m)
         spec["statistic"] = config.get("statistic", "mean")
     return spec_text(spec)
 
 
 # The supervisor reads its spec from SPEC_DIR/<digest>.json, a file nobody rewrites
-# (archbench/specfiles.py), written once this run holds Snakemake's lock and before any
+# (archbench/execute/specfiles.py), written once this run holds Snakemake's lock and before any
 # job starts (onstart, in the Snakefile): a dry run or a run the lock refuses writes none.
 SPEC_DIR = spec_dir(CAMPAIGN.name)
 
@@ -265,7 +271,7 @@ def resources_of(path):
 
 
 def measurement_resources():
-    """run_measurement's resources: every key archbench.plan.job_resources gives, as a
+    """run_measurement's resources: every key archbench.plan.jobs.job_resources gives, as a
     constant when all the campaign's measurements have the same value, else as a function
     of the job (Snakemake calls each function of each job: constants spare a 10,000-job
     dry run most of those calls). slurm_extra is pinned to repetition 0's nodes, read
@@ -398,10 +404,14 @@ def figure_job(input, output, params, log):
     write_log(log[0], f"{params.name} written")
 
 
-def list_records_job(input, output, log):
-    """list_best_records: the sweep records a `best` experiment chooses from, as JSON."""
-    atomic_write_text(output.listing, json.dumps(list(input.records)) + "\n")
-    write_log(log[0], f"{len(input.records)} records listed")
+def choose_layouts_job(input, output, params, log):
+    """choose_best_layouts: for each `best` measurement of a system's experiment, the
+    measurement its best layout makes of it, or why there is none (JSON by record path)."""
+    with ARTIFACT_STEP:
+        frame, _ = collect_records(list(input.records))
+        chosen = choose_layouts(BEST_MEASUREMENTS[output.layouts], frame, statistic=params.statistic)
+    atomic_write_text(output.layouts, json.dumps(chosen, indent=1, sort_keys=True) + "\n")
+    write_log(log[0], f"{len(input.records)} sweep records, {len(chosen)} layouts chosen")
 
 def get_imports():
     """Import CSVs listed in the campaign (`imports:`), claims files apart."""

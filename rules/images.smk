@@ -26,7 +26,7 @@ rule build_image:
         "({params.command} && sha256sum {output.image} | cut -d' ' -f1 > {output.digest}) > {log} 2>&1"
 
 
-# charliecloud: archbench.imagebuild runs the definition's steps (as root) into a SquashFS
+# charliecloud: archbench.execute.imagebuild runs the definition's steps (as root) into a SquashFS
 # image that ch-run runs; it writes the digest file itself.
 rule build_image_squashfs:
     input:

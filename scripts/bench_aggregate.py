@@ -1,10 +1,10 @@
 """Aggregation speed: collecting 10,000 result records and rebuilding every table.
 
-Generates ``--records`` fabricated records (``archbench.testing``) as JSON files in
+Generates ``--records`` fabricated records (``archbench.results.fabricated``) as JSON files in
 a temporary directory laid out like ``results/raw``, then times, in one run:
 
-  (a) ``archbench.collect.collect(paths)``: read + schema-validate + flatten every record;
-  (b) ``archbench.tables.build_tables`` on the tidy table + writing every table (csv/md/tex);
+  (a) ``archbench.results.collect.collect(paths)``: read + schema-validate + flatten every record;
+  (b) ``archbench.results.tables.build_tables`` on the tidy table + writing every table (csv/md/tex);
 
 against references measured on the same files in the same run: a plain ``json.load`` of
 every file (for a) and ``pandas.read_csv`` of the collected table (for b). It also splits
@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pandas as pd  # noqa: E402
 
-from archbench import record as record_module  # noqa: E402
-from archbench import testing as fabricate
-from archbench.artifacts import write_table  # noqa: E402
-from archbench.collect import collect, records_to_frame  # noqa: E402
-from archbench.tables import build_tables  # noqa: E402
+from archbench.core import record as record_module  # noqa: E402
+from archbench.results import fabricated as fabricate
+from archbench.results.artifacts import write_table  # noqa: E402
+from archbench.results.collect import collect, records_to_frame  # noqa: E402
+from archbench.results.tables import build_tables  # noqa: E402
 
 TARGET_S = 10.0
 

@@ -1,6 +1,6 @@
 """Fraction of the machine's measured peak that training reaches: numpy sgemm (N x N,
 2N^3 - N^2 flops) gives the peak; archbench.train gives img/s and training FLOPs per image;
-fraction = img/s x FLOPs per image / peak (archbench.metrics.fraction_of_peak). The peak is
+fraction = img/s x FLOPs per image / peak (archbench.core.metrics.fraction_of_peak). The peak is
 measured before and after the training runs (the best of both is used).
 
     python scripts/bench_fraction_of_peak.py --models resnet50 alexnet --batch-size 16 --steps 5
@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from archbench import metrics
+from archbench.core import metrics
 
 
 def sgemm_gflops(n: int = 4096, repetitions: int = 5) -> float:

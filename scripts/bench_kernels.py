@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from archbench import metrics  # noqa: E402
+from archbench.core import metrics  # noqa: E402
 
 TARGETS = {"matmul": 0.9, "stream": 0.8}
 
@@ -52,7 +52,7 @@ def compare(tf_step, ref_step, *, amount: float, rounds: int, repeat: int = 1) -
 
 
 def bench_matmul(n: int, tile: int, rounds: int) -> dict:
-    from archbench.kernels import cluster, matmul
+    from archbench.workloads.kernels import cluster, matmul
     mm = matmul.TiledMatmul(cluster.start(1), n, tile)
     a, b = mm.inputs()
     c = np.empty_like(a)
@@ -63,7 +63,7 @@ def bench_matmul(n: int, tile: int, rounds: int) -> dict:
 
 
 def bench_stream(n: int, rounds: int) -> dict:
-    from archbench.kernels import cluster, stream
+    from archbench.workloads.kernels import cluster, stream
     s = stream.StreamMemory(cluster.start(1), n)
     a, b, c = (np.random.rand(n) for _ in range(3))
 
@@ -76,7 +76,7 @@ def bench_stream(n: int, rounds: int) -> dict:
 
 
 def bench_fft(n: int, tile: int, rounds: int) -> dict:
-    from archbench.kernels import cluster, fft
+    from archbench.workloads.kernels import cluster, fft
     f = fft.TiledFFT(cluster.start(1), n, tile)
     x = f.input()
     row = compare(f.transform, lambda: np.fft.fft(x), amount=metrics.fft_flops(n) / 1e9, rounds=rounds,
@@ -88,7 +88,7 @@ def bench_fft(n: int, tile: int, rounds: int) -> dict:
 def bench_cg(n: int, iterations: int, rounds: int) -> dict:
     from scipy.sparse.linalg import cg as scipy_cg
 
-    from archbench.kernels import cg, cluster
+    from archbench.workloads.kernels import cg, cluster
     solver = cg.ConjugateGradient(cluster.start(1), n)
     a, b = solver.matrix(), cg.rhs_numpy(n)
     row = compare(lambda: solver.solve(iterations),

@@ -2,7 +2,7 @@
 and Figs. 2-7 toggle KMP_BLOCKTIME=0 and KMP_AFFINITY with Intel's MKL TensorFlow build.)
 
 The same small training runs with the settings of ``mkl_settings: on``
-(``archbench.experiment_types.inter_intra.MKL_ENV``) and without, interleaved in ABBA order,
+(``archbench.plan.experiment_types.inter_intra.MKL_ENV``) and without, interleaved in ABBA order,
 each run a fresh ``python -m archbench.train`` process (the variables must be set before
 TensorFlow loads). Prints every pair's img/s, the on/off ratio's mean, min, max and
 standard deviation, and the OpenMP/MKL runtimes the pinned TensorFlow maps (its oneDNN
@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from archbench.experiment_types.inter_intra import MKL_ENV
+from archbench.plan.experiment_types.inter_intra import MKL_ENV
 
 
 def train_once(args, *, mkl: bool, output: Path, probe: bool = False) -> dict:

@@ -6,7 +6,7 @@ and with Horovod (MPI allreduce), same model, batch and threads, the three run i
     python scripts/bench_ps_vs_horovod.py --model alexnet --image-size 64 --batch-size 16 \
         --steps 20 --repetitions 3
 
-Each run holds the host guard (archbench.hostguard) as a campaign's runs do.
+Each run holds the host guard (archbench.execute.hostguard) as a campaign's runs do.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from archbench import hostguard, train  # noqa: E402
-from archbench.tfenv import FRAMEWORK_ENV  # noqa: E402
+from archbench.execute import hostguard
+from archbench.workloads.tfenv import FRAMEWORK_ENV  # noqa: E402
+from archbench.workloads.training import benchmark as train  # noqa: E402
 
 SYSTEM = {"launcher": "local", "sockets": 1, "cores_per_socket": 2, "nodes": 1}
 RUNS = {  # label -> strategy and variable update

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from archbench import train  # noqa: E402
-from archbench.tfenv import FRAMEWORK_ENV  # noqa: E402
+from archbench.workloads.tfenv import FRAMEWORK_ENV  # noqa: E402
+from archbench.workloads.training import benchmark as train  # noqa: E402
 
 SYSTEM = {"launcher": "local", "sockets": 1, "cores_per_socket": 2, "nodes": 1}
 

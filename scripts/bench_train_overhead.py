@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from archbench.tfenv import use_framework_env
+from archbench.workloads.tfenv import use_framework_env
 
 use_framework_env()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -23,7 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 def bare_loop(tf, args) -> float:
     """img/s of the plainest loop: fixed batch, tf.function step, no per-step host reads."""
-    from archbench.models import build_model, keras
+    from archbench.workloads.training.models import build_model, keras
     model = build_model(args.model, args.image_size, args.num_classes)
     optimizer = keras().optimizers.SGD(learning_rate=0.01)
     loss_fn = keras().losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -50,7 +50,7 @@ def bare_loop(tf, args) -> float:
 
 def harness(args, output: str) -> float:
     """img/s that archbench.train records for the same configuration."""
-    from archbench import train
+    from archbench.workloads.training import benchmark as train
     targs = train.parse_args([
         "--model", args.model, "--batch-size", str(args.batch_size),
         "--image-size", str(args.image_size), "--num-classes", str(args.num_classes),
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     import tensorflow as tf
 
-    from archbench.models import keras
+    from archbench.workloads.training.models import keras
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     ratios = []

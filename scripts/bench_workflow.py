@@ -44,8 +44,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from archbench.campaign import load_campaign_file, raw_path  # noqa: E402
-from archbench.plan import RESOURCE_DEFAULTS, job_resources  # noqa: E402
+from archbench.plan.campaign import load_campaign_file, raw_path  # noqa: E402
+from archbench.plan.jobs import RESOURCE_DEFAULTS, job_resources  # noqa: E402
 
 WORKFLOW_PARTS = ("Snakefile", "Makefile", "rules", "scripts", "config", "profiles",
                   "containers", "report", "data")
@@ -303,9 +303,9 @@ def bench_dryrun(repo: Path, jobs: int, runs: int, *, scratch: Path) -> dict[str
 # --------------------------------------------------------------------- (2) regeneration
 def fabricate_default_records(workdir: Path) -> int:
     """A valid ok record at the path of every measurement of the default campaign."""
-    from archbench import provenance
-    from archbench.record import make_record
-    from archbench.run import identity_fields
+    from archbench.core import provenance
+    from archbench.core.record import make_record
+    from archbench.execute.supervisor import identity_fields
     host = provenance.host_fields()
     measurements = load_campaign_file(workdir / "config/config.yaml").measurements
     for i, m in enumerate(measurements):
@@ -338,11 +338,11 @@ import sys, yaml
 from pathlib import Path
 import matplotlib
 matplotlib.use("Agg")
-from archbench.artifacts import make_figure_files, make_table_files, merge_measurements
-from archbench.collect import collect, write_table
-from archbench.figures import FIGURES
-from archbench.published import is_claims_file
-from archbench.tables import TABLES
+from archbench.results.artifacts import make_figure_files, make_table_files, merge_measurements
+from archbench.results.collect import collect, write_table
+from archbench.results.figures import FIGURES
+from archbench.results.claims import is_claims_file
+from archbench.results.tables import TABLES
 out = Path(sys.argv[1]); out.mkdir()
 config = yaml.safe_load(open("config/config.yaml"))
 imports = config.get("imports", [])

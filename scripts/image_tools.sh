@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tools archbench.imagebuild and the charliecloud runtime need, on a Debian host.
+# The tools archbench.execute.imagebuild and the charliecloud runtime need, on a Debian host.
 #
 #   scripts/image_tools.sh install   install (as root, with apt-get) what is missing and
 #                                    register qemu's binfmt_misc entries; then `check`

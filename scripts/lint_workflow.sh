@@ -2,7 +2,7 @@
 # snakemake --lint on the workflow (default campaign and every study campaign). It fails on
 # any lint but one that is by design: "Specify a conda environment or container for each
 # rule". archbench runs its benchmarks inside each *system's* image through the supervisor
-# (`<runtime> exec` inside srun/mpirun, see archbench/run.py), with the launcher outside
+# (`<runtime> exec` inside srun/mpirun, see archbench/execute/supervisor.py), with the launcher outside
 # the container, and the embedded default runs on the host's Python; a rule-level
 # `container:` would put srun inside the image and one image on every system.
 set -euo pipefail

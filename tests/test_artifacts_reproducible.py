@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from archbench import testing as fabricate
-from archbench.artifacts import save_figure, write_table
-from archbench.figures import FIGURES, build_figure
-from archbench.record import flatten
-from archbench.tables import TABLES, build_tables
+from archbench.results import fabricated as fabricate
+from archbench.results.artifacts import save_figure, write_table
+from archbench.results.collect import flatten
+from archbench.results.figures import FIGURES, build_figure
+from archbench.results.tables import TABLES, build_tables
 
 HERE = Path(__file__).resolve().parent
 PEAK = {"sysb": {"gflops": 500.0, "unit": "GFLOP/s"}}
@@ -85,8 +85,8 @@ def test_same_process_twice_is_identical(tmp_path):
 def test_a_measurements_file_is_read_again_once_it_changed(tmp_path):
     # the workflow's table and figure steps share one process and one cached read per
     # version of the file: a rewritten file must never give the old table or summary
-    from archbench.artifacts import read_measurements, read_summary, to_csv
-    from archbench.files import atomic_write_text
+    from archbench.core.files import atomic_write_text
+    from archbench.results.artifacts import read_measurements, read_summary, to_csv
     path = tmp_path / "measurements.csv"
     data = fabricated()
     atomic_write_text(path, to_csv(data))

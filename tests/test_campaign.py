@@ -6,7 +6,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from archbench.campaign import ConfigError, load_campaign, load_campaign_file, raw_path
+from archbench.plan.campaign import ConfigError, load_campaign, load_campaign_file, raw_path
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import copy_workflow, default_signals, snakemake, tool_env
 
-from archbench.specfiles import digest, read_spec, spec_text, write_specs
+from archbench.execute.specfiles import digest, read_spec, spec_text, write_specs
 
 pytestmark = pytest.mark.workflow
 

@@ -1,4 +1,4 @@
-"""Unit tests for archbench.containers against the shipped definition files."""
+"""Unit tests for archbench.plan.containers against the shipped definition files."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from archbench import containers as c
+from archbench.plan import containers as c
 
 REPO = Path(__file__).resolve().parents[1]
 DEFS = sorted((REPO / "containers").glob("*.def"))
@@ -42,7 +42,7 @@ def test_shipped_definition_is_valid_and_matches_its_name(path):
     assert d.sections["runscript"].strip()
     assert "import tensorflow" in d.sections["test"]
     # the benchmark workers import inside the image
-    assert "import archbench.train, archbench.kernels.cli" in d.sections["test"]
+    assert "import archbench.train, archbench.workloads.kernels.cli" in d.sections["test"]
     assert "pip install --no-cache-dir --no-deps /opt/archbench" in d.sections["post"]
     pins = c.pinned_packages(d)
     assert pins["horovod"] == d.labels["horovod"]
@@ -236,7 +236,7 @@ def test_charliecloud_exec_prefix_mounts_the_working_directory(tmp_path, monkeyp
 
 def test_charliecloud_builds_with_archbench_imagebuild():
     assert c.build_command("charliecloud", "containers/x.def", "results/images/x.sqfs") == [
-        "python3", "-m", "archbench.imagebuild", "containers/x.def", "results/images/x.sqfs"]
+        "python3", "-m", "archbench.execute.imagebuild", "containers/x.def", "results/images/x.sqfs"]
 
 
 @pytest.mark.parametrize("runtime", ["apptainer", "singularity"])

@@ -1,5 +1,5 @@
 """CUDA provenance in records: CUDA, cuDNN and NCCL versions and GPU models, from TensorFlow's
-build info, the NVIDIA wheels and Horovod (archbench.provenance). A CUDA build cannot run
+build info, the NVIDIA wheels and Horovod (archbench.core.provenance). A CUDA build cannot run
 here: its build info is fed as TensorFlow 2.18.1's CUDA wheel returns it; this machine's
 own records (tensorflow-cpu, no GPU) are checked for the empty values."""
 
@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from archbench import provenance as p
-from archbench.collect import records_to_frame
-from archbench.record import make_record, read_record
-from archbench.tables import build_table
+from archbench.core import provenance as p
+from archbench.core.record import make_record, read_record
+from archbench.results.collect import records_to_frame
+from archbench.results.tables import build_table
 
 # tf.sysconfig.get_build_info() of the tensorflow==2.18.1 wheel (CUDA build), as it prints it
 CUDA_BUILD = {"cpu_compiler": "/usr/lib/llvm-18/bin/clang",

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from archbench import data
+from archbench.workloads.training import data
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,13 @@ from collections import Counter
 import pandas as pd
 import pytest
 
-from archbench import tables
-from archbench.campaign import ConfigError, load_campaign, raw_path
-from archbench.experiment_types.hybrid import hybrid_layouts
-from archbench.experiment_types.inter_intra import MKL_ENV
-from archbench.experiment_types.ppn_sweep import ppn_intra
-from archbench.tables.best import resolve_best
-from archbench.train import command_for
+from archbench.plan.campaign import ConfigError, load_campaign, raw_path
+from archbench.plan.experiment_types.hybrid import hybrid_layouts
+from archbench.plan.experiment_types.inter_intra import MKL_ENV
+from archbench.plan.experiment_types.ppn_sweep import ppn_intra
+from archbench.results import tables
+from archbench.results.tables.best import resolve_best
+from archbench.workloads.training.benchmark import command_for
 
 SYSTEM = {"arch": "x86_64", "sockets": 2, "cores_per_socket": 4, "nodes": 4,
           "launcher": "srun", "vendor_library": "onednn"}
@@ -235,8 +235,8 @@ def test_schema_rejects_bad_experiments(experiment, message):
 
 
 def test_every_training_type_has_a_described_schema():
-    from archbench.campaign import experiment_schema
-    from archbench.experiment_types import EXPERIMENT_TYPES
+    from archbench.plan.campaign import experiment_schema
+    from archbench.plan.experiment_types import EXPERIMENT_TYPES
     defs = experiment_schema()["$defs"]
     for kind in ("thread_scaling", "batch_sweep", "hybrid", "inter_intra", "ppn_sweep",
                  "node_scaling", "horovod_tuning"):
@@ -247,9 +247,9 @@ def test_every_training_type_has_a_described_schema():
 
 
 def test_every_type_feeds_registered_tables_and_figures():
-    from archbench.experiment_types import EXPERIMENT_TYPES, feeding
-    from archbench.figures import FIGURES
-    from archbench.tables import TABLES
+    from archbench.plan.experiment_types import EXPERIMENT_TYPES, feeding
+    from archbench.results.figures import FIGURES
+    from archbench.results.tables import TABLES
     for t in EXPERIMENT_TYPES.values():
         assert t.tables and set(t.tables) <= set(TABLES), t.name
         assert set(t.figures) <= set(FIGURES), t.name

@@ -19,8 +19,9 @@ import pytest
 from conftest import copy_workflow, in_ci, snakemake, tool_env
 from test_run import SYSTEM, measurement
 
-from archbench import run, storage
-from archbench.files import HOST, STALE_AFTER_S, atomic_path, sweep_temporary, writer_of
+from archbench.core import storage
+from archbench.core.files import HOST, STALE_AFTER_S, atomic_path, sweep_temporary, writer_of
+from archbench.execute import supervisor as run
 
 RECORD = "results/raw/local/e/c/rep0.json"
 FULL = "no space left on device (errno 28): free space and rerun"

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from archbench import testing as fabricate
-from archbench.artifacts import save_figure
-from archbench.figures import FIGURES, NO_DATA, build_figure
-from archbench.record import flatten
+from archbench.results import fabricated as fabricate
+from archbench.results.artifacts import save_figure
+from archbench.results.collect import flatten
+from archbench.results.figures import FIGURES, NO_DATA, build_figure
 
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-", "svg": b"<?xml"}
 
@@ -85,9 +85,9 @@ def test_kernel_line_keeps_its_workers_when_the_nodes_grow_with_them():
 
 def test_the_registry_imports_matplotlib_only_to_draw():
     """Planning a campaign reads FIGURES; only drawing a figure imports matplotlib."""
-    code = ("import sys; from archbench.figures import FIGURES; "
+    code = ("import sys; from archbench.results.figures import FIGURES; "
             "assert 'matplotlib' not in sys.modules, 'registry imported matplotlib'; "
-            "import importlib; [getattr(importlib.import_module('archbench.figures.' + m), f) "
+            "import importlib; [getattr(importlib.import_module('archbench.results.figures.' + m), f) "
             "for m, f in (s.function.rsplit('.', 1) for s in FIGURES.values())]; "
             "assert 'matplotlib' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,5 +1,5 @@
 """No figure merges two series: built from a campaign with two values on every axis its
-table varies (``archbench.testing.axis_configurations``: system, model, data, vendor
+table varies (``archbench.results.fabricated.axis_configurations``: system, model, data, vendor
 library on/off, batch, threads, inter-op threads, processes per node, nodes, strategy and
 parameter servers, MKL settings, cores, Horovod knobs, two experiments of a type, ...),
 every figure draws as many lines (bar groups, heat-map rows, points) as its table has
@@ -16,12 +16,12 @@ import pytest
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 
-from archbench import testing as fabricate
-from archbench.figures import FIGURES, build_figure
-from archbench.figures.plot import of_figure
-from archbench.record import flatten
-from archbench.tables import TABLES
-from archbench.tables.common import normalise, summary_of
+from archbench.results import fabricated as fabricate
+from archbench.results.collect import flatten
+from archbench.results.figures import FIGURES, build_figure
+from archbench.results.figures.plot import of_figure
+from archbench.results.tables import TABLES
+from archbench.results.tables.common import normalise, summary_of
 
 # table columns that are results, not settings: never a series of their own
 RESULTS = {

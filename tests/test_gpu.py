@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from archbench import gpu
-from archbench.record import config_id, make_record
+from archbench.core.record import config_id, make_record
+from archbench.workloads import gpu
 
 
 @pytest.mark.parametrize("rank, inherited, expected", [
@@ -44,7 +44,7 @@ def test_device_names(name, short, kind):
 def test_bind_gpu_says_so_in_one_line(monkeypatch, capsys):
     monkeypatch.setenv("ARCHBENCH_LOCAL_RANK", "2")
     gpu.bind_gpu("gpu", {})
-    assert capsys.readouterr().err == "archbench.gpu: local rank 2 bound to CUDA_VISIBLE_DEVICES=2\n"
+    assert capsys.readouterr().err == "archbench.workloads.gpu: local rank 2 bound to CUDA_VISIBLE_DEVICES=2\n"
     gpu.bind_gpu("cpu", {})
     assert capsys.readouterr().err == ""
 
@@ -109,8 +109,8 @@ def test_unsupported_gpus_by_compute_capability():
 def test_the_plan_warns_of_gpus_the_cuda_image_cannot_run(monkeypatch):
     from conftest import REPO
 
-    from archbench.campaign import load_campaign_file
-    from archbench.plan import campaign_plan
+    from archbench.plan.campaign import load_campaign_file
+    from archbench.plan.jobs import campaign_plan
     monkeypatch.chdir(REPO)
     kth = load_campaign_file("config/campaigns/kth-ornl-2019.yaml")
     _, text = campaign_plan(kth.name, kth.measurements, kth.systems)
@@ -122,7 +122,7 @@ def test_the_plan_warns_of_gpus_the_cuda_image_cannot_run(monkeypatch):
 def test_the_cuda_images_capability_label_is_what_its_test_checks():
     from conftest import REPO
 
-    from archbench.containers import parse_definition
+    from archbench.plan.containers import parse_definition
     definition = parse_definition(REPO / "containers/x86_64-cuda.def")
     label = definition.labels["cuda_compute_capabilities"].split()
     checked = re.search(r'== \[([^\]]*)\], c', definition.sections["test"]).group(1)

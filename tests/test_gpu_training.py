@@ -12,13 +12,13 @@ import sys
 
 import pytest
 
-from archbench import gpu
-from archbench.collect import collect
-from archbench.experiment_types import EXPERIMENT_TYPES
-from archbench.experiment_types.base import expand_with_skips
-from archbench.record import config_id, make_record, write_record
-from archbench.tables.common import normalise, summarise
-from archbench.train import EXIT_BENCHMARK_FAILED
+from archbench.core.record import config_id, make_record, write_record
+from archbench.plan.experiment_types import EXPERIMENT_TYPES
+from archbench.plan.experiment_types.base import expand_with_skips
+from archbench.results.collect import collect
+from archbench.results.tables.common import normalise, summarise
+from archbench.workloads import gpu
+from archbench.workloads.training.benchmark import EXIT_BENCHMARK_FAILED
 
 TINY = ["--model", "small_cnn", "--batch-size", "4", "--image-size", "16", "--num-classes", "4",
         "--warmup-steps", "1", "--steps", "2", "--vendor-probe", "off"]
@@ -54,7 +54,7 @@ def test_cpu_run_records_the_devices_tensorflow_placed_its_step_on(tmp_path):
 def test_a_gpu_run_whose_step_ran_on_the_cpu_is_a_failure(tmp_path):
     """TensorFlow is told a GPU exists (require_gpu passes), but the step really runs on
     the CPU: the placement, not the configuration, decides, and the run fails."""
-    prelude = "import archbench.gpu as g\ng.require_gpu = lambda tf: ['/physical_device:GPU:0']"
+    prelude = "import archbench.workloads.gpu as g\ng.require_gpu = lambda tf: ['/physical_device:GPU:0']"
     proc, record = train(tmp_path, "--device", "gpu", "--data-format", "NHWC", prelude=prelude)
     assert proc.returncode == EXIT_BENCHMARK_FAILED, proc.stderr
     assert record["status"] == "failed" and record["throughput"] is None
@@ -121,7 +121,7 @@ def test_batch_sweep_on_one_gpu():
     ({"device": ["gpu"], "processes_per_node": 2}, "processes_per_node: GPU runs start one process per GPU"),
 ])
 def test_node_scaling_refuses_gpu_keys_that_cannot_mean_anything(experiment, message):
-    from archbench.validate import ConfigError
+    from archbench.core.validate import ConfigError
     with pytest.raises(ConfigError, match=message):
         expand("node_scaling", {**SCALING, **experiment}, GPU_NODES)
 

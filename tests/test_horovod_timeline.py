@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from archbench.horovod_timeline import count_allreduces, read_events
+from archbench.workloads.training.horovod_timeline import count_allreduces, read_events
 
 
 def tensor(pid: int, name: str) -> dict:
@@ -68,7 +68,7 @@ def test_settled_events_waits_for_the_writer(tmp_path):
     import threading
     import time
 
-    from archbench.horovod_timeline import settled_events
+    from archbench.workloads.training.horovod_timeline import settled_events
     path = tmp_path / "timeline.json"
     events = GRADIENTS + allreduce([1, 2])
 
@@ -109,7 +109,7 @@ def test_a_failed_count_never_costs_the_measurement(monkeypatch, capsys):
     run (whose record the caller writes next) goes on."""
     import itertools
 
-    from archbench.strategies.horovod import HorovodBackend
+    from archbench.workloads.training.strategies.horovod import HorovodBackend
     monkeypatch.setenv("HOROVOD_TIMELINE", "DYNAMIC")
     backend = object.__new__(HorovodBackend)
     backend.rank, backend._barrier = 0, lambda: None

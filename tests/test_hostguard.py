@@ -16,9 +16,9 @@ from conftest import tool_env
 from test_lifeline import alive, start_supervisor
 from test_run import measurement
 
-from archbench import hostguard
-from archbench.lifeline import MARK
-from archbench.record import read_record
+from archbench.core.record import read_record
+from archbench.execute import hostguard
+from archbench.execute.lifeline import MARK
 
 # A worker that notes when it ran (the supervisor appends --output SCRATCH), then sleeps.
 TIMED = ("import sys, time; t0 = time.time(); time.sleep(float(sys.argv[1])); "

@@ -1,5 +1,5 @@
 """Images built and run for real: the repository's own definitions executed step by step
-(archbench.imagebuild: debootstrap base, %files, %post, %environment, %labels, %test, a
+(archbench.execute.imagebuild: debootstrap base, %files, %post, %environment, %labels, %test, a
 SquashFS image), then archbench run inside them with Charliecloud's ch-run.
 
 - x86_64 (containers/x86_64-onednn.def, Horovod compiled): the tiny campaign through
@@ -31,8 +31,8 @@ import pandas as pd
 import pytest
 from conftest import REPO, copy_workflow, in_ci, snakemake, tool_env
 
-from archbench import imagebuild
-from archbench.containers import image_digest
+from archbench.execute import imagebuild
+from archbench.plan.containers import image_digest
 
 pytestmark = pytest.mark.images
 BUILD_TIMEOUT_S = 3600
@@ -75,7 +75,7 @@ class Build:
         self.start = time.monotonic()
         self.stdout = open(image_dir / f"{definition}.stdout", "w+")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "archbench.imagebuild", f"containers/{definition}.def",
+            [sys.executable, "-m", "archbench.execute.imagebuild", f"containers/{definition}.def",
              str(self.output), "--host-network-config", "--workdir", str(image_dir), *args],
             cwd=REPO, stdout=self.stdout, stderr=subprocess.STDOUT, text=True,
             env=tool_env(PYTHONPATH=str(REPO)))
@@ -244,13 +244,13 @@ def test_aarch64_training_and_kernel_under_emulation_show_acl(aarch64_image, tmp
 PPC64LE_SMOKE = """\
 import platform
 import numpy
-import archbench.kernels
-from archbench.campaign import load_campaign_file
+import archbench.workloads.kernels
+from archbench.plan.campaign import load_campaign_file
 a = numpy.random.default_rng(0).random((256, 256))
 campaign = load_campaign_file("tiny.yaml")
 print(platform.machine(), numpy.__version__, bool((a @ a.T).trace() > 0),
       campaign.systems["local"]["arch"], len(campaign.measurements),
-      ",".join(sorted(archbench.kernels.KERNELS)))
+      ",".join(sorted(archbench.workloads.kernels.KERNELS)))
 """
 
 def test_ppc64le_userland_runs_python_numpy_and_archbench(image_tools, tmp_path):

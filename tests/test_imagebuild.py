@@ -1,4 +1,4 @@
-"""Unit tests of archbench.imagebuild's pure parts: the Debian base a definition maps to,
+"""Unit tests of archbench.execute.imagebuild's pure parts: the Debian base a definition maps to,
 the host's mirror, build arguments. (The real builds: tests/test_image_build.py.)"""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from archbench import imagebuild as b
-from archbench.containers import parse_definition
+from archbench.execute import imagebuild as b
+from archbench.plan.containers import parse_definition
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,8 +13,9 @@ import sys
 import pytest
 from conftest import snakemake
 
-from archbench import provenance, run
-from archbench.campaign import load_campaign
+from archbench.core import provenance
+from archbench.execute import supervisor as run
+from archbench.plan.campaign import load_campaign
 
 SITE = {"arch": "x86_64", "nodes": 2, "sockets": 1, "cores_per_socket": 4,
         "memory_per_node_gb": 8, "partition": "cpu", "launcher": "srun",
@@ -132,7 +133,7 @@ def test_prebuilt_image_by_path_runs_as_is_and_is_hashed(tmp_path):
 
 
 def test_image_and_image_uri_are_exclusive_one_line(tmp_path):
-    from archbench.validate import ConfigError
+    from archbench.core.validate import ConfigError
     cfg = prebuilt("apptainer", "docker://site/tf:1")
     cfg["system_definitions"]["site"]["image"] = "x86_64-onednn"
     with pytest.raises(ConfigError) as err:
@@ -152,8 +153,8 @@ def test_image_and_image_uri_are_exclusive_one_line(tmp_path):
 
 
 def test_missing_prebuilt_image_file_is_one_line(tmp_path):
-    from archbench.campaign import check_inputs_exist
-    from archbench.validate import ConfigError
+    from archbench.core.validate import ConfigError
+    from archbench.plan.campaign import check_inputs_exist
     c = load_campaign(prebuilt("apptainer", str(tmp_path / "absent.sif")))
     with pytest.raises(ConfigError, match=r"^system_definitions\.site\.image_uri: no image file .*absent\.sif$"):
         check_inputs_exist(c)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from archbench.importer import (
+from archbench.results.imports import (
     ImportFormatError,
     find_mapping,
     import_files,
     load_mapping,
     read_import,
 )
-from archbench.tables import node_scaling, summarise
+from archbench.results.tables import node_scaling, summarise
 
 REPO = Path(__file__).resolve().parents[1]
 MAPPINGS = REPO / "data" / "published" / "cesga-2018"  # the sidecar sits beside its CSV

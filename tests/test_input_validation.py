@@ -12,18 +12,13 @@ import pytest
 import yaml
 from conftest import REPO, count_input, snakemake
 
-from archbench import systems
-from archbench.campaign import (
-    ConfigError,
-    check_inputs,
-    experiment_schema,
-    load_campaign,
-    load_campaign_file,
-)
-from archbench.campaign import main as campaign_main
-from archbench.configfiles import check_configfiles, configfile_arguments
-from archbench.experiment_types import EXPERIMENT_TYPES
-from archbench.validate import declared_keys
+from archbench.cli import main as campaign_main
+from archbench.core.validate import declared_keys
+from archbench.inputs import check_inputs
+from archbench.plan import systems
+from archbench.plan.campaign import ConfigError, experiment_schema, load_campaign, load_campaign_file
+from archbench.plan.configfiles import check_configfiles, configfile_arguments
+from archbench.plan.experiment_types import EXPERIMENT_TYPES
 
 TINY = yaml.safe_load((REPO / "tests" / "campaigns" / "tiny.yaml").read_text())
 LOCAL = yaml.safe_load((REPO / "config" / "systems" / "local.yaml").read_text())
@@ -230,7 +225,7 @@ def test_campaign_files_snakemake_cannot_read_are_named_in_one_line(workflow_cop
 
 
 def test_the_workflow_profile_finds_the_configfiles_as_snakemake_does(tmp_path):
-    """archbench.configfiles reads Snakemake's own command line with Snakemake's parser, and
+    """archbench.plan.configfiles reads Snakemake's own command line with Snakemake's parser, and
     only Snakemake's (a program calling Snakemake's API has a command line of its own)."""
     assert configfile_arguments(["-n", "--configfile", "a.yaml", "b.yaml", "--cores", "1"]) == [
         "a.yaml", "b.yaml"]

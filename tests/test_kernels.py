@@ -11,12 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-from archbench.campaign import ConfigError, load_campaign
-from archbench.kernels import KERNELS, command_for
-from archbench.kernels.cli import parse_args
-from archbench.kernels.common import KernelResult, KernelRun, split
-from archbench.kernels.spec import FLOP_RATE, KernelSpec, Setting
-from archbench.record import read_record
+from archbench.core.record import read_record
+from archbench.plan.campaign import ConfigError, load_campaign
+from archbench.workloads.kernels import KERNELS, command_for
+from archbench.workloads.kernels.cli import parse_args
+from archbench.workloads.kernels.common import KernelResult, KernelRun, split
+from archbench.workloads.kernels.spec import FLOP_RATE, KernelSpec, Setting
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture(scope="module")
 def one():
     """A one-worker cluster: the kernels run in this process."""
-    from archbench.kernels import cluster
+    from archbench.workloads.kernels import cluster
     return cluster.start(1)
 
 
@@ -45,7 +45,7 @@ def stream_reference(arrays, iterations, s=3.0):
 
 
 def test_stream_memory_matches_numpy(one):
-    from archbench.kernels.stream import OPS, StreamMemory
+    from archbench.workloads.kernels.stream import OPS, StreamMemory
     stream = StreamMemory(one, 10_000, seed=3)
     start = stream.values()[0]
     for _ in range(3):
@@ -56,7 +56,7 @@ def test_stream_memory_matches_numpy(one):
 
 
 def test_stream_memory_result_and_units(one):
-    from archbench.kernels.stream import run_memory
+    from archbench.workloads.kernels.stream import run_memory
     result = run_memory(one, job("stream", "--size", 1 << 16, "--warmup-steps", 1, "--steps", 2))
     assert result.throughput_unit == "GB/s" and result.throughput > 0
     assert set(result.metrics) >= {"copy", "scale", "add", "triad"}
@@ -65,7 +65,7 @@ def test_stream_memory_result_and_units(one):
 
 
 def test_stream_memory_records_where_it_computed(one):
-    from archbench.kernels.stream import StreamMemory
+    from archbench.workloads.kernels.stream import StreamMemory
     stream = StreamMemory(one, 1_000)
     stream.run_op("triad")
     assert stream.devices == ["CPU:0"]
@@ -78,8 +78,8 @@ def test_stream_host_memory_reads_and_writes_back_every_operation(one):
     and written back. Here the "compute device" is the CPU as well (this machine has no
     GPU): the numbers must equal numpy's, and the placement says CPU, which a GPU run
     turns into a failure (see test_cli_gpu_run_placed_on_cpus_is_a_failure)."""
-    from archbench.kernels.cluster import Cluster
-    from archbench.kernels.stream import OPS, StreamMemory
+    from archbench.workloads.kernels.cluster import Cluster
+    from archbench.workloads.kernels.stream import OPS, StreamMemory
     pretend = Cluster(workers=1, devices=one.devices, host_devices=one.host_devices,
                       hosts=one.hosts, mode="inprocess", threads=one.threads, device="gpu")
     stream = StreamMemory(pretend, 10_000, seed=5, memory="host")
@@ -93,7 +93,7 @@ def test_stream_host_memory_reads_and_writes_back_every_operation(one):
 
 
 def test_kernels_record_the_devices_their_step_ran_on(one, tmp_path):
-    from archbench.kernels import cg, fft, matmul
+    from archbench.workloads.kernels import cg, fft, matmul
     for result in (matmul.run(one, job("matmul", "--size", 64, "--tile-size", 32, "--steps", 1,
                                        "--scratch", tmp_path)),
                    cg.run(one, job("cg", "--size", 64, "--iterations", 3)),
@@ -102,14 +102,14 @@ def test_kernels_record_the_devices_their_step_ran_on(one, tmp_path):
 
 
 def test_stream_comm_needs_two_workers(one):
-    from archbench.kernels.stream import StreamComm
+    from archbench.workloads.kernels.stream import StreamComm
     with pytest.raises(ValueError, match="two workers"):
         StreamComm(one, 2)
 
 
 @pytest.mark.parametrize("n, tile", [(256, 64), (128, 128)])
 def test_matmul_matches_numpy(one, n, tile, tmp_path):
-    from archbench.kernels.matmul import TiledMatmul
+    from archbench.workloads.kernels.matmul import TiledMatmul
     mm = TiledMatmul(one, n, tile, scratch=str(tmp_path))
     mm.multiply()
     mm.multiply()  # repeated multiplies overwrite C, never accumulate into it
@@ -125,7 +125,7 @@ def test_matmul_loads_tiles_from_disk_in_every_multiply(one, tmp_path):
     folded into the graph): a tile rewritten between multiplies changes C."""
     import tensorflow as tf
 
-    from archbench.kernels.matmul import TILE, TiledMatmul
+    from archbench.workloads.kernels.matmul import TILE, TiledMatmul
     mm = TiledMatmul(one, 128, 64, scratch=str(tmp_path))
     mm.multiply()
     a, b = mm.inputs()
@@ -139,7 +139,7 @@ def test_matmul_loads_tiles_from_disk_in_every_multiply(one, tmp_path):
 
 
 def test_matmul_run_reports_gflops_and_cleans_up(one, tmp_path):
-    from archbench.kernels import matmul
+    from archbench.workloads.kernels import matmul
     result = matmul.run(one, job("matmul", "--size", 128, "--tile-size", 64, "--warmup-steps", 1,
                                  "--steps", 1, "--scratch", tmp_path, "--verify"))
     assert result.throughput_unit == "GFLOP/s" and result.throughput > 0
@@ -150,13 +150,13 @@ def test_matmul_run_reports_gflops_and_cleans_up(one, tmp_path):
 
 @pytest.mark.parametrize("n, tile", [(100, 64), (256, 512), (255, 64)])
 def test_matmul_rejects_bad_sizes(one, n, tile):
-    from archbench.kernels.matmul import TiledMatmul
+    from archbench.workloads.kernels.matmul import TiledMatmul
     with pytest.raises(ValueError, match="powers of two"):
         TiledMatmul(one, n, tile)
 
 
 def test_cg_matrix_is_spd_and_matches_numpy_definition(one):
-    from archbench.kernels.cg import ConjugateGradient, matrix_numpy
+    from archbench.workloads.kernels.cg import ConjugateGradient, matrix_numpy
     solver = ConjugateGradient(one, 96)
     a = solver.matrix()
     np.testing.assert_allclose(a, matrix_numpy(96), rtol=1e-14)
@@ -165,7 +165,7 @@ def test_cg_matrix_is_spd_and_matches_numpy_definition(one):
 
 
 def test_cg_converges_to_numpy_solution(one):
-    from archbench.kernels.cg import ConjugateGradient, rhs_numpy
+    from archbench.workloads.kernels.cg import ConjugateGradient, rhs_numpy
     solver = ConjugateGradient(one, 200)
     iterations = solver.solve(500, tolerance=1e-12)
     assert iterations < 500  # stopped by the tolerance
@@ -177,7 +177,7 @@ def test_cg_converges_to_numpy_solution(one):
 def test_cg_fixed_iterations_match_scipy(one):
     from scipy.sparse.linalg import cg as scipy_cg
 
-    from archbench.kernels.cg import ConjugateGradient, rhs_numpy
+    from archbench.workloads.kernels.cg import ConjugateGradient, rhs_numpy
     solver = ConjugateGradient(one, 300)
     assert solver.solve(6) == 6  # CG trajectories on this matrix amplify rounding: few steps
     x, _ = scipy_cg(solver.matrix(), rhs_numpy(300), rtol=0.0, atol=0.0, maxiter=6)
@@ -185,7 +185,7 @@ def test_cg_fixed_iterations_match_scipy(one):
 
 
 def test_cg_run_reports_flops_of_iterations_done(one):
-    from archbench.kernels import cg
+    from archbench.workloads.kernels import cg
     result = cg.run(one, job("cg", "--size", 128, "--iterations", 40, "--warmup-steps", 1, "--steps", 2))
     assert result.metrics["iterations"]["value"] == 40
     assert 0 < result.metrics["residual"]["value"] < 1
@@ -194,7 +194,7 @@ def test_cg_run_reports_flops_of_iterations_done(one):
 
 @pytest.mark.parametrize("n, tile", [(1 << 12, 1 << 12), (1 << 12, 1 << 8), (1 << 10, 1)])
 def test_fft_matches_numpy(one, n, tile):
-    from archbench.kernels.fft import TiledFFT
+    from archbench.workloads.kernels.fft import TiledFFT
     fft = TiledFFT(one, n, tile, seed=5)
     fft.transform()
     x = fft.input()
@@ -204,7 +204,7 @@ def test_fft_matches_numpy(one, n, tile):
 
 def test_fft_without_merge_stops_at_the_collected_tile_spectra(one):
     """merge 0 (KTH/ORNL 2019 Sec. VI-D): worker 0 holds each tile's own FFT, unmerged."""
-    from archbench.kernels.fft import TiledFFT
+    from archbench.workloads.kernels.fft import TiledFFT
     n, tile = 1 << 10, 1 << 6
     fft = TiledFFT(one, n, tile, seed=3, merge=False)
     fft.transform()
@@ -215,7 +215,7 @@ def test_fft_without_merge_stops_at_the_collected_tile_spectra(one):
 
 
 def test_fft_run_reports_merge_and_refuses_to_verify_without_it(one):
-    from archbench.kernels.fft import run
+    from archbench.workloads.kernels.fft import run
     result = run(one, job("fft", "--size", 1 << 10, "--tile-size", 1 << 6, "--merge", 0))
     assert result.metrics["merged"]["value"] == 0 and result.metrics["tiles"]["value"] == 16
     with pytest.raises(ValueError, match="merge"):
@@ -223,7 +223,7 @@ def test_fft_run_reports_merge_and_refuses_to_verify_without_it(one):
 
 
 def test_fft_rejects_non_power_of_two(one):
-    from archbench.kernels.fft import TiledFFT
+    from archbench.workloads.kernels.fft import TiledFFT
     with pytest.raises(ValueError, match="powers of two"):
         TiledFFT(one, 1000)
 
@@ -296,7 +296,7 @@ def test_kernel_experiment_rejects_bad_input(experiment, message):
 
 
 def test_schema_describes_every_kernel_key():
-    from archbench.campaign import experiment_schema
+    from archbench.plan.campaign import experiment_schema
     definition = experiment_schema()["$defs"]["kernel"]
     assert definition["unevaluatedProperties"] is False
     assert {"$ref": "#/$defs/common"} in definition["allOf"]
@@ -311,8 +311,8 @@ def gpu_box(gpus: int) -> dict:
 def test_kernel_experiment_device_axis_runs_one_worker_per_gpu():
     """device [cpu, gpu]: the CPU configurations are those of an experiment without the
     axis (ids too); a GPU one has one worker per GPU (KTH/ORNL 2019 Table I)."""
-    from archbench.experiment_types.base import expand_with_skips
-    from archbench.experiment_types.kernel import expand
+    from archbench.plan.experiment_types.base import expand_with_skips
+    from archbench.plan.experiment_types.kernel import expand
     layout = {"kernels": ["cg"], "sizes": [64], "workers": [1, 2, 4, 8], "workers_per_node": 4}
     cpu_only = expand(layout, gpu_box(4))
     both = expand({**layout, "device": ["cpu", "gpu"]}, gpu_box(4))
@@ -334,8 +334,8 @@ def test_kernel_experiment_device_axis_runs_one_worker_per_gpu():
 
 
 def test_stream_memory_host_is_a_gpu_only_setting():
-    from archbench.experiment_types.base import expand_with_skips
-    from archbench.experiment_types.kernel import expand
+    from archbench.plan.experiment_types.base import expand_with_skips
+    from archbench.plan.experiment_types.kernel import expand
     experiment = {"kernels": ["stream"], "sizes": [1024], "workers": [2], "memory": "host",
                   "device": ["cpu", "gpu"]}
     confs, reasons = expand_with_skips(expand, experiment, gpu_box(2))
@@ -346,7 +346,7 @@ def test_stream_memory_host_is_a_gpu_only_setting():
     assert argv[argv.index("--device") + 1] == "gpu" and argv[argv.index("--memory") + 1] == "host"
     device = expand({**experiment, "memory": "device"}, gpu_box(2))
     assert {c.get("device") for c in device} == {None, "gpu"}  # device memory: CPUs too
-    from archbench.record import config_id
+    from archbench.core.record import config_id
     assert len({config_id(c) for c in device + confs}) == 3
     with pytest.raises(ConfigError, match="memory"):
         load_campaign(campaign({"kernels": ["stream"], "sizes": [8], "memory": "gpu"}))
@@ -363,7 +363,7 @@ def test_cli_refuses_host_memory_on_cpus(capsys):
 def test_cli_gpu_run_placed_on_cpus_is_a_failure(one):
     """Never a CPU number under a GPU name: a GPU run whose step TensorFlow placed on a CPU
     is recorded as failed with the placement, without its throughput."""
-    from archbench.kernels.cli import measured_record
+    from archbench.workloads.kernels.cli import measured_record
     result = KernelResult(2.0, "GFLOP/s", [0.5], 0, devices=["CPU:0"])
     record = measured_record(job("cg", "--size", 64, "--device", "gpu"), one, result,
                              start="t", framework_version="x")
@@ -401,7 +401,7 @@ def test_command_for_local_and_srun():
 
 def test_registry_stays_free_of_tensorflow():
     """The campaign loader imports the registry: no kernel module may import TensorFlow."""
-    code = ("import sys, archbench.kernels, archbench.kernels.cli, archbench.experiment_types.kernel\n"
+    code = ("import sys, archbench.kernels, archbench.workloads.kernels.cli, archbench.plan.experiment_types.kernel\n"
             "print('tensorflow' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "False", proc.stderr[-2000:]
@@ -422,7 +422,7 @@ def test_every_registered_kernel_has_a_subcommand_with_its_defaults():
 def test_a_new_kernel_needs_only_its_spec(monkeypatch):
     """A spec in the registry gets a subcommand, an expansion with its settings and
     defaults, and a worker command line."""
-    from archbench.experiment_types.kernel import expand
+    from archbench.plan.experiment_types.kernel import expand
     toy = KernelSpec(name="toy", help="a toy kernel", unit="GFLOP/s", measures=FLOP_RATE,
                      size_help="N", run=lambda cluster, job: KernelResult(1.0, "GFLOP/s", [1.0], 0),
                      work=lambda record: 1.0,
@@ -442,7 +442,7 @@ def test_a_new_kernel_needs_only_its_spec(monkeypatch):
 
 
 def test_tables_classify_kernels_by_what_their_spec_measures():
-    from archbench.tables.kernels import measures_bandwidth
+    from archbench.results.tables.kernels import measures_bandwidth
     assert measures_bandwidth("stream") and measures_bandwidth("stream_comm")
     assert not any(measures_bandwidth(k) for k in ("matmul", "cg", "fft", "lu", None, float("nan")))
 
@@ -492,7 +492,7 @@ def test_cli_prints_record_without_output():
 
 def test_supervisor_runs_a_kernel_measurement(tmp_path):
     """The workflow path: campaign -> measurement -> supervisor -> command_for -> record."""
-    from archbench.run import supervise
+    from archbench.execute.supervisor import supervise
     loaded = load_campaign(campaign({"kernels": ["cg"], "sizes": [64], "iterations": 10,
                                      "tolerance": 1e-30, "workers": [1]}))
     (measurement,) = loaded.measurements

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from test_kernels import job, stream_reference
 
-from archbench import gpu
-from archbench.kernels.cli import EXIT_BENCHMARK_FAILED
-from archbench.record import read_record
+from archbench.core.record import read_record
+from archbench.workloads import gpu
+from archbench.workloads.kernels.cli import EXIT_BENCHMARK_FAILED
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture(scope="module")
 def two():
     """A two-worker local cluster (worker 1 is a separate server process)."""
-    from archbench.kernels import cluster
+    from archbench.workloads.kernels import cluster
     with cluster.start(2) as workers:
         yield workers
 
@@ -46,7 +46,7 @@ def test_cluster_has_two_workers_in_two_processes(two):
 
 
 def test_local_workers_get_their_local_rank_and_the_nodes_gpus(monkeypatch):
-    from archbench.kernels.cluster import _worker_env
+    from archbench.workloads.kernels.cluster import _worker_env
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")  # worker 0 already took its GPU
     env = _worker_env(3, "2,3,4,5")
     assert env["ARCHBENCH_LOCAL_RANK"] == "3" and env["CUDA_VISIBLE_DEVICES"] == "2,3,4,5"
@@ -98,7 +98,7 @@ def test_gpu_run_without_a_gpu_is_a_failure_record_and_every_worker_stops(tmp_pa
 
 
 def test_ops_placed_on_worker_1_run_in_its_process(two, tmp_path):
-    from archbench.kernels.matmul import TiledMatmul
+    from archbench.workloads.kernels.matmul import TiledMatmul
     mm = TiledMatmul(two, 1024, 256, scratch=str(tmp_path))  # 64 tile products, 32 per worker
     mm.multiply()
     worker, client = cpu_seconds(two.procs[0].pid), cpu_seconds(os.getpid())
@@ -110,7 +110,7 @@ def test_ops_placed_on_worker_1_run_in_its_process(two, tmp_path):
 
 
 def test_stream_memory_on_both_workers(two):
-    from archbench.kernels.stream import OPS, StreamMemory
+    from archbench.workloads.kernels.stream import OPS, StreamMemory
     stream = StreamMemory(two, 5_000, seed=7)
     assert "task:1" in stream.arrays[1][0].device
     start = stream.values()
@@ -124,7 +124,7 @@ def test_stream_memory_on_both_workers(two):
 
 
 def test_stream_comm_adds_the_pushed_vector(two):
-    from archbench.kernels.stream import StreamComm, run_comm
+    from archbench.workloads.kernels.stream import StreamComm, run_comm
     comm = StreamComm(two, 1)
     assert "task:0" in comm.message.device and "task:1" in comm.received.device
     for _ in range(3):
@@ -142,10 +142,11 @@ SMALL = {"stream": ["--size", 4096], "stream_comm": ["--size", 1], "matmul": ["-
 @pytest.mark.parametrize("kernel", sorted(SMALL))
 def test_every_kernel_writes_a_record_that_makes_sense(two, kernel, tmp_path):
     """A real two-worker run's record reads back (its throughput is its work over its
-    step times, archbench.sense); the same record 1% off is refused."""
-    from archbench.kernels import KERNELS
-    from archbench.kernels.cli import measured_record
-    from archbench.record import RecordError, write_record
+    step times, archbench.workloads.sense); the same record 1% off is refused."""
+    from archbench.core.record import RecordError, write_record
+    from archbench.workloads import sense
+    from archbench.workloads.kernels import KERNELS
+    from archbench.workloads.kernels.cli import measured_record
     assert set(SMALL) == set(KERNELS)
     extra = ["--scratch", tmp_path] if kernel == "matmul" else []
     run = job(kernel, *SMALL[kernel], *extra, "--workers", 2, "--warmup-steps", 1, "--steps", 2)
@@ -153,12 +154,12 @@ def test_every_kernel_writes_a_record_that_makes_sense(two, kernel, tmp_path):
     assert record["status"] == "ok" and KERNELS[kernel].work(record) > 0
     assert read_record(write_record(tmp_path / "rep0.json", record)) == record
     with pytest.raises(RecordError, match=r"^record: throughput: .* is not .*'s work over its step times"):
-        write_record(tmp_path / "rep1.json", {**record, "throughput": record["throughput"] * 1.01})
+        sense.check({**record, "throughput": record["throughput"] * 1.01})
 
 
 @pytest.mark.parametrize("reducers", [1, 2])
 def test_matmul_two_workers_matches_numpy(two, reducers, tmp_path):
-    from archbench.kernels.matmul import TiledMatmul
+    from archbench.workloads.kernels.matmul import TiledMatmul
     mm = TiledMatmul(two, 256, 64, reducers=reducers, scratch=str(tmp_path))
     mm.multiply()
     a, b = mm.inputs()
@@ -171,7 +172,7 @@ def test_matmul_two_workers_matches_numpy(two, reducers, tmp_path):
 def test_cg_two_workers_matches_numpy_and_scipy(two):
     from scipy.sparse.linalg import cg as scipy_cg
 
-    from archbench.kernels.cg import ConjugateGradient, rhs_numpy
+    from archbench.workloads.kernels.cg import ConjugateGradient, rhs_numpy
     solver = ConjugateGradient(two, 201)  # uneven row blocks: 101 + 100
     assert "task:1" in solver.a[1].device and solver.rows == [(0, 101), (101, 201)]
     a, b = solver.matrix(), rhs_numpy(201)
@@ -184,7 +185,7 @@ def test_cg_two_workers_matches_numpy_and_scipy(two):
 
 @pytest.mark.parametrize("n, tile", [(1 << 12, 1 << 8), (1 << 12, 1 << 11), (1 << 6, 1 << 6)])
 def test_fft_two_workers_matches_numpy(two, n, tile):
-    from archbench.kernels.fft import TiledFFT
+    from archbench.workloads.kernels.fft import TiledFFT
     fft = TiledFFT(two, n, tile, seed=11)
     if n // tile >= 2:
         assert "task:1" in fft.stacks[1].device
@@ -195,7 +196,7 @@ def test_fft_two_workers_matches_numpy(two, n, tile):
 def test_fft_without_merge_collects_both_workers_tiles_on_worker_0(two):
     """merge 0: worker 0 ends up with every tile's spectrum, worker 0's tiles (0, 2, ...)
     first, then worker 1's (1, 3, ...)."""
-    from archbench.kernels.fft import TiledFFT
+    from archbench.workloads.kernels.fft import TiledFFT
     n, tile = 1 << 10, 1 << 7
     fft = TiledFFT(two, n, tile, seed=2, merge=False)
     fft.transform()

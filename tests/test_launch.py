@@ -10,7 +10,10 @@ import os
 
 import pytest
 
-from archbench import launch, slurm, strategies, tfcluster
+from archbench.workloads import spawn as launch
+from archbench.workloads import srun as slurm
+from archbench.workloads import tfcluster
+from archbench.workloads.training import strategies
 
 # The chief lingers so the servers (stopped once it exits) have printed their config.
 # One write per line: the tasks share stdout, and an unbuffered print writes the text and

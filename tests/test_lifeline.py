@@ -17,9 +17,9 @@ import pytest
 from conftest import default_signals, tool_env
 from test_run import SYSTEM, measurement
 
-from archbench import run
-from archbench.lifeline import MARK
-from archbench.record import read_record
+from archbench.core.record import read_record
+from archbench.execute import supervisor as run
+from archbench.execute.lifeline import MARK
 
 # A worker with the shapes of tree real workers have: a rank in its own process group (as
 # mpirun starts them), a child in its own session (Horovod's middlemen), and an orphan
@@ -276,7 +276,7 @@ def test_a_killed_supervisor_takes_real_horovod_ranks_with_it(tmp_path, monkeypa
             assert proc.poll() is None and time.monotonic() < end, "the ranks never started"
             time.sleep(0.1)
         tree = tree_of(proc.pid)
-        lifeline = next(p for p, (_, c) in tree.items() if "archbench.lifeline" in c)
+        lifeline = next(p for p, (_, c) in tree.items() if "archbench.execute.lifeline" in c)
         assert all(group != lifeline for group in ranks.values())  # not in the worker's group
         proc.kill()
         proc.wait()

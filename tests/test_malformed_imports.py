@@ -23,8 +23,9 @@ from conftest import count_input
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from archbench import published
-from archbench.importer import (
+from archbench.results import claims as published
+from archbench.results.claims import check_imports
+from archbench.results.imports import (
     BOOL_COLUMNS,
     FLOAT_COLUMNS,
     INT_BOUNDS,
@@ -36,7 +37,6 @@ from archbench.importer import (
     read_import,
     read_values,
 )
-from archbench.published import check_imports
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data" / "published"
@@ -480,8 +480,8 @@ def test_unknown_unit_is_rejected_and_known_ones_are_stored_as_spelled(tmp_path)
 
 
 def test_units_are_those_the_tables_convert_and_the_kernels_and_training_emit():
-    from archbench.kernels import KERNELS
-    from archbench.tables.kernels import BANDWIDTH_UNITS, FLOP_UNITS
+    from archbench.results.tables.kernels import BANDWIDTH_UNITS, FLOP_UNITS
+    from archbench.workloads.kernels import KERNELS
     lower = {unit.lower(): unit for unit in UNITS}
     assert set(lower) == set(FLOP_UNITS) | set(BANDWIDTH_UNITS) | {"img/s"}
     for key, factor in {**FLOP_UNITS, **BANDWIDTH_UNITS}.items():  # the same conversions

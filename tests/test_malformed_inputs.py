@@ -14,8 +14,9 @@ from conftest import REPO, count_input
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from archbench import systems
-from archbench.campaign import ConfigError, load_campaign, load_campaign_file
+from archbench.core.hardware import hardware_threads
+from archbench.plan import systems
+from archbench.plan.campaign import ConfigError, load_campaign, load_campaign_file
 
 TINY_TEXT = (REPO / "tests" / "campaigns" / "tiny.yaml").read_text()
 LOCAL_TEXT = (REPO / "config" / "systems" / "local.yaml").read_text()
@@ -91,7 +92,7 @@ def assert_sane(campaign) -> None:
     assert planned == set(campaign.config["experiments"]), "an experiment plans nothing"
     for m in campaign.measurements:
         system = campaign.systems[m["system"]]
-        hardware = systems.hardware_threads(system)
+        hardware = hardware_threads(system)
         assert finite_throughout(m), m
         for name in INTEGER_FIELDS:
             value = m.get(name)

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from archbench import metrics
+from archbench.core import metrics
 
 
 def test_training_throughput_counts_global_images_over_window():

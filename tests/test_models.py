@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from archbench import models
-from archbench.models import MODELS, build_model, forward_flops, training_flops
+from archbench.workloads.training import models
+from archbench.workloads.training.models import MODELS, build_model, forward_flops, training_flops
 
 STUDY_MODELS = ("alexnet", "vgg16", "resnet50", "resnet101", "resnet152", "inception_v3",
                 "inception_v4", "small_cnn", "digits_cnn")
@@ -20,7 +20,7 @@ def test_every_model_of_the_studies_is_registered():
 
 
 def test_schema_lists_exactly_the_registered_models():
-    from archbench.campaign import experiment_schema
+    from archbench.plan.campaign import experiment_schema
     defs = experiment_schema()["$defs"]
     assert defs["training"]["properties"]["models"]["items"] == {"$ref": "#/$defs/model_name"}
     assert set(defs["model_name"]["enum"]) == set(MODELS)
@@ -64,7 +64,7 @@ def test_nchw_builds_channels_first_with_the_same_flops():
     nchw = build_model("resnet50", 32, 10, data_format="NCHW")
     assert nchw.input_shape == (None, 3, 32, 32)
     assert forward_flops(nchw) == forward_flops(nhwc)
-    from archbench.models import keras
+    from archbench.workloads.training.models import keras
     assert keras().backend.image_data_format() == "channels_last"  # restored
 
 

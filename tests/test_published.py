@@ -14,9 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from archbench import importer, published
-from archbench.importer import ImportFormatError
-from archbench.tables import TABLES, build_table, node_scaling
+from archbench.results import claims as published
+from archbench.results import imports as importer
+from archbench.results.imports import ImportFormatError
+from archbench.results.tables import TABLES, build_table, node_scaling
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "published"
 STUDIES = ("bsc-2019", "cesga-2018", "cscs-2017", "kth-ornl-2019", "osu-2019")

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from archbench import record as rec
-from archbench.collect import DuplicateRunError, collect, records_to_frame
+from archbench.core import record as rec
+from archbench.results.collect import DuplicateRunError, collect, flatten, records_to_frame
 
 
 def sample(**overrides):
@@ -70,7 +70,7 @@ def test_schema_violation_names_the_field(tmp_path):
 
 
 def test_flatten_spreads_metrics_with_units():
-    row = rec.flatten(sample(hosts=["a", "b"], step_times_s=[0.1, 0.2]))
+    row = flatten(sample(hosts=["a", "b"], step_times_s=[0.1, 0.2]))
     assert row["metric_flops_per_image"] == 3.0
     assert row["metric_flops_per_image_unit"] == "FLOP"
     assert row["hosts"] == "a,b" and row["n_steps_recorded"] == 2
@@ -97,7 +97,7 @@ def test_a_record_is_checked_against_the_path_it_sits_at(tmp_path):
     (collect names it as invalid; the workflow quarantines it), never double-counted."""
     import shutil
 
-    from archbench.integrity import quarantine_invalid
+    from archbench.results.integrity import quarantine_invalid
     folder = tmp_path / "results/raw/local/threads/cfg"
     rec.write_record(folder / "rep0.json", sample(config_id="cfg", system="local", experiment="threads"))
     shutil.copy2(folder / "rep0.json", folder / "rep1.json")

@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 from conftest import copy_workflow, default_signals, snakemake, tool_env
 
-from archbench.campaign import load_campaign_file, raw_path
-from archbench.lifeline import MARK
+from archbench.execute.lifeline import MARK
+from archbench.plan.campaign import load_campaign_file, raw_path
 
 pytestmark = pytest.mark.workflow
 

@@ -5,11 +5,11 @@ import sys
 
 import pytest
 
-from archbench import run
-from archbench.campaign import config_id, load_campaign
-from archbench.failures import exit_failure
-from archbench.record import raw_path, read_record
-from archbench.specfiles import digest, spec_text, write_specs
+from archbench.core.failures import exit_failure
+from archbench.core.record import raw_path, read_record
+from archbench.execute import supervisor as run
+from archbench.execute.specfiles import digest, spec_text, write_specs
+from archbench.plan.campaign import config_id, load_campaign
 
 SYSTEM = {"name": "local", "arch": "x86_64", "nodes": 1, "sockets": 1, "cores_per_socket": 2,
           "threads_per_core": 1, "runtime_minutes": 5, "container_runtime": "none",

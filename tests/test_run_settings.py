@@ -9,10 +9,10 @@ import importlib
 import pytest
 from conftest import REPO
 
-from archbench.campaign import load_campaign_file
-from archbench.run import WORKERS
-from archbench.systems import no_rerun_keys, resolve_system, run_settings
-from archbench.validate import load_schema
+from archbench.core.validate import load_schema
+from archbench.execute.supervisor import WORKERS
+from archbench.plan.campaign import load_campaign_file
+from archbench.plan.systems import no_rerun_keys, resolve_system, run_settings
 
 CAMPAIGNS = sorted((REPO / "config" / "campaigns").glob("*.yaml")) + [REPO / "config/config.yaml"]
 

@@ -21,11 +21,11 @@ from snakemake_executor_plugin_slurm.validation import (
     validate_slurm_extra,
 )
 
-from archbench.campaign import check_gpu_requests, load_campaign
-from archbench.plan import job_resources
-from archbench.sbatch import pinned_nodes
-from archbench.systems import resolve_system
-from archbench.validate import ConfigError
+from archbench.core.validate import ConfigError
+from archbench.plan.campaign import check_gpu_requests, load_campaign
+from archbench.plan.jobs import job_resources
+from archbench.plan.slurm_requests import pinned_nodes
+from archbench.plan.systems import resolve_system
 
 MEASUREMENT = {"nodes": 1, "processes_per_node": 1, "timeout_minutes": 10}
 SYSTEM = {"name": "site", "arch": "x86_64", "sockets": 2, "cores_per_socket": 4,
@@ -117,7 +117,7 @@ def test_workers_import_without_the_slurm_plugin():
     """Images install archbench without the workflow's packages: the modules a worker
     imports must not need the executor plugin."""
     code = ("import sys; sys.modules['snakemake_executor_plugin_slurm'] = None; "
-            "import archbench.run, archbench.strategies.base, archbench.kernels, archbench.plan")
+            "import archbench.run, archbench.workloads.training.strategies.base, archbench.kernels, archbench.plan.jobs")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 

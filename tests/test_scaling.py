@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from archbench import importer, tables
+from archbench.results import imports as importer
+from archbench.results import tables
 
 ROOT = Path(__file__).resolve().parents[1]
 CSCS = ROOT / "data" / "published" / "cscs-2017" / "cscs-2017-tables.csv"

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from conftest import REPO, snakemake
 
-from archbench.campaign import ConfigError, load_campaign
+from archbench.plan.campaign import ConfigError, load_campaign
 
 HOSTILE = ["; rm -rf ~", "$(touch /tmp/pwned)", "`id`", "debug\nrm -rf /", "a && b", "x' y"]
 

@@ -1,5 +1,5 @@
 """Records checked for sense: bounds (the record schema, shared with imports) and an ok
-measurement's values against each other (archbench.sense), wherever a record is read.
+measurement's values against each other (archbench.workloads.sense), wherever a record is read.
 
 Worked examples first, then properties over generated records: consistent ones pass,
 one field out of bounds or a throughput off its step times by a factor is refused with
@@ -16,11 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from archbench import importer, sense
-from archbench.collect import collect
-from archbench.integrity import quarantine_invalid
-from archbench.kernels import KERNELS
-from archbench.record import DEFAULTS, RecordError, bound, make_record, read_record, schema, validate
+from archbench.core.record import DEFAULTS, RecordError, bound, make_record, read_record, schema
+from archbench.results import imports as importer
+from archbench.results.collect import collect
+from archbench.results.integrity import quarantine_invalid
+from archbench.workloads import sense
+from archbench.workloads.kernels import KERNELS
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 STEPS = [0.52, 0.49, 0.50, 0.51, 0.48, 0.50, 0.50, 0.49, 0.51, 0.50]  # 5.0 s
@@ -55,7 +56,7 @@ def kernel_record(**overrides) -> dict:
 def refused(record: dict, field: str) -> str:
     """The one-line reason ``record`` is refused; it names ``field`` first."""
     with pytest.raises(RecordError) as caught:
-        validate(record)
+        sense.check(record)
     reason = str(caught.value)
     assert "\n" not in reason and re.match(rf"record: {re.escape(field)}\b", reason), reason
     return reason
@@ -95,13 +96,13 @@ def test_a_throughput_far_below_its_step_times_rate_is_refused():
     is too slow for them; 640 img / 6.9 s is not."""
     reason = refused(train_record(throughput=80.0, metrics={}), "throughput")
     assert "below its step times' rate" in reason and "over the 7 s its steps allow" in reason
-    validate(train_record(throughput=640 / 6.9, metrics={}))
+    sense.check(train_record(throughput=640 / 6.9, metrics={}))
 
 
 def test_a_short_window_may_hold_a_barrier_longer_than_its_steps():
     """A real two-worker MultiWorkerMirrored record: 3 steps in 23 ms, a 31.6 ms window."""
     times = [0.010106543, 0.009038603, 0.005143215]
-    validate(train_record(strategy="mirrored", batch_per_process=4, global_batch=8,
+    sense.check(train_record(strategy="mirrored", batch_per_process=4, global_batch=8,
                           measured_steps=3, step_times_s=times, throughput=24 / 0.031494596,
                           metrics={"window_s": {"value": 0.031494596, "unit": "s"},
                                    "images": {"value": 24, "unit": "img"}}))
@@ -143,15 +144,15 @@ def test_counts_sizes_and_times_are_bounded(change, field):
 
 def test_failure_records_still_pass():
     for status in ("oom", "timeout", "failed"):
-        validate(train_record(status=status, reason="r", throughput=None, throughput_unit="",
+        sense.check(train_record(status=status, reason="r", throughput=None, throughput_unit="",
                               step_times_s=[], metrics={}))
 
 
 def test_records_without_step_times_hold_to_the_bounds_only():
     """An asynchronous parameter-server run has no step times (its window metrics still
     count); a fabricated record neither."""
-    validate(train_record(strategy="parameter_server", variable_update="ps_async", step_times_s=[]))
-    validate(train_record(step_times_s=[], metrics={}, measured_steps=None, throughput=7.0))
+    sense.check(train_record(strategy="parameter_server", variable_update="ps_async", step_times_s=[]))
+    sense.check(train_record(step_times_s=[], metrics={}, measured_steps=None, throughput=7.0))
 
 
 def test_a_kernel_throughput_must_be_its_work_over_its_step_times():
@@ -171,7 +172,7 @@ def test_every_kernel_counts_its_work_per_step(kernel, size, workers, metrics, w
     record = kernel_record(kernel=kernel, problem_size=size, workers=workers, metrics=metrics,
                            throughput=work * 3 / 0.6, throughput_unit=spec.unit, tile_size=None)
     assert spec.work(record) == pytest.approx(work)
-    validate(record)
+    sense.check(record)
     refused({**record, "throughput": work * 3 / 0.6 * 1.01}, "throughput")
 
 
@@ -234,7 +235,7 @@ BOUNDED = ("nodes", "processes_per_node", "workers", "intra_threads", "inter_thr
 @PROPERTY
 @given(record=st.one_of(consistent_training(), consistent_kernel()))
 def test_consistent_records_are_accepted(record):
-    validate(record)
+    sense.check(record)
 
 
 @PROPERTY

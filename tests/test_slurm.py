@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from conftest import REPO, copy_workflow, snakemake
 
-from archbench.campaign import load_campaign_file, raw_path
-from archbench.plan import job_resources
+from archbench.plan.campaign import load_campaign_file, raw_path
+from archbench.plan.jobs import job_resources
 
 pytestmark = pytest.mark.slurm
 

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 from test_slurm import run_through_slurm, sacct_steps
 
-from archbench.gpu import NO_GPU
+from archbench.workloads.gpu import NO_GPU
 
 pytestmark = pytest.mark.slurm
 BOUND = re.compile(r"^archbench\.gpu: local rank (\d+) bound to CUDA_VISIBLE_DEVICES=(\S*)$", re.M)
@@ -66,7 +66,7 @@ def test_gpu_jobs_ask_one_task_per_gpu_and_fail_for_want_of_a_gpu(gpu_run, slurm
 
 def test_slurm_sets_the_gpus_of_the_node_and_each_rank_binds_its_own(slurm_env):
     """What a rank inherits from Slurm on a node with --gres=gpu:2 and two tasks: both see
-    CUDA_VISIBLE_DEVICES=0,1 and their SLURM_LOCALID; archbench.gpu.bind_gpu keeps the
+    CUDA_VISIBLE_DEVICES=0,1 and their SLURM_LOCALID; archbench.workloads.gpu.bind_gpu keeps the
     entry of its local rank."""
     code = ("import os; from archbench import gpu; seen = os.environ['CUDA_VISIBLE_DEVICES']; "
             "print(os.environ['SLURM_LOCALID'], seen, gpu.bind_gpu('gpu'))")

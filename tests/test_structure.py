@@ -90,3 +90,62 @@ def test_every_module_imports_first_in_a_fresh_interpreter(chunk):
     proc = subprocess.run([sys.executable, "-c", script, *chunk], capture_output=True, text=True,
                           cwd=REPO, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# The layers, bottom up: a module imports only its own layer and those below it (counting
+# imports inside functions); execute and results stand side by side on plan, and the
+# supervisor reads no analysis. The modules at the top are the command lines' faces.
+LAYERS = ("core", "workloads", "plan", ("execute", "results"))
+TOP_LEVEL_LIMIT = 12
+
+
+def layer_of(module: str) -> int | None:
+    """The rank of ``module``'s layer (execute and results share one), None at the top."""
+    part = module.split(".")[1] if module.count(".") >= 1 else ""
+    for rank, layer in enumerate(LAYERS):
+        if part == layer or part in layer:
+            return rank
+    return None
+
+
+def layer_violations() -> list[str]:
+    """Every import that climbs a layer or crosses between execute and results."""
+    found = []
+    for name, path in MODULES.items():
+        rank = layer_of(name)
+        if rank is None:
+            continue
+        for target in imports_of(path, name):
+            target_rank = layer_of(target)
+            crosses = target_rank == rank and target.split(".")[1] != name.split(".")[1]
+            if target_rank is None or target_rank > rank or crosses:
+                found.append(f"{name} -> {target}")
+    return sorted(found)
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    assert layer_violations() == []
+
+
+def test_the_layer_check_sees_a_climbing_import(monkeypatch):
+    monkeypatch.setitem(MODULES, "archbench.core.fake", PACKAGE / "execute" / "supervisor.py")
+    assert any(v.startswith("archbench.core.fake -> ") for v in layer_violations())
+
+
+def test_the_supervisor_reads_no_analysis():
+    supervisor = "archbench.execute.supervisor"
+    seen, todo = set(), [supervisor]
+    while todo:  # everything it imports, directly or not
+        for target in imports_of(MODULES[todo.pop()], "") - seen:
+            seen.add(target)
+            todo.append(target)
+    assert not [m for m in seen if m.startswith("archbench.results")]
+
+
+def test_few_modules_stay_at_the_top_of_the_package():
+    """Beside the layers' packages, only the command lines' faces (and what sits above
+    every layer: the campaign's whole input check, the ``archbench`` command)."""
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= TOP_LEVEL_LIMIT, top
+    assert {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()} == set(
+        layer for rank in LAYERS for layer in ((rank,) if isinstance(rank, str) else rank))

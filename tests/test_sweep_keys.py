@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import pytest
 
-from archbench.campaign import ConfigError, load_campaign
+from archbench.plan.campaign import ConfigError, load_campaign
 
 SYSTEM = {"arch": "x86_64", "sockets": 1, "cores_per_socket": 4, "nodes": 8,
           "launcher": "srun", "vendor_library": "onednn"}

@@ -12,9 +12,9 @@ import math
 import pandas as pd
 import pytest
 
-from archbench import tables
-from archbench.artifacts import to_csv, to_latex, to_markdown, write_table
-from archbench.tables import TABLES, build_table, build_tables
+from archbench.results import tables
+from archbench.results.artifacts import to_csv, to_latex, to_markdown, write_table
+from archbench.results.tables import TABLES, build_table, build_tables
 
 T_975_DOF2 = 4.302652729749464  # Student t, 97.5% quantile, 2 degrees of freedom (table value)
 

@@ -12,17 +12,17 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from archbench import tables
-from archbench.artifacts import make_table_files, read_measurements, to_csv
-from archbench.collect import records_to_frame
-from archbench.experiment_types import feeding
-from archbench.record import config_id, flatten, make_record
-from archbench.systems import resolve_system
-from archbench.tables import TABLES, build_table
-from archbench.tables.batches import BATCH_SCALING_COLUMNS
-from archbench.tables.inter_intra import INTER_INTRA_BEST_COLUMNS, INTER_INTRA_SWEEP_COLUMNS
-from archbench.tables.platforms import PLATFORM_COLUMNS
-from archbench.tables.processes import PROCESS_LAYOUT_COLUMNS
+from archbench.core.record import config_id, flatten, make_record
+from archbench.plan.experiment_types import feeding
+from archbench.plan.systems import resolve_system
+from archbench.results import tables
+from archbench.results.artifacts import make_table_files, read_measurements, to_csv
+from archbench.results.collect import records_to_frame
+from archbench.results.tables import TABLES, build_table
+from archbench.results.tables.batches import BATCH_SCALING_COLUMNS
+from archbench.results.tables.inter_intra import INTER_INTRA_BEST_COLUMNS, INTER_INTRA_SWEEP_COLUMNS
+from archbench.results.tables.platforms import PLATFORM_COLUMNS
+from archbench.results.tables.processes import PROCESS_LAYOUT_COLUMNS
 
 MKL_ON = "KMP_AFFINITY=granularity=fine,compact,1,0; KMP_BLOCKTIME=0"
 
@@ -387,7 +387,7 @@ def test_sweep_says_whether_a_runtime_reads_the_mkl_settings(sweep):
 
 
 def test_kmp_readers_come_from_the_loaded_runtimes():
-    from archbench.vendor_evidence import failed_evidence, kmp_read_by
+    from archbench.workloads.training.vendor_evidence import failed_evidence, kmp_read_by
     probed = {"library": "onednn", "loaded_libraries": ["libgomp.so.1"]}
     assert kmp_read_by(probed) == "none"  # GNU OpenMP ignores KMP_*
     assert kmp_read_by({**probed, "loaded_libraries": ["libiomp5.so", "libmkl_rt.so"]}) == "libiomp5.so"

@@ -9,10 +9,11 @@ import sys
 
 import pytest
 
-from archbench import plan, train
-from archbench.failures import error_summary
-from archbench.record import read_record
-from archbench.tfcluster import LaunchError
+from archbench.core.failures import error_summary
+from archbench.core.record import read_record
+from archbench.plan import jobs as plan
+from archbench.workloads.tfcluster import LaunchError
+from archbench.workloads.training import benchmark as train
 
 # In-process runs share one TensorFlow context: keep the default thread pools (0/0).
 TINY = ["--model", "small_cnn", "--batch-size", "4", "--image-size", "32", "--num-classes", "10",
@@ -79,10 +80,11 @@ def test_synthetic_run_writes_a_complete_record(tmp_path):
 
 def test_a_real_record_makes_sense_and_one_off_its_steps_does_not(tmp_path):
     """The window holds the step times: throughput at most their rate, and not far below
-    (archbench.sense); a record raised above that rate, or far below, is refused."""
+    (archbench.workloads.sense); a record raised above that rate, or far below, is refused."""
     import math
 
-    from archbench.record import RecordError, validate
+    from archbench.core.record import RecordError
+    from archbench.workloads.sense import check as validate
     code, r = run_main(tmp_path, "--steps", "5")
     assert code == 0 and r["status"] == "ok"
     steps_rate = r["global_batch"] * 5 / math.fsum(r["step_times_s"])
@@ -94,7 +96,7 @@ def test_a_real_record_makes_sense_and_one_off_its_steps_does_not(tmp_path):
 
 
 def test_real_data_run_from_generated_tfrecords(tmp_path):
-    from archbench.data import make_tfrecords
+    from archbench.workloads.training.data import make_tfrecords
     make_tfrecords(tmp_path / "tfr", images=16, image_size=40, shards=2)
     code, r = run_main(tmp_path, "--data", "real", "--data-dir", str(tmp_path / "tfr"))
     assert code == 0 and r["status"] == "ok" and r["data"] == "real"
@@ -220,7 +222,7 @@ def test_tf_strategies_spawn_locally_and_srun_on_clusters():
     ps = m_(strategy="parameter_server", processes_per_node=2, parameter_servers=3,
             variable_update="ps_async")
     argv = train.command_for(ps, SYSTEM)
-    assert argv[:4] == [sys.executable, "-m", "archbench.launch", "spawn"]
+    assert argv[:4] == [sys.executable, "-m", "archbench.workloads.spawn", "spawn"]
     assert value(argv, "--workers") == "2" and value(argv, "--ps") == "3" and "--chief" in argv
     assert argv.count(sys.executable) == 1  # the supervisor inserts containers there
     tail = argv[argv.index("--") + 1:]

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from archbench import run, train
-from archbench import vendor_evidence as ve
-from archbench.collect import records_to_frame
-from archbench.record import flatten, read_record
-from archbench.tables import TABLES, build_table
+from archbench.execute import supervisor as run
+from archbench.results.collect import flatten, read_record, records_to_frame
+from archbench.results.tables import TABLES, build_table
+from archbench.workloads.training import benchmark as train
+from archbench.workloads.training import vendor_evidence as ve
 
 DATA = Path(__file__).parent / "data"
 TINY = ["--model", "small_cnn", "--batch-size", "4", "--image-size", "32", "--num-classes", "10",

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from conftest import REPO, snakemake
 
-from archbench.campaign import load_campaign_file
-from archbench.record import raw_path
-from archbench.specfiles import digest
+from archbench.core.record import raw_path
+from archbench.execute.specfiles import digest
+from archbench.plan.campaign import load_campaign_file
 
 pytestmark = pytest.mark.workflow
 
@@ -166,8 +166,8 @@ def test_derived_tables_follow_the_raw_records(tiny_run):
 
 
 def test_every_table_and_figure_file_is_produced(tiny_run):
-    from archbench.figures import FIGURES
-    from archbench.tables import TABLES
+    from archbench.results.figures import FIGURES
+    from archbench.results.tables import TABLES
     for name in TABLES:
         for ext in ("csv", "md", "tex"):
             path = tiny_run / f"results/tables/{name}.{ext}"
@@ -371,8 +371,8 @@ def test_every_job_has_the_resources_of_its_measurement(workflow_copy):
     # run_measurement's resources are constants where the campaign has one value and
     # functions where it has several: each printed job must still carry exactly its own
     # measurement's job_resources (a key only the second system has never reaches the first)
-    from archbench.campaign import raw_path
-    from archbench.plan import job_resources
+    from archbench.plan.campaign import raw_path
+    from archbench.plan.jobs import job_resources
     (workflow_copy / "mixed.yaml").write_text(MIXED_RESOURCES)
     campaign = load_campaign_file(workflow_copy / "mixed.yaml")
     proc = snakemake(workflow_copy, "-n", "--profile", "profiles/slurm", "--configfile",

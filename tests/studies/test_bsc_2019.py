@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from archbench import tables
-from archbench.campaign import load_campaign, load_campaign_file
-from archbench.collect import records_to_frame
-from archbench.experiment_types import hybrid, thread_scaling
-from archbench.record import make_record, schema
-from archbench.systems import resolve_system
-from archbench.tables.best import resolve_best
-from archbench.validate import ConfigError
+from archbench.core.record import make_record, schema
+from archbench.core.validate import ConfigError
+from archbench.plan.campaign import load_campaign, load_campaign_file
+from archbench.plan.experiment_types import hybrid, thread_scaling
+from archbench.plan.systems import resolve_system
+from archbench.results import tables
+from archbench.results.collect import records_to_frame
+from archbench.results.tables.best import resolve_best
 
 CAMPAIGN = Path(__file__).resolve().parents[2] / "config" / "campaigns" / "bsc-2019.yaml"
 REPS = 4  # Sec. IV: "we average four executions for each test"

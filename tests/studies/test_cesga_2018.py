@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 from conftest import REPO
 
-from archbench.campaign import load_campaign_file
-from archbench.plan import job_resources
-from archbench.systems import cores_of, resolve_system
+from archbench.core.hardware import cores_of
+from archbench.plan.campaign import load_campaign_file
+from archbench.plan.jobs import job_resources
+from archbench.plan.systems import resolve_system
 
 CAMPAIGN = REPO / "config" / "campaigns" / "cesga-2018.yaml"
 REPETITIONS = 5  # Sec. 2.6

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from conftest import REPO
 
-from archbench.campaign import load_campaign_file
-from archbench.systems import cores_of, resolve_system
+from archbench.core.hardware import cores_of
+from archbench.plan.campaign import load_campaign_file
+from archbench.plan.systems import resolve_system
 
 CAMPAIGN = REPO / "config" / "campaigns" / "cscs-2017.yaml"
 REPETITIONS = 5  # Sec. 5.1: each test run 5 times

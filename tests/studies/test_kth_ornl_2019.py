@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from conftest import REPO, snakemake
 
-from archbench.campaign import load_campaign_file
-from archbench.systems import resolve_system
+from archbench.plan.campaign import load_campaign_file
+from archbench.plan.systems import resolve_system
 
 CAMPAIGN = REPO / "config" / "campaigns" / "kth-ornl-2019.yaml"
 REPETITIONS = 5  # Sec. V: repeated "from five to 10 times", median reported

@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 from conftest import REPO
 
-from archbench.campaign import ConfigError, load_campaign, load_campaign_file
-from archbench.systems import resolve_system
+from archbench.plan.campaign import ConfigError, load_campaign, load_campaign_file
+from archbench.plan.systems import resolve_system
 
 CAMPAIGN = REPO / "config" / "campaigns" / "osu-2019.yaml"
 REPETITIONS = 3  # Sec. IV-B: each experiment three times, averaged

@@ -1,0 +1,187 @@
+"""Result records: one JSON file per run, validated, written atomically, read back strictly.
+
+A record is a flat dict following ``schemas/record.schema.json``. The unit travels with
+every value (``throughput`` + ``throughput_unit``; ``metrics[name] = {value, unit}``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import fastjsonschema
+import jsonschema
+
+from archbench.core.files import atomic_path
+from archbench.core.storage import Unwritable
+
+SCHEMA_VERSION = 1
+
+# Fields every configuration identity is built from (repetition excluded).
+CONFIG_FIELDS = (
+    "experiment", "experiment_type", "system", "arch", "kind", "model", "kernel", "data",
+    "strategy", "nodes", "processes_per_node", "workers", "intra_threads",
+    "inter_threads", "batch_per_process", "global_batch", "image_size", "problem_size",
+    "tile_size", "vendor_library", "vendor_library_enabled",
+    "device",  # cpu | gpu (tables read records before the field as cpu)
+)
+
+DEFAULTS: dict[str, Any] = {
+    "schema_version": SCHEMA_VERSION, "experiment_type": None, "image": "host",
+    "image_sha256": None, "framework": "tensorflow", "framework_version": "",
+    "cuda_version": None, "cudnn_version": None, "nccl_version": None, "gpu_models": [],
+    "vendor_library": None, "vendor_library_enabled": None, "vendor_evidence": None,
+    "vendor_mismatch": "", "model": None,
+    "kernel": None, "data": None, "strategy": None, "nodes": 1, "processes_per_node": 1,
+    "workers": 1, "gpus": None, "gpus_per_node": None, "device": None, "devices": [], "parameter_servers": None,
+    "variable_update": None, "scaling_unit": None, "intra_threads": 0, "inter_threads": 0, "batch_per_process": None,
+    "global_batch": None, "image_size": None, "problem_size": None, "tile_size": None,
+    "warmup_steps": None, "measured_steps": None, "step_times_s": [],
+    "throughput": None, "throughput_unit": "", "metrics": {}, "loss_first": None,
+    "loss_last": None, "loss_decreased": None, "status": "ok", "reason": "",
+    "log_path": None, "env": {}, "hosts": [], "cpu_model": "", "slurm_job_id": None,
+    "slurm_nodes": None,
+    "git_commit": None, "config_hash": None,
+}
+
+
+class RecordError(ValueError):
+    """A record file that is missing, truncated, corrupt or does not follow the schema."""
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict:
+    """The JSON schema of a result record."""
+    text = resources.files("archbench").joinpath("schemas/record.schema.json").read_text()
+    return json.loads(text)
+
+
+def config_id(configuration: dict) -> str:
+    """A readable, unique directory name for a configuration (repetition excluded): its
+    identifying fields, plus a hash of its ``tuning`` and ``env`` settings when it has any."""
+    c = configuration
+    if c["kind"] == "kernel":
+        parts = [c["kernel"], f"n{c.get('problem_size')}", f"t{c.get('tile_size') or 0}",
+                 f"w{c['workers']}", f"N{c['nodes']}"]
+    else:
+        vendor = {True: "vlon", False: "vloff", None: "vlna"}[c.get("vendor_library_enabled")]
+        parts = [c["model"], f"b{c['batch_per_process']}", f"N{c['nodes']}",
+                 f"p{c['processes_per_node']}", f"t{c['intra_threads']}",
+                 f"i{c['inter_threads']}", vendor, c["data"], c["strategy"]]
+        if c.get("parameter_servers"):
+            parts.append(f"ps{c['parameter_servers']}")
+        if c.get("variable_update"):  # records before the field (asynchronous) keep their ids
+            parts.append(c["variable_update"])
+    if c.get("device") == "gpu":  # CPU runs (and records before the field) keep their ids
+        parts.append(f"gpu{c.get('gpus_per_node') or ''}")
+    extra = dict(sorted(c.get("tuning", {}).items()))
+    if c.get("env"):
+        extra["env"] = c["env"]
+    if extra:
+        parts.append(hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:8])
+    return "_".join(str(p) for p in parts)
+
+
+def make_record(**fields: Any) -> dict:
+    """Return a complete record: DEFAULTS overlaid with ``fields``, then validated."""
+    unknown = set(fields) - set(schema()["properties"])
+    if unknown:
+        raise RecordError(f"unknown record field(s): {', '.join(sorted(unknown))}")
+    record = {**DEFAULTS, **fields}
+    record.setdefault("run_id", f"{record['config_id']}/rep{record['repetition']}")
+    validate(record)
+    return record
+
+
+@lru_cache(maxsize=1)
+def fast_check():
+    """The record schema compiled to Python code: the check every read and write runs.
+
+    (The schema uses only keywords that mean the same in draft 7, which fastjsonschema
+    compiles; jsonschema is ~40x slower per record and only explains failures.)
+    """
+    return fastjsonschema.compile({k: v for k, v in schema().items() if k != "$schema"})
+
+
+def bound(field: str, keyword: str) -> int | float:
+    """The record schema's ``keyword`` (minimum, maximum, exclusiveMinimum) of numeric
+    ``field``: the one definition of the bounds records and imports keep."""
+    return schema()["properties"][field][keyword]
+
+
+def validate(record: dict, source: str = "record") -> None:
+    """Raise RecordError naming the first offending field if ``record`` breaks the schema
+    (bounds included). Whether its values agree with each other is
+    :func:`archbench.workloads.sense.problem`, checked where records are counted."""
+    try:
+        fast_check()(record)
+    except fastjsonschema.JsonSchemaException:
+        validator = jsonschema.Draft202012Validator(schema())
+        error = jsonschema.exceptions.best_match(validator.iter_errors(record))
+        if error is not None:  # None: the two validators disagree, trust the reference one
+            where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+            raise RecordError(f"{source}: {where}: {error.message}") from None
+
+
+def write_record(path: str | os.PathLike, record: dict) -> Path:
+    """Validate and write ``record`` atomically and durably (temporary file + rename).
+    Raises storage.Unwritable, leaving nothing behind, when it cannot be written."""
+    validate(record)
+    try:
+        with atomic_path(path, fsync=True) as tmp:
+            tmp.write_text(json.dumps(record, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    except OSError as exc:
+        raise Unwritable(path, exc) from exc
+    return Path(path)
+
+
+def read_record(path: str | os.PathLike) -> dict:
+    """Read one record; raise RecordError with the path if it is unreadable or invalid."""
+    try:
+        record = json.loads(Path(path).read_text(), parse_constant=_not_json)
+    except (OSError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError: ValueErrors
+        raise RecordError(f"{path}: unreadable record ({exc})") from exc
+    if not isinstance(record, dict):
+        raise RecordError(f"{path}: a record must be a JSON object")
+    validate(record, source=str(path))
+    mismatch = location_mismatch(record, path)
+    if mismatch:
+        raise RecordError(f"{path}: {mismatch}")
+    return record
+
+
+def raw_path(fields: dict) -> str:
+    """The results-relative path of a run's record (a measurement's or a record's fields):
+    ``raw/<system>/<experiment>/<config_id>/rep<k>.json``."""
+    f = fields
+    return f"raw/{f['system']}/{f['experiment']}/{f['config_id']}/rep{f['repetition']}.json"
+
+
+def _not_json(name: str) -> None:
+    """Refuse NaN and Infinity, which Python's json reads but records never hold
+    (:func:`write_record` writes strict JSON)."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
+RAW_LAYOUT = re.compile(r"(?:^|/)raw/([^/]+)/([^/]+)/([^/]+)/rep(\d+)\.json$")
+
+
+def location_mismatch(record: dict, path: str | os.PathLike) -> str:
+    """Why a record does not belong where it sits (``raw/<system>/<experiment>/<config_id>/
+    rep<k>.json``: another run's record copied or moved there), or "" when it does or the
+    path is not in that layout."""
+    found = RAW_LAYOUT.search(Path(path).as_posix())
+    if not found:
+        return ""
+    system, experiment, config, rep = found.groups()
+    expected = {"system": system, "experiment": experiment, "config_id": config,
+                "repetition": int(rep), "run_id": f"{config}/rep{rep}"}
+    wrong = [f"{key} {record.get(key)!r} (the path says {value!r})"
+             for key, value in expected.items() if record.get(key) != value]
+    return f"the record of another run: {', '.join(wrong)}" if wrong else ""

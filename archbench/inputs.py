@@ -1,0 +1,59 @@
+"""Everything a campaign names, checked before any job runs: its files read strictly, the
+campaign validated and expanded with its systems (:mod:`archbench.plan`), its container
+definitions and image files, and the published values it imports (:mod:`archbench.results`).
+The workflow (rules/common.smk) and ``archbench check`` run the same check."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from archbench.core.csvfile import ImportFormatError
+from archbench.core.validate import ConfigError
+from archbench.core.yamlio import load_yaml_file
+from archbench.plan.campaign import Campaign, check_inputs_exist, load_campaign
+from archbench.results.claims import check_imports
+
+
+def check_inputs(config: dict, files: Sequence[str | os.PathLike], *,
+                 overrides: Mapping | None = None, system_dir: str | os.PathLike | None = None,
+                 root: str | os.PathLike = ".",
+                 mapping_dirs: Sequence[str | os.PathLike] = ()) -> Campaign:
+    """The campaign ``config`` once everything it names is checked, as the workflow does
+    before any job: the campaign ``files`` it was parsed from read strictly, the campaign
+    validated and expanded with its system files (in ``system_dir``, default the
+    checkout's config/systems), its container definitions (under ``root``) and image
+    files, and its ``imports:``. ``overrides``: the values of Snakemake's --config, merged
+    over the files (Snakemake merges several files and those values into ``config``).
+
+    Errors are one ConfigError line naming the campaign files (``a.yaml + b.yaml`` when
+    several were merged), a system file, or ``--config`` for a key set there, then the key:
+    an import's ``imports.<i>`` precedes its file's own error."""
+    names = [shown(f) for f in files]
+    source = " + ".join(names) or None
+    for path, name in zip(files, names):  # Snakemake's reading lets a repeated key win
+        load_yaml_file(path, name)
+    try:
+        campaign = load_campaign(config, system_dir)
+        check_inputs_exist(campaign, root)
+    except ConfigError as exc:
+        if exc.source is not None:
+            raise
+        key = str(exc).split(":", 1)[0].split(".", 1)[0]  # the top-level key it is under
+        raise ConfigError(str(exc), source="--config" if key in (overrides or {}) else source) from exc
+    for i, path in enumerate(config.get("imports", [])):
+        try:
+            check_imports([path], mapping_dirs)
+        except ImportFormatError as exc:
+            raise ConfigError(f"imports.{i}: {exc}", source=source) from None
+    return campaign
+
+
+def shown(path: str | os.PathLike) -> str:
+    """``path`` for a message: relative to the working directory when it lies below it
+    (Snakemake hands the workflow its --configfile paths made absolute)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,251 @@
+"""Load, validate and expand a campaign into one measurement per (configuration, repetition).
+
+A *measurement* is a flat dict whose keys are record field names (see record.py) plus
+``repetitions``, ``timeout_minutes``, ``retries`` and ``env``. Each experiment is
+expanded by its type (``archbench.plan.experiment_types``) on each of its systems.
+
+    python -m archbench.campaign schema     # the whole experiment schema, every type's keys
+    python -m archbench.campaign check CAMPAIGN.yaml   # every input checked, as the workflow does
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from archbench.core.hardware import hardware_threads
+from archbench.core.record import config_id, raw_path
+from archbench.core.validate import ConfigError, check, key_path, load_schema, schema_error
+from archbench.core.yamlio import check_values, load_yaml_file
+from archbench.plan.experiment_types import EXPERIMENT_TYPES
+from archbench.plan.experiment_types.base import expand_with_skips
+from archbench.plan.experiment_types.node_scaling import best_sources
+from archbench.plan.slurm_requests import gpu_resources
+from archbench.plan.systems import resolve_system
+from archbench.workloads.kernels import KERNELS
+from archbench.workloads.training.models import MODELS
+from archbench.workloads.training.strategies import MULTI_PROCESS_STRATEGIES
+from archbench.workloads.training.strategies.base import ps_nodes
+
+DEFAULT_REPETITIONS = 5
+MAX_MEASUREMENTS = 200_000  # the largest study campaign plans under 4,000
+# Per-process counts a node must hold (at most its hardware threads), as the keys say them.
+THREAD_FIELDS = {"processes_per_node": "processes per node",
+                 "intra_threads": "intra-op threads per process",
+                 "inter_threads": "inter-op threads per process"}
+
+
+@lru_cache(maxsize=1)
+def experiment_schema() -> dict:
+    """The whole experiment schema: the shared definitions of
+    config/schemas/experiment.schema.yaml, each registered type's own definition, and the
+    names of the registered models and kernels."""
+    base = load_schema("experiment")
+    defs = {**base["$defs"], **{name: t.schema for name, t in EXPERIMENT_TYPES.items()}}
+    defs["model_name"] = {**defs["model_name"], "enum": sorted(MODELS)}
+    defs["kernel_name"] = {**defs["kernel_name"], "enum": list(KERNELS)}
+    defs["multi_process_strategy"] = {**defs["multi_process_strategy"],
+                                      "enum": list(MULTI_PROCESS_STRATEGIES)}
+    return {**base, "$defs": defs}
+
+
+class ExperimentError(ValueError):
+    """What is wrong with an experiment as a whole on one system (it plans nothing there, or
+    more than a node holds); the campaign names the experiment before the message."""
+
+
+@dataclass
+class Campaign:
+    """A validated campaign: its systems and every measurement it runs."""
+
+    name: str
+    config: dict
+    systems: dict[str, dict]
+    measurements: list[dict] = field(default_factory=list)
+
+
+def _measurements(name: str, experiment: dict, *, system: dict) -> list[dict]:
+    """Every measurement of one validated experiment on one system; ConfigError (key path
+    relative to the experiment) on a bad key, ExperimentError when it plans none there or
+    asks more than a node holds."""
+    kind = experiment["type"]
+    configurations, skipped = expand_with_skips(EXPERIMENT_TYPES[kind].expand, experiment, system)
+    if not configurations:
+        reasons = "; ".join(skipped) or "an axis is empty"
+        raise ExperimentError(f"plans no measurement on system '{system['name']}' ({reasons})")
+    out = []
+    for conf in configurations:
+        check_fits_node(conf, system)
+        conf.update(experiment=name, experiment_type=kind, system=system["name"],
+                    arch=system["arch"],
+                    env={**system["env"], **experiment.get("env", {}), **conf.get("env", {})},
+                    timeout_minutes=experiment.get("timeout_minutes", system["runtime_minutes"]),
+                    retries=experiment.get("retries", 0))
+        if "memory_limit_mb" in experiment:
+            conf["memory_limit_mb"] = experiment["memory_limit_mb"]
+        conf["config_id"] = config_id(conf)
+        for rep in range(experiment.get("repetitions", DEFAULT_REPETITIONS)):
+            out.append({**conf, "repetition": rep})
+    return out
+
+
+def check_fits_node(conf: dict, system: dict) -> None:
+    """Raise ExperimentError when a configuration asks one node for more processes or
+    threads per process than the node's hardware threads."""
+    limit = hardware_threads(system)
+    for name, label in THREAD_FIELDS.items():
+        if (conf.get(name) or 0) > limit:
+            raise ExperimentError(f"{conf[name]} {label} > the {limit} hardware threads of a "
+                                  f"'{system['name']}' node (sockets x cores_per_socket x threads_per_core)")
+
+
+def experiment_error(config: dict, name: str, path: tuple | list, *, reason: str) -> ConfigError:
+    """A ConfigError at ``path`` (keys within experiment ``name``), named under ``defaults``
+    when the experiment takes that key from the campaign's defaults."""
+    defaults, own = config.get("defaults", {}), config["experiments"][name]
+    if path and path[0] in defaults and path[0] not in own:
+        return ConfigError(f"{key_path(('defaults', *path))}: {reason} (in experiment {name})")
+    return ConfigError(f"{key_path(('experiments', name, *path))}: {reason}")
+
+
+def experiments_of(config: dict) -> dict[str, dict]:
+    """Every experiment of a campaign with the campaign's defaults filled in."""
+    defaults = config.get("defaults", {})
+    return {name: {**defaults, **raw} for name, raw in config["experiments"].items()}
+
+
+def check_best(config: dict) -> None:
+    """Every ``best:`` names hybrid experiments of the campaign that run on its systems."""
+    experiments = experiments_of(config)
+    for name, experiment in experiments.items():
+        if "best" not in experiment:
+            continue
+        names = best_sources(experiment["best"])
+        for source in names:
+            if experiments.get(source, {}).get("type") != "hybrid":
+                raise experiment_error(config, name, ("best",), reason=f"'{source}' is not a "
+                                       "hybrid experiment of this campaign")
+        swept = {s for source in names for s in experiments[source].get("systems", config["systems"])}
+        for system in experiment.get("systems", config["systems"]):
+            if system not in swept:
+                raise experiment_error(config, name, ("best",), reason=f"no sweep of "
+                                       f"{', '.join(names)} runs on system '{system}'")
+
+
+def load_campaign(config: dict, system_dir: str | os.PathLike | None = None, *,
+                  source: str | None = None) -> Campaign:
+    """Validate a campaign config (already parsed YAML) and expand every experiment.
+
+    Systems are read from ``system_dir`` (the workflow's config/systems; default the
+    package checkout's). ``source`` names the campaign file in error messages."""
+    try:
+        return _load_campaign(config, system_dir)
+    except ConfigError as exc:
+        if exc.source is None and source:
+            raise ConfigError(str(exc), source=source) from exc
+        raise
+
+
+def check_experiment(config: dict, name: str, experiment: dict) -> None:
+    """Validate one experiment (defaults filled in) against its type's schema; ConfigError
+    naming the key, under ``defaults`` when the experiment takes it from there."""
+    kind = experiment["type"]
+    if kind not in EXPERIMENT_TYPES:
+        known = ", ".join(sorted(EXPERIMENT_TYPES))
+        raise ConfigError(f"experiments.{name}.type: unknown experiment type '{kind}' (known: {known})")
+    error = schema_error(experiment, {**experiment_schema(), "$ref": f"#/$defs/{kind}"})
+    if error is None:
+        return
+    reason = error.message
+    if error.validator in ("unevaluatedProperties", "additionalProperties"):
+        reason = f"not a key of {kind} experiments"
+    raise experiment_error(config, name, error.path, reason=reason)
+
+
+def _load_campaign(config: dict, system_dir: str | os.PathLike | None) -> Campaign:
+    if not isinstance(config, dict):
+        raise ConfigError("(top level): a campaign must be a mapping")
+    check(config, load_schema("config"), "")
+    check_values(config)
+    if "type" in config.get("defaults", {}):
+        raise ConfigError("defaults.type: each experiment gives its own type (this default "
+                          "would never apply)")
+    inline = config.get("system_definitions", {})
+    systems = {name: resolve_system(name, inline.get(name), system_dir) for name in config["systems"]}
+    measurements: list[dict] = []
+    for name, experiment in experiments_of(config).items():
+        check_experiment(config, name, experiment)
+        for system_name in experiment.get("systems", config["systems"]):
+            if system_name not in systems:
+                raise experiment_error(config, name, ("systems",),
+                                       reason=f"'{system_name}' is not in the campaign's systems")
+            try:
+                measurements += _measurements(name, experiment, system=systems[system_name])
+            except ExperimentError as exc:
+                raise ConfigError(f"experiments.{name}: {exc}") from exc
+            except ConfigError as exc:
+                if exc.source is not None:
+                    raise
+                key, _, reason = str(exc).partition(": ")  # the key path within the experiment
+                raise experiment_error(config, name, tuple(key.split(".")), reason=reason) from exc
+            if len(measurements) > MAX_MEASUREMENTS:
+                raise ConfigError(f"experiments.{name}: the campaign reaches {len(measurements)} measurements "
+                                  f"here (at most {MAX_MEASUREMENTS})")
+    check_best(config)
+    check_gpu_requests(measurements, systems, inline)
+    seen: set[str] = set()
+    for m in measurements:
+        path = raw_path(m)
+        if path in seen:
+            raise ConfigError(f"experiments.{m['experiment']}: two configurations map to {path}")
+        seen.add(path)
+    return Campaign(config["campaign"], config, systems, measurements)
+
+
+def check_gpu_requests(measurements: list[dict], systems: dict[str, dict], inline: dict) -> None:
+    """One line naming the system's file (or inline definition) and key when a GPU
+    measurement asks for GPUs its system cannot give (the experiment types skip such
+    configurations; this stops any that reach the plan another way)."""
+    for m in measurements:
+        try:
+            gpu_resources(m, systems[m["system"]], m.get("nodes", 1) + ps_nodes(m))
+        except ValueError as exc:
+            raise system_error(m["system"], inline, str(exc)) from None
+
+
+def system_error(name: str, inline: dict, message: str) -> ConfigError:
+    """A ConfigError about system ``name`` (``message``: "key: reason"), naming its file
+    config/systems/<name>.yaml, or its key under system_definitions when it is defined
+    inline (the campaign file is named around it)."""
+    if name in inline:
+        return ConfigError(f"system_definitions.{name}.{message}")
+    return ConfigError(message, source=f"config/systems/{name}.yaml")
+
+
+def check_inputs_exist(campaign: Campaign, root: str | os.PathLike = ".") -> None:
+    """Raise ConfigError naming the system's file (or inline definition) and key when a
+    system runs in a container whose definition (``containers/<image>.def`` under
+    ``root``) is missing or not named, or whose prebuilt image file (``image_uri``, a
+    path) does not exist."""
+    inline = campaign.config.get("system_definitions", {})
+    for name, system in campaign.systems.items():
+        if system["container_runtime"] == "none":
+            continue
+        uri = system.get("image_uri")
+        if uri:
+            if uri.startswith("/") and not Path(uri).is_file():
+                raise system_error(name, inline, f"image_uri: no image file {uri}")
+            continue
+        if not system.get("image"):
+            raise system_error(name, inline, "image: required (or image_uri) with "
+                               f"container_runtime {system['container_runtime']}")
+        definition = f"containers/{system['image']}.def"
+        if not (Path(root) / definition).is_file():
+            raise system_error(name, inline, f"image: no container definition {definition}")
+
+
+def load_campaign_file(path: str | os.PathLike) -> Campaign:
+    """Parse a campaign YAML file and load it; YAML errors become one-line ConfigErrors."""
+    return load_campaign(load_yaml_file(path), source=str(path))

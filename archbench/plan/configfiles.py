@@ -1,0 +1,54 @@
+"""The campaign files given to Snakemake with --configfile, read strictly before Snakemake
+reads them.
+
+Snakemake parses its --configfile files itself, before the workflow starts: one that is
+not UTF-8 stops it with a traceback, one that is not YAML with a message that does not
+name it. It loads the workflow profile (profiles/default/config.yaml) earlier still, for
+every run in the workflow's directory, and evaluates a profile written as a YTE template:
+that profile calls :func:`check_configfiles`, which reads each file as the workflow will
+(:func:`archbench.core.yamlio.load_yaml_file`) and stops on the first bad one with one line
+naming it. The workflow checks everything else (rules/common.smk).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from archbench.core.validate import ConfigError
+from archbench.core.yamlio import load_yaml_file
+
+
+def invoked_as_snakemake(argv: Sequence[str]) -> bool:
+    """True when ``argv`` is Snakemake's command line (``snakemake ...`` or ``python -m
+    snakemake ...``), not that of a program calling Snakemake's API."""
+    program = Path(argv[0]) if argv else Path()
+    return program.name == "snakemake" or (program.name == "__main__.py"
+                                           and program.parent.name == "snakemake")
+
+
+def configfile_arguments(argv: Sequence[str]) -> list[str]:
+    """The --configfile files of Snakemake command line ``argv`` (without the program), as
+    Snakemake's own parser reads them."""
+    from snakemake.cli import get_argument_parser
+
+    try:  # Snakemake parsed this command line before it loaded its profiles
+        args, _ = get_argument_parser().parse_known_args(list(argv))
+    except SystemExit:  # then it is not the command line Snakemake runs with: no files
+        return []
+    return [str(path) for path in args.configfile or []]
+
+
+def check_configfiles(argv: Sequence[str] | None = None) -> None:
+    """Exit with one line (``archbench: invalid configuration: FILE: reason``) when a
+    --configfile of Snakemake's command line (default ``sys.argv``) cannot be read as a
+    campaign file: missing, a directory, not UTF-8, not YAML, a key given twice, ..."""
+    argv = list(sys.argv if argv is None else argv)
+    if not invoked_as_snakemake(argv):
+        return
+    for path in configfile_arguments(argv[1:]):
+        try:
+            load_yaml_file(path)
+        except ConfigError as exc:
+            raise SystemExit(f"archbench: invalid configuration: {exc}") from None

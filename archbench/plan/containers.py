@@ -1,0 +1,349 @@
+"""Apptainer/Singularity definition files and the container command lines of the workflow.
+
+Pure functions: parsing and validating ``containers/*.def``, where a system's image lives
+(built from a definition, pulled from a URI, or a prebuilt file), and the exact argv lists
+that rules run (``apptainer build|pull``, ``apptainer exec ...``, ``ch-run ...``). Nothing
+here runs a container; :func:`image_digest` only reads a file.
+
+Runtimes: apptainer and singularity run SIF files; charliecloud runs SquashFS images with
+``ch-run`` (built by :mod:`archbench.execute.imagebuild`, or pulled with ``ch-image`` and converted
+by ``ch-convert``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+RUNTIMES = ("apptainer", "singularity", "charliecloud", "none")
+# the image file each runtime runs
+IMAGE_SUFFIX = {"apptainer": ".sif", "singularity": ".sif", "charliecloud": ".sqfs"}
+# URI schemes of prebuilt images, per runtime that can pull them
+PULL_SCHEMES = {"apptainer": ("docker", "oras", "library"), "singularity": ("docker", "oras", "library"),
+                "charliecloud": ("docker",)}
+IMAGE_DIR = "results/images"
+# where ch-run mounts the working directory (a directory every Debian image has: a
+# read-only SquashFS image cannot get a new mount point)
+CH_WORKDIR = "/mnt"
+REQUIRED_HEADERS = ("Bootstrap", "From")
+REQUIRED_SECTIONS = ("post", "environment", "labels", "test")
+REQUIRED_LABELS = ("arch", "variant")
+# Packages whose version is part of what is measured: every install must pin them.
+PINNED_PACKAGES = ("tensorflow", "tensorflow-cpu", "tf-keras", "horovod")
+
+_SECTION = re.compile(r"^%(\w+)\s*(.*)$")
+_HEADER = re.compile(r"^(\w+):\s*(.*?)\s*$")
+_REQ = re.compile(r"^([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(.*)$")
+
+
+@dataclass
+class Definition:
+    """A parsed definition file: header keywords, raw section bodies and labels."""
+
+    path: Path
+    header: dict[str, str] = field(default_factory=dict)
+    sections: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    environment: dict[str, str] = field(default_factory=dict)
+
+
+def parse_definition(path: str | Path) -> Definition:
+    """Parse a definition file into header keywords, sections, labels and environment.
+
+    Own parser for the structure (spython's recipe parser drops ``Bootstrap`` and folds
+    ``%test`` into ``%post``); spython is used by :func:`validate_definition` as a
+    cross-check that the file is also readable by the usual tooling.
+    """
+    path = Path(path)
+    definition = Definition(path=path)
+    current: str | None = None
+    body: list[str] = []
+
+    def close() -> None:
+        if current is not None:
+            definition.sections[current] = "\n".join(body).strip("\n")
+
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.rstrip()
+        match = _SECTION.match(line)
+        if match:
+            close()
+            current, body = match.group(1), []
+            continue
+        if current is None:
+            stripped = line.strip()
+            header = _HEADER.match(stripped)
+            if header and not stripped.startswith("#"):
+                definition.header[header.group(1)] = header.group(2)
+        else:
+            body.append(line)
+    close()
+
+    for line in definition.sections.get("labels", "").splitlines():
+        parts = line.strip().split(None, 1)
+        if parts and not parts[0].startswith("#"):
+            definition.labels[parts[0]] = parts[1].strip() if len(parts) > 1 else ""
+    for line in definition.sections.get("environment", "").splitlines():
+        match = re.match(r"^\s*export\s+(\w+)=(.*)$", line)
+        if match:
+            definition.environment[match.group(1)] = match.group(2).strip()
+    return definition
+
+
+def _commands(script: str) -> list[list[str]]:
+    """Shell commands of a section as token lists (continuations joined, comments dropped)."""
+    joined = re.sub(r"\\\n", " ", script)
+    commands: list[list[str]] = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        for part in re.split(r"&&|\|\||;", line):
+            try:
+                tokens = shlex.split(part, comments=True)
+            except ValueError:
+                continue
+            if tokens:
+                commands.append(tokens)
+    return commands
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pinned_packages(definition: Definition, names: Sequence[str] = PINNED_PACKAGES) -> dict[str, str]:
+    """Versions of the packages ``names`` (default: the measured ones) installed in
+    ``%post``, by normalised name.
+
+    Reads ``pip install`` (``name==version``) and ``conda create|install``
+    (``name=version``) commands. Raises ValueError for an unpinned one of them.
+    """
+    pins: dict[str, str] = {}
+    for tokens in _commands(definition.sections.get("post", "")):
+        if "pip" in tokens and "install" in tokens:
+            tool, args = "pip", tokens[tokens.index("install") + 1 :]
+        elif "conda" in tokens and ("install" in tokens or "create" in tokens):
+            verb = "install" if "install" in tokens else "create"
+            tool, args = "conda", tokens[tokens.index(verb) + 1 :]
+        else:
+            continue
+        for arg in args:
+            if arg.startswith("-"):
+                continue
+            match = _REQ.match(arg)
+            if not match or _normalise(match.group(1)) not in names:
+                continue
+            name, spec = _normalise(match.group(1)), match.group(3)
+            pattern = r"==(\d[\w.]*)" if tool == "pip" else r"=(\d+\.\d+\.\d+[\w.]*)"
+            pin = re.fullmatch(pattern, spec)
+            if not pin:
+                raise ValueError(
+                    f"{definition.path.name}: {tool} installs {arg!r} without an exact "
+                    f"version ({'==' if tool == 'pip' else '='}X.Y.Z)"
+                )
+            pins[name] = pin.group(1)
+    return pins
+
+
+def install_env(definition: Definition, package: str) -> dict[str, str]:
+    """The ``NAME=value`` assignments that prefix the ``pip install`` of ``package`` in
+    ``%post`` (e.g. Horovod's ``HOROVOD_GPU_OPERATIONS=NCCL``); {} when there are none."""
+    for tokens in _commands(definition.sections.get("post", "")):
+        if "pip" not in tokens or "install" not in tokens:
+            continue
+        args = tokens[tokens.index("install") + 1:]
+        if any(_REQ.match(a) and _normalise(_REQ.match(a).group(1)) == _normalise(package)
+               for a in args if not a.startswith("-")):
+            return dict(t.split("=", 1) for t in tokens[:tokens.index("pip")] if "=" in t)
+    return {}
+
+
+def validate_definition(path: str | Path) -> Definition:
+    """Parse and check a definition file; return it or raise ValueError (one line).
+
+    Checks: ``Bootstrap`` and ``From`` headers; ``%post``, ``%environment``,
+    ``%labels`` and ``%test`` sections; ``arch`` and ``variant`` labels; every measured
+    package pinned exactly, TensorFlow installed, and the ``tensorflow`` label (when
+    present) equal to the pinned version; spython's parser reads the same base image.
+    """
+    from spython.main.parse.parsers import SingularityParser
+
+    definition = parse_definition(path)
+    name = definition.path.name
+    for key in REQUIRED_HEADERS:
+        if not definition.header.get(key):
+            raise ValueError(f"{name}: missing header '{key}:'")
+    for section in REQUIRED_SECTIONS:
+        if not definition.sections.get(section, "").strip():
+            raise ValueError(f"{name}: missing or empty section %{section}")
+    for label in REQUIRED_LABELS:
+        if not definition.labels.get(label):
+            raise ValueError(f"{name}: %labels lacks '{label}'")
+    pins = pinned_packages(definition)
+    tf = pins.get("tensorflow") or pins.get("tensorflow-cpu")
+    if tf is None:
+        raise ValueError(f"{name}: %post installs no pinned tensorflow")
+    label_tf = definition.labels.get("tensorflow")
+    if label_tf is not None and label_tf != tf:
+        raise ValueError(f"{name}: label tensorflow {label_tf} but %post installs {tf}")
+    recipe = SingularityParser(str(definition.path)).recipe["spython-base"]
+    if recipe.fromHeader != definition.header["From"]:
+        raise ValueError(f"{name}: spython reads From {recipe.fromHeader!r}")
+    return definition
+
+
+def _check_runtime(runtime: str) -> None:
+    if runtime not in RUNTIMES:
+        raise ValueError(f"unknown container runtime {runtime!r}; expected one of {', '.join(RUNTIMES)}")
+
+
+def uri_scheme(image_uri: str) -> str | None:
+    """The scheme of a prebuilt image URI (``docker``, ``oras``, ``library``); None for a
+    local path."""
+    match = re.match(r"^([a-z]+)://", image_uri)
+    return match.group(1) if match else None
+
+
+def check_image_uri(runtime: str, image_uri: str) -> None:
+    """ValueError (one line) when ``runtime`` cannot run or pull ``image_uri``."""
+    _check_runtime(runtime)
+    scheme = uri_scheme(image_uri)
+    if runtime == "none":
+        raise ValueError("an image needs a container_runtime other than none")
+    if scheme is None:
+        if not image_uri.endswith(IMAGE_SUFFIX[runtime]):
+            raise ValueError(f"{runtime} runs {IMAGE_SUFFIX[runtime]} image files, not {image_uri}")
+    elif scheme not in PULL_SCHEMES[runtime]:
+        raise ValueError(f"{runtime} cannot pull {scheme}:// images "
+                         f"(it pulls {', '.join(s + '://' for s in PULL_SCHEMES[runtime])})")
+
+
+def pulled_image_path(runtime: str, image_uri: str) -> str:
+    """Where the workflow keeps the image pulled from ``image_uri``:
+    ``results/images/pulled-<last part of the URI>-<hash of the URI><suffix>``."""
+    tail = re.sub(r"[^A-Za-z0-9_.-]+", "_", image_uri.split("://", 1)[1].rstrip("/").rsplit("/", 1)[-1])
+    key = hashlib.sha256(image_uri.encode()).hexdigest()[:8]
+    return f"{IMAGE_DIR}/pulled-{tail}-{key}{IMAGE_SUFFIX[runtime]}"
+
+
+def image_file(system: Mapping) -> str | None:
+    """The image file a system's benchmarks run in: its ``image_uri`` when that is a local
+    path (used as is), the pulled copy of a URI, or the image built from
+    ``containers/<image>.def``; None for runtime none."""
+    runtime = system.get("container_runtime", "none")
+    if runtime == "none":
+        return None
+    uri = system.get("image_uri")
+    if uri:
+        return uri if uri_scheme(uri) is None else pulled_image_path(runtime, uri)
+    return f"{IMAGE_DIR}/{system['image']}{IMAGE_SUFFIX[runtime]}"
+
+
+def build_command(
+    runtime: str, definition: str | Path, image_path: str | Path, *, fakeroot: bool = True
+) -> list[str]:
+    """argv that builds ``image_path`` from ``definition``.
+
+    ``["apptainer", "build", "--fakeroot", image, definition]``; ``--fakeroot`` lets an
+    unprivileged user build. charliecloud: ``python3 -m archbench.execute.imagebuild definition
+    image`` (a SquashFS image; as root, see that module). Runtime ``none`` has no image
+    to build: ValueError.
+    """
+    _check_runtime(runtime)
+    if runtime == "none":
+        raise ValueError("container runtime 'none' builds no image")
+    if runtime == "charliecloud":
+        return ["python3", "-m", "archbench.execute.imagebuild", str(definition), str(image_path)]
+    return [runtime, "build", *(["--fakeroot"] if fakeroot else []), str(image_path), str(definition)]
+
+
+def pull_commands(runtime: str, image_uri: str, image_path: str | Path) -> list[list[str]]:
+    """argv lists that fetch ``image_uri`` into ``image_path``, run in order.
+
+    apptainer/singularity: ``[runtime, "pull", image, uri]``. charliecloud (docker:// only):
+    ``ch-image pull`` into its storage, then ``ch-convert`` to a SquashFS file.
+    """
+    check_image_uri(runtime, image_uri)
+    if uri_scheme(image_uri) is None:
+        raise ValueError(f"{image_uri} is a local image: nothing to pull")
+    if runtime == "charliecloud":
+        ref = image_uri.split("://", 1)[1]
+        return [["ch-image", "pull", ref],
+                ["ch-convert", "-i", "ch-image", "-o", "squash", ref, str(image_path)]]
+    return [[runtime, "pull", str(image_path), image_uri]]
+
+
+def runtime_env(runtime: str) -> dict[str, str]:
+    """Variables the runtime itself needs in the launching environment (``ch-run`` refuses
+    to start without ``USER``, which a batch job or CI runner may not set)."""
+    if runtime == "charliecloud" and not os.environ.get("USER"):
+        import getpass
+        return {"USER": getpass.getuser()}
+    return {}
+
+
+def exec_prefix(
+    runtime: str,
+    image_path: str | Path,
+    *,
+    binds: Sequence[str] | Mapping[str, str] = (),
+    env: Mapping[str, str] | None = None,
+    cleanenv: bool = True,
+    gpu: bool = False,
+) -> list[str]:
+    """argv prefix that runs a command inside the image; ``[]`` for runtime ``none``.
+
+    apptainer/singularity: ``<runtime> exec [--cleanenv] [--nv] --bind .. --env K=V .. IMAGE``;
+    ``gpu`` adds ``--nv``, which maps the host's NVIDIA driver and devices in (the CUDA image
+    carries no driver). ch-run has no such option (``ch-fromhost --nvidia`` changes an
+    image, which a read-only SquashFS image cannot be): a GPU run there sees no GPU and is
+    recorded as that failure.
+    charliecloud: ``ch-run [--unset-env=*] --set-env -b CWD:/mnt -c /mnt -b .. --set-env=K=V
+    .. IMAGE --``: the image's own environment (``/ch/environment``) first, the working
+    directory mounted and entered, so relative paths mean what they mean outside.
+
+    ``cleanenv=False`` keeps the launcher's per-task variables (SLURM_*, PMI*, OMPI_*),
+    which MPI inside the image needs when srun or mpirun starts the ranks.
+
+    ``binds`` are ``"src:dst"`` strings or a ``{src: dst}`` mapping. ``--cleanenv``
+    keeps the host environment out, so every variable the run needs is passed with
+    ``--env`` (e.g. ``TF_USE_LEGACY_KERAS=1``) and recorded by the caller.
+    """
+    _check_runtime(runtime)
+    if runtime == "none":
+        return []
+    pairs = [f"{src}:{dst}" for src, dst in binds.items()] if isinstance(binds, Mapping) else list(binds)
+    if runtime == "charliecloud":
+        argv = ["ch-run", *(["--unset-env=*"] if cleanenv else []), "--set-env",
+                "-b", f"{os.getcwd()}:{CH_WORKDIR}", "-c", CH_WORKDIR]
+        for bind in pairs:
+            argv += ["-b", bind]
+        for key, value in (env or {}).items():
+            argv.append(f"--set-env={key}={value}")
+        return argv + [str(image_path), "--"]
+    argv = [runtime, "exec", *(["--cleanenv"] if cleanenv else []), *(["--nv"] if gpu else [])]
+    for bind in pairs:
+        argv += ["--bind", bind]
+    for key, value in (env or {}).items():
+        argv += ["--env", f"{key}={value}"]
+    return argv + [str(image_path)]
+
+
+def image_digest(path: str | Path, chunk_size: int = 1 << 20) -> str:
+    """sha256 hex digest of a file (an image), read in chunks so large SIFs stream."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk_size):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def shell_join(argv: Sequence[str]) -> str:
+    """Quote an argv list into one shell command line (for ``shell:`` rules and logs)."""
+    return shlex.join([str(arg) for arg in argv])

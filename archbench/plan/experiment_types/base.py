@@ -1,0 +1,230 @@
+"""What every experiment type is made of, and the helpers their expansions share.
+
+An experiment type is one module holding an :class:`ExperimentType`: its schema fragment
+(the keys it accepts, each with a description), its expansion of one experiment on one
+system into configurations, and the tables and figures it feeds. A configuration is a
+dict of record field names (see ``archbench.core.record``); settings that are not record
+fields go under ``tuning`` and become part of the configuration id.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import yaml
+
+from archbench.core.hardware import cores_of
+from archbench.core.record import config_id
+from archbench.core.validate import ConfigError
+
+Expander = Callable[[dict, dict], list[dict]]
+MAX_CONFIGURATIONS = 100_000  # of one experiment's axes on one system
+# Why values of an experiment's axes planned nothing on a system (see expand_with_skips).
+_SKIPPED: ContextVar[list[str] | None] = ContextVar("skipped", default=None)
+
+
+@dataclass(frozen=True)
+class ExperimentType:
+    """A registered experiment type.
+
+    ``expand(experiment, system)`` returns its configurations; ``schema`` is its definition
+    under ``$defs`` of config/schemas/experiment.schema.yaml (it may ``$ref`` the shared
+    definitions there); ``tables`` and ``figures`` name the artifacts its results feed.
+    """
+
+    name: str
+    expand: Expander
+    schema: dict
+    tables: tuple[str, ...] = ()
+    figures: tuple[str, ...] = ()
+
+
+def skip(reason: str) -> None:
+    """Note why an axis value was left out on this system (e.g. "nodes 4 > the system's 2"):
+    said when the whole experiment plans nothing there."""
+    noted = _SKIPPED.get()
+    if noted is not None and reason not in noted:
+        noted.append(reason)
+
+
+def expand_with_skips(expander: Expander, experiment: dict, system: dict) -> tuple[list[dict], list[str]]:
+    """``expander(experiment, system)`` and the reasons it noted with :func:`skip`."""
+    token = _SKIPPED.set([])
+    try:
+        return expander(experiment, system), list(_SKIPPED.get() or [])
+    finally:
+        _SKIPPED.reset(token)
+
+
+def schema_fragment(text: str) -> dict:
+    """A schema fragment written as YAML (descriptions read as in the schema files)."""
+    return yaml.safe_load(text)
+
+
+def on_off(value: Any) -> bool:
+    """YAML's on/off/true/false as a bool."""
+    return value in (True, "on")
+
+
+def product(**axes: Iterable) -> list[dict]:
+    """Cartesian product of named axes as a list of dicts (order of the axes kept); at most
+    MAX_CONFIGURATIONS, else ConfigError naming the axes (a campaign that large is a typo)."""
+    names, values = list(axes), [list(v) for v in axes.values()]
+    size = math.prod(len(v) for v in values)
+    if size > MAX_CONFIGURATIONS:
+        sizes = " x ".join(f"{len(v)} {name}" for name, v in zip(names, values))
+        raise ConfigError(f"axes: {sizes} make {size} configurations (at most {MAX_CONFIGURATIONS})")
+    return [dict(zip(names, combination)) for combination in itertools.product(*values)]
+
+
+def thread_count(value: Any, cores: int) -> int:
+    """A thread count, with the token ``cores`` meaning all cores of the node (or pin)."""
+    return cores if value == "cores" else int(value)
+
+
+def process_threads(value: Any, *, cores: int, processes_per_node: int) -> int:
+    """Intra-op threads of one of ``processes_per_node`` processes sharing ``cores``: a
+    number (0 = TensorFlow decides), ``cores`` = cores / ppn, or ``cores_minus_one`` =
+    cores / ppn - 1, at least 1 (one core per process left to Horovod's background thread,
+    OSU 2019 Sec. IX)."""
+    share = max(1, cores // processes_per_node)
+    if value == "cores_minus_one":
+        return max(1, share - 1)
+    return thread_count(value, share)
+
+
+def powers_of_two(limit: int) -> list[int]:
+    """1, 2, 4, ... up to ``limit``."""
+    out, n = [], 1
+    while n <= limit:
+        out.append(n)
+        n *= 2
+    return out
+
+
+def node_counts(experiment: dict, system: dict, default: list[int] | str = (1,)) -> list[int]:
+    """The experiment's node counts that fit the system (``all`` = 1, 2, 4, ... nodes)."""
+    nodes = experiment.get("nodes", default)
+    if nodes == "all":
+        return powers_of_two(system["nodes"])
+    for n in nodes:
+        if n > system["nodes"]:
+            skip(f"nodes {n} > the system's {system['nodes']}")
+    return [n for n in nodes if n <= system["nodes"]]
+
+
+def on_off_axis(experiment: dict, key: str, default: list) -> list:
+    """The on/off axis ``key`` of an experiment (``default`` when not given); ConfigError
+    when it names one setting twice, as "on" and true (the schema refuses equal values)."""
+    values = experiment.get(key, default)
+    settings = [on_off(v) for v in values]
+    if len(set(settings)) < len(settings):
+        twice = "on" if settings.count(True) > 1 else "off"
+        raise ConfigError(f"{key}: {values} gives {twice} twice (on = true, off = false; "
+                          "each setting is run once)")
+    return values
+
+
+def training_axes(experiment: dict) -> dict[str, list]:
+    """The axes every training type takes: models, vendor library on/off, data. On a system
+    without a vendor library both settings become "off" (:func:`training_configuration`),
+    and the expanders' :func:`dedupe` keeps one."""
+    return dict(model=experiment["models"],
+                vendor=on_off_axis(experiment, "vendor_library", ["on"]),
+                data=experiment.get("data", ["synthetic"]))
+
+
+def devices(experiment: dict) -> list[str]:
+    """The experiment's ``device`` axis (default [cpu]); only the types whose schema takes
+    ``device`` (node_scaling, batch_sweep) ever see more than cpu."""
+    return list(experiment.get("device", ["cpu"]))
+
+
+def system_gpus(system: dict) -> int:
+    """GPUs per node of ``system`` (0: a CPU-only system)."""
+    return int(system.get("gpus_per_node") or 0)
+
+
+def gpus_fit(gpus_per_node: int, system: dict) -> bool:
+    """True when a node of ``system`` has ``gpus_per_node`` GPUs; else the reason is noted
+    with :func:`skip` (a GPU configuration never falls back to the CPUs)."""
+    have = system_gpus(system)
+    if gpus_per_node <= have:
+        return True
+    skip(f"gpus_per_node {gpus_per_node} > the system's {have}" if have
+         else "device gpu: the system has no GPUs (gpus_per_node 0)")
+    return False
+
+
+def gpu_fields(*, nodes: int, gpus_per_node: int) -> dict:
+    """The fields of a GPU configuration: one rank per GPU, so ``processes_per_node`` is
+    ``gpus_per_node`` and ``gpus`` the total."""
+    return dict(device="gpu", nodes=nodes, gpus_per_node=gpus_per_node,
+                processes_per_node=gpus_per_node, gpus=nodes * gpus_per_node)
+
+
+def dedupe(configurations: list[dict]) -> list[dict]:
+    """Drop configurations identical to an earlier one (e.g. intra 'cores' == 2 on 2 cores)."""
+    seen, out = set(), []
+    for conf in configurations:
+        key = config_id(conf)
+        if key not in seen:
+            seen.add(key)
+            out.append(conf)
+    return out
+
+
+def controllers(experiment: dict, nodes: int) -> list[str]:
+    """Horovod controllers of an experiment on ``nodes`` nodes (Gloo runs on one node)."""
+    names = experiment.get("horovod_controller", ["mpi"])
+    if "gloo" in names and nodes > 1:
+        raise ConfigError(f"horovod_controller: gloo is launched with "
+                          f"horovodrun on one node; {nodes} nodes need mpi")
+    return names
+
+
+def controller_tuning(controller: str) -> dict:
+    """The ``tuning`` entry of a Horovod controller (mpi is the default and adds none)."""
+    return {"horovod_controller": controller} if controller != "mpi" else {}
+
+
+def training_configuration(experiment: dict, system: dict, **values: Any) -> dict:
+    """A training configuration with the experiment's common settings and ``values``."""
+    conf = {
+        "kind": "train", "framework": "tensorflow", "data": "synthetic",
+        "strategy": "single", "nodes": 1, "processes_per_node": 1, "inter_threads": 1,
+        "image_size": experiment.get("image_size", 224),
+        "num_classes": experiment.get("num_classes", 1000),
+        "warmup_steps": experiment.get("warmup_steps", 10),
+        "measured_steps": experiment.get("steps", 100),
+        # CSCS 2017 trained on GPUs in NCHW, cuDNN's own layout; CPU runs default to NHWC
+        "data_format": experiment.get("data_format",
+                                      "NCHW" if values.get("device") == "gpu" else "NHWC"),
+        "vendor_library": system["vendor_library"] if system["vendor_library"] != "none" else None,
+    }
+    conf.update(values)
+    if conf["vendor_library"] is None:  # nothing to toggle: every run is the vanilla build
+        conf["vendor_library_enabled"] = False
+    conf["workers"] = conf["nodes"] * conf["processes_per_node"]
+    conf["global_batch"] = conf["batch_per_process"] * conf["workers"]
+    return conf
+
+
+def one_process_sweep(experiment: dict, system: dict, *, threads: list[int]) -> list[dict]:
+    """One process: models x batch sizes x ``threads`` x inter-op threads x vendor x data
+    (x device: a GPU configuration is the same process training on one GPU, its threads
+    the host threads that feed it)."""
+    cores = cores_of(system)
+    kinds = [d for d in devices(experiment) if d == "cpu" or gpus_fit(1, system)]
+    axes = product(batch=experiment["batch_sizes"], threads=threads,
+                   inter=experiment.get("inter_threads", [1]), **training_axes(experiment),
+                   device=kinds)
+    return dedupe([training_configuration(
+        experiment, system, model=a["model"], batch_per_process=a["batch"],
+        intra_threads=a["threads"], inter_threads=thread_count(a["inter"], cores),
+        vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
+        **(gpu_fields(nodes=1, gpus_per_node=1) if a["device"] == "gpu" else {})) for a in axes])

@@ -1,0 +1,79 @@
+"""System files (config/systems/<name>.yaml): read, validated, defaults filled (the core
+counts derived from a system are :mod:`archbench.core.hardware`)."""
+
+from __future__ import annotations
+
+import os
+import platform
+from functools import lru_cache
+from pathlib import Path
+
+from archbench.core.validate import ROOT, ConfigError, check, load_schema
+from archbench.core.yamlio import load_yaml_file
+from archbench.plan.containers import check_image_uri
+from archbench.plan.slurm_requests import check_system
+
+SYSTEM_DIR = ROOT / "config" / "systems"
+DEFAULTS = {"nodes": 1, "sockets": 1, "threads_per_core": 1, "runtime_minutes": 30,
+            "container_runtime": "none", "launcher": "local", "vendor_library": "none",
+            "env": {}, "cores_per_socket": "auto"}
+
+
+def check_image(system: dict, where: str, source: str | None) -> None:
+    """One-line ConfigError when the system names both a built and a prebuilt image, or a
+    prebuilt image its runtime cannot run or pull."""
+    if not system.get("image_uri"):
+        return
+    key = f"{where}.image_uri" if where else "image_uri"
+    if system.get("image"):
+        raise ConfigError(f"{key}: exclusive with image (build containers/{system['image']}.def"
+                          " or use a prebuilt image, not both)", source=source)
+    try:
+        check_image_uri(system["container_runtime"], system["image_uri"])
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}", source=source) from None
+
+
+def run_settings(system: dict) -> dict:
+    """The keys of a resolved system that affect how its measurements run: all but those
+    the system schema lists under ``x-no-rerun`` (documentation, the campaign's node
+    count, the account, the time limit a measurement carries itself)."""
+    return {k: v for k, v in system.items() if k not in no_rerun_keys()}
+
+
+@lru_cache(maxsize=1)
+def no_rerun_keys() -> frozenset[str]:
+    """System keys whose edit reruns no measurement (``x-no-rerun`` of the system schema)."""
+    return frozenset(load_schema("system")["x-no-rerun"])
+
+
+def resolve_system(name: str, definition: dict | None = None,
+                   system_dir: Path | None = None) -> dict:
+    """Load config/systems/<name>.yaml (or the inline ``definition``), validate, fill defaults.
+
+    ``auto`` values (arch, cores_per_socket) describe the machine running the workflow.
+    """
+    if definition is None:
+        path = Path(system_dir or SYSTEM_DIR) / f"{name}.yaml"
+        source, where = f"config/systems/{name}.yaml", ""
+        if not path.exists():
+            raise ConfigError(f"systems: no system file {source} for '{name}'")
+        definition = load_yaml_file(path, source)
+    else:
+        source, where = None, f"system_definitions.{name}"
+    if not isinstance(definition, dict):
+        raise ConfigError(f"{where or '(top level)'}: a system must be a mapping", source=source)
+    definition = {"name": name, **definition}
+    check(definition, load_schema("system"), where, source=source)
+    check_system(definition, where, source)  # slurm_extra: nothing the plugin or a key sets
+    if definition["name"] != name:  # records, paths and the campaign all use the one name
+        key = f"{where}.name" if where else "name"
+        raise ConfigError(f"{key}: '{definition['name']}' is not the system's name '{name}'",
+                          source=source)
+    system = {**DEFAULTS, **definition}
+    check_image(system, where, source)
+    if system["arch"] == "auto":
+        system["arch"] = platform.machine()
+    if system["cores_per_socket"] == "auto":
+        system["cores_per_socket"] = max(1, (os.cpu_count() or 1) // system["sockets"])
+    return system

@@ -1,0 +1,296 @@
+"""Published values: the numbers a paper prints, as data a campaign is compared with.
+
+Throughputs a paper prints in tables import through :mod:`archbench.importer` (each row a
+published img/s, GFLOP/s or bandwidth). The *derived* values it prints -- a speedup, an
+efficiency, an I/O overhead, a range such as "1.7-6.9x" -- are *claims*, one per row of
+a claims file (a CSV whose name is ``claims.csv`` or ends in ``-claims.csv``, e.g.
+``data/published/bsc-2019/bsc-2019-claims.csv``). Columns, in any order:
+
+====================  ========  ===========================================================
+column                required  meaning
+====================  ========  ===========================================================
+metric                yes       what is claimed (:data:`METRICS`: throughput, speedup, ...)
+value                 one of    the published value
+low / high            these     a published range (one bound alone: "over 6", "below 2300")
+unit                  yes       the value's unit (:data:`METRICS` lists each metric's units)
+tolerance             no        how far archbench may differ before it is flagged: a number
+                                in ``unit``, or "N%" of the published value (or of the
+                                bound it passes); default :data:`DEFAULT_TOLERANCE`
+source                yes       where the paper prints it: paper, section, table/figure
+note                  no        free text (e.g. what the paper's wording was)
+identity columns      no        the configuration the value belongs to (:data:`IDENTITY`),
+                                named as in the import format: system, model, kernel,
+                                data, batch, nodes, workers, gpus, threads, ...
+baseline              no        for speedup and kernel_speedup: the count the ratio is
+                                relative to (e.g. 2 for "from two to four GPUs")
+====================  ========  ===========================================================
+
+A claim applies to every configuration of the campaign that agrees with the identity
+columns it gives (and only those it gives: a claim without ``model`` holds for every
+model). A text cell ``!x`` matches anything but ``x`` (e.g. ``mkl_env`` ``!none``: any MKL
+setting). An identity column that the metric's table does not have (e.g. ``transport``,
+which archbench does not record) matches nothing, so the claim stays unmatched.
+
+A malformed file raises :class:`archbench.results.imports.ImportFormatError` with one line naming
+the file, row and column. The file checks of :mod:`archbench.importer` apply (a missing,
+non-UTF-8 or header-only file, a repeated column, a wrong field count, a cell that is not
+printable); besides, text identity cells are names (up to 64 letters, digits, ``_ . + -``,
+after an optional ``!``), value, low and high are finite plain decimals of at most 1e21 in
+magnitude, a tolerance is a non-negative number or percentage, counts are 1 to 1,000,000
+(problem and tile sizes up to 2**50), and the unit is one of the metric's.
+
+:func:`check_imports` checks a campaign's ``imports:`` (import and claims files) when the
+workflow is planned; ``python -m archbench.results.claims FILE...`` checks files and prints
+their claims.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import pandas as pd
+
+from archbench.core.csvfile import ImportFormatError, at_row, clean_text, parse_number, read_rows, show
+from archbench.results.imports import (
+    INT_COLUMNS,
+    MAX_VALUE,
+    NAME,
+    UNITS,
+    canonical_unit,
+    mapping_of,
+    parse_cell,
+    read_values,
+    scaling_unit,
+)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """Where archbench's value of a metric comes from: the registered table ``table`` of
+    :mod:`archbench.results.tables`, its column ``column``, converted to a claim's unit by
+    ``units[unit]``; ``series``/``count``: how a ``baseline`` claim finds its base row."""
+
+    table: str
+    column: str
+    units: dict
+    series: tuple = ()
+    count: str = ""
+
+
+RATIO = {"x": 1.0}
+
+
+def _units_of(base: str) -> dict:
+    """Every import unit (:data:`archbench.results.imports.UNITS`) the tables give in ``base``,
+    with its value per one ``base``."""
+    return {unit: per for unit, (of, per) in UNITS.items() if of == base}
+
+
+METRICS: dict[str, Metric] = {
+    # img/s of a configuration, at its best parameter-server count and variable update
+    "throughput": Metric("best_configuration", "value", {"img/s": 1.0}),
+    # the best img/s per inter-op setting of an inter/intra-op sweep (CESGA 2018 Table 2)
+    "best_throughput": Metric("inter_intra_best", "img_s", {"img/s": 1.0}),
+    "speedup": Metric("node_scaling", "speedup", RATIO,
+                      ("experiment", "system", "model", "series"), "count"),
+    "efficiency": Metric("node_scaling", "efficiency", {"fraction": 1.0, "%": 100.0}),
+    "thread_efficiency": Metric("thread_efficiency", "efficiency", {"fraction": 1.0, "%": 100.0}),
+    "vendor_speedup": Metric("vendor_speedup", "speedup", RATIO),
+    "process_speedup": Metric("process_layout", "speedup", RATIO),
+    "io_overhead": Metric("io_overhead", "io_overhead_percent", {"%": 1.0}),
+    "gflops": Metric("kernel_gflops", "gflops", _units_of("GFLOP/s")),
+    "kernel_speedup": Metric("kernel_gflops", "speedup", RATIO,
+                             ("experiment", "system", "kernel", "problem_size", "tile_size"),
+                             "workers"),
+    "bandwidth": Metric("stream_bandwidth", "bandwidth_gb_s", _units_of("GB/s")),
+}
+DEFAULT_TOLERANCE = "10%"  # a reproduction within 10% of the paper is not flagged
+
+INT_IDENTITY = ("batch", "nodes", "workers", "gpus", "gpus_per_node", "processes_per_node",
+                "threads", "inter_threads", "problem_size", "tile_size", "parameter_servers",
+                "cores", "baseline")
+BOOL_IDENTITY = ("vendor_library_enabled",)
+TEXT_IDENTITY = ("system", "model", "kernel", "data", "strategy", "vendor_library",
+                 "variable_update", "inter_setting", "intra_setting", "mkl_env",
+                 "transport", "memory")
+IDENTITY = TEXT_IDENTITY + INT_IDENTITY + BOOL_IDENTITY
+CLAIM_FIELDS = ("metric", "value", "low", "high", "unit", "tolerance", "source", "note")
+# import-format names -> the tables' column names (the first a table has is used)
+TABLE_NAMES = {"batch": ("batch_per_process",), "threads": ("intra_threads", "threads")}
+# counts that are not part of a published throughput's identity: they grow with its
+# scaling unit (as archbench.results.tables.scaling.GROWS_WITH), or are settings tried per size
+_PACKING = ("nodes", "workers", "gpus", "processes_per_node", "gpus_per_node")
+NOT_IDENTITY = {"nodes": ("workers", "gpus"), "workers": _PACKING, "gpus": _PACKING}
+IMPORT_SKIPPED = ("experiment", "experiment_type", "arch", "scaling_unit", "repetition",
+                  "global_batch", "parameter_servers", "variable_update", "throughput",
+                  "unit", "error", "source")
+
+
+def is_claims_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` names a claims file (``claims.csv`` or ``*-claims.csv``)."""
+    stem = Path(path).stem
+    return Path(path).suffix == ".csv" and (stem == "claims" or stem.endswith("-claims"))
+
+
+def _tolerance(text: str) -> str:
+    if not 0 <= parse_number(text.removesuffix("%")) <= MAX_VALUE:
+        raise ValueError(f"'{show(text)}' is not a non-negative number up to {MAX_VALUE:g}")
+    return text
+
+
+def _claim_cell(name: str, cell: str) -> object:
+    """One typed cell of a claims file; raises ValueError with the reason."""
+    text = clean_text(cell)
+    if name in ("value", "low", "high"):
+        if abs(number := parse_number(text)) > MAX_VALUE:
+            raise ValueError(f"'{show(text)}' is beyond {MAX_VALUE:g}")
+        return number
+    if name == "tolerance":
+        return _tolerance(text)
+    if name == "metric" and text not in METRICS:
+        raise ValueError(f"'{show(text)}' is not one of {', '.join(METRICS)}")
+    if name == "unit":
+        return canonical_unit(text) or text
+    if name in INT_IDENTITY:
+        return parse_cell(text, name if name in INT_COLUMNS else "nodes")  # counts >= 1
+    if name in BOOL_IDENTITY:
+        return parse_cell(text, name)
+    if name in TEXT_IDENTITY and not NAME.fullmatch(text.removeprefix("!")):
+        raise ValueError(f"'{show(text)}' is not a name (up to 64 letters, digits, _ . + -; ! before: not)")
+    return text
+
+
+def read_claims(path: str | os.PathLike) -> pd.DataFrame:
+    """The claims of one claims file (see the module docstring), one row each."""
+    path = Path(path)
+    header, rows = read_rows(path)
+    for name in header:
+        if name not in CLAIM_FIELDS and name not in IDENTITY:
+            raise ImportFormatError(f"{path}: row 0 (header): column '{show(name)}': unknown column")
+    for name in ("metric", "unit", "source"):
+        if name not in header:
+            raise ImportFormatError(f"{path}: row 0 (header): column '{name}': missing")
+    claims = []
+    for number, line, cells in rows:
+        where = at_row(path, number, line)
+        claim: dict = {}
+        for name, cell in zip(header, cells):
+            if cell.strip(" "):
+                try:
+                    claim[name] = _claim_cell(name, cell)
+                except ValueError as exc:
+                    raise ImportFormatError(f"{where}: column '{name}': {exc}") from None
+        claims.append(_checked(claim, where, f"{path.name}, row {number}"))
+    return pd.DataFrame(claims, columns=[*CLAIM_FIELDS, "file", *IDENTITY])
+
+
+def _checked(claim: dict, where: str, file: str) -> dict:
+    """``claim`` after the checks that span columns."""
+    for name in ("metric", "unit", "source"):
+        if name not in claim:
+            raise ImportFormatError(f"{where}: column '{name}': empty")
+    metric = METRICS[claim["metric"]]
+    if claim["unit"] not in metric.units:
+        raise ImportFormatError(f"{where}: column 'unit': '{show(claim['unit'])}' is not a unit of "
+                                f"{claim['metric']} ({', '.join(metric.units)})")
+    if "value" in claim and ("low" in claim or "high" in claim):
+        raise ImportFormatError(f"{where}: column 'value': give a value or low/high, not both")
+    if not {"value", "low", "high"} & set(claim):
+        raise ImportFormatError(f"{where}: column 'value': empty (give a value or low/high)")
+    if claim.get("low", -float("inf")) > claim.get("high", float("inf")):
+        raise ImportFormatError(f"{where}: column 'low': above high")
+    if "baseline" in claim and not metric.series:
+        raise ImportFormatError(f"{where}: column 'baseline': {claim['metric']} takes no baseline")
+    return {**claim, "file": file}
+
+
+def import_claims(path: str | os.PathLike, mapping: dict | None = None) -> pd.DataFrame:
+    """The throughputs of one import file as claims (metric throughput, gflops or
+    bandwidth by unit): identity = the columns the row gives, without the counts that grow
+    with its scaling unit (the unit's own count stays) and without the per-size settings
+    (parameter servers, variable update), as a published peak per size is compared with
+    archbench's best setting per size."""
+    path = Path(path)
+    claims = []
+    for number, values in read_values(path, mapping):
+        metric = _throughput_metric(values["unit"])
+        if metric is None:
+            raise ImportFormatError(f"{path}: row {number}: column 'unit': '{values['unit']}' "
+                                    "has no published-value metric")
+        unit = scaling_unit(values)
+        skipped = set(IMPORT_SKIPPED) | set(NOT_IDENTITY.get(unit or "", ()))
+        identity = {k: v for k, v in values.items() if k in IDENTITY and k not in skipped}
+        if unit:
+            identity[unit] = values.get(unit)
+        claims.append({**identity, "metric": metric, "value": values["throughput"],
+                       "unit": values["unit"],
+                       "source": values.get("source", f"{path.name}, row {number}"),
+                       "note": f"imported from {path.name}", "file": f"{path.name}, row {number}"})
+    return pd.DataFrame(claims, columns=[*CLAIM_FIELDS, "file", *IDENTITY])
+
+
+def _throughput_metric(unit: str) -> str | None:
+    for name in ("throughput", "gflops", "bandwidth"):
+        if unit in METRICS[name].units:
+            return name
+    return None
+
+
+def load_published(paths: Iterable[str | os.PathLike],
+                   mapping_dirs: Sequence[str | os.PathLike] = ()) -> pd.DataFrame:
+    """Every claim of ``paths``: claims files as read, import files as their throughputs
+    (each with its mapping sidecar, :func:`archbench.results.imports.find_mapping`)."""
+    frames = []
+    for path in paths:
+        if is_claims_file(path):
+            frames.append(read_claims(path))
+        else:
+            frames.append(import_claims(path, mapping_of(path, mapping_dirs)))
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=[*CLAIM_FIELDS, "file", *IDENTITY])
+    return pd.concat(frames, ignore_index=True)
+
+
+def check_imports(paths: Iterable[str | os.PathLike],
+                  mapping_dirs: Sequence[str | os.PathLike] = ()) -> None:
+    """Raise ImportFormatError (one line, e.g. 'FILE: no such import file') unless every
+    file of a campaign's ``imports:`` reads as the jobs that merge and compare them read
+    it: import files with their sidecars, and claims files. Fast (milliseconds for the
+    shipped files), so the workflow runs it when planned and a malformed import stops
+    it before any job."""
+    load_published(list(paths), mapping_dirs)
+
+
+def identity_of(claim: pd.Series) -> dict:
+    """The identity columns ``claim`` gives (``baseline`` apart), in :data:`IDENTITY` order."""
+    return {k: claim[k] for k in IDENTITY
+            if k != "baseline" and k in claim and not _missing(claim[k])}
+
+
+def _missing(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and value != value)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Check published files (claims or import files) and print their claims."""
+    parser = argparse.ArgumentParser(prog="python -m archbench.results.claims",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="+")
+    args = parser.parse_args(argv)
+    try:
+        claims = load_published(args.files)
+    except ImportFormatError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(claims.dropna(axis=1, how="all").to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""Collect result records into one tidy table (one row per record).
+
+A record that says ``device: gpu`` and ``status: ok`` is a GPU measurement only when every
+device TensorFlow placed its step on is a GPU (``devices``); otherwise the table shows it
+as failed with the reason and without its throughput: never a CPU number under a GPU name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Iterable
+
+import pandas as pd
+
+from archbench.workloads.gpu import device_mismatch
+from archbench.workloads.training.vendor_evidence import evidence_columns
+from archbench.workloads.sense import read_counted_records
+
+
+
+# The MKL/OpenMP runtime's environment variables (Intel OpenMP KMP_*, OpenMP OMP_*, GNU
+# OpenMP GOMP_*, MKL_*): what CESGA 2018 calls a run's MKL settings (e.g. KMP_BLOCKTIME=0).
+MKL_ENV_PREFIXES = ("KMP_", "OMP_", "GOMP_", "MKL_")
+THREAD_COUNT_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def env_text(env: dict) -> str:
+    """An environment as one text: ``NAME=value`` pairs sorted by name, joined by "; "."""
+    return "; ".join(f"{name}={env[name]}" for name in sorted(env))
+
+
+def mkl_env_text(env: dict) -> str:
+    """The MKL/OpenMP runtime settings of ``env`` (names starting with one of
+    ``MKL_ENV_PREFIXES``; thread counts, which the launcher sets per process and the
+    record holds as columns, left out) as :func:`env_text`, or "none" when it sets none."""
+    settings = {k: v for k, v in env.items()
+                if k.startswith(MKL_ENV_PREFIXES) and k not in THREAD_COUNT_VARIABLES}
+    return env_text(settings) or "none"
+
+
+def flatten(record: dict) -> dict:
+    """One tidy-table row: lists joined, ``metrics`` spread into ``metric_<name>`` columns,
+    the environment the run had as ``env`` (:func:`env_text`) and its MKL/OpenMP part as
+    ``mkl_env`` (:func:`mkl_env_text`), the vendor evidence as ``vendor_*`` columns
+    (:func:`archbench.workloads.training.vendor_evidence.evidence_columns`)."""
+    row = {k: v for k, v in record.items()
+           if k not in ("metrics", "env", "step_times_s", "vendor_evidence")}
+    row.update(evidence_columns(record.get("vendor_evidence")))
+    env = record.get("env") or {}
+    row["env"] = env_text(env)
+    row["mkl_env"] = mkl_env_text(env)
+    row["hosts"] = ",".join(record.get("hosts", []))
+    row["gpu_models"] = ",".join(record.get("gpu_models") or [])
+    row["devices"] = ",".join(record.get("devices") or [])
+    steps = record.get("step_times_s") or []
+    row["n_steps_recorded"] = len(steps)
+    for name, metric in sorted((record.get("metrics") or {}).items()):
+        row[f"metric_{name}"] = metric["value"]
+        row[f"metric_{name}_unit"] = metric["unit"]
+    return row
+
+class DuplicateRunError(ValueError):
+    """Two records claim the same run (config_id + repetition) of one experiment."""
+
+
+def unproven_gpu(record: dict) -> dict:
+    """``record``, or when it is an ok GPU measurement whose placed devices are not all
+    GPUs, a copy with status failed, the reason, and no throughput."""
+    if record.get("status") != "ok" or record.get("device") != "gpu":
+        return record
+    mismatch = device_mismatch("gpu", record.get("devices") or [])
+    if not mismatch:
+        return record
+    return {**record, "status": "failed", "throughput": None,
+            "reason": f"not a GPU measurement: {mismatch}"}
+
+
+def records_to_frame(records: list[dict]) -> pd.DataFrame:
+    """Tidy table of ``records`` sorted by run, one row each (GPU claims checked,
+    :func:`unproven_gpu`); duplicates are an error."""
+    records = [unproven_gpu(r) for r in records]
+    keys = Counter((r["system"], r["experiment"], r["run_id"]) for r in records)
+    doubled = sorted("/".join(k) for k, n in keys.items() if n > 1)
+    if doubled:
+        raise DuplicateRunError(f"runs recorded more than once: {', '.join(doubled[:5])}")
+    frame = pd.DataFrame([flatten(r) for r in records])
+    if frame.empty:
+        return frame
+    return frame.sort_values(["system", "experiment", "config_id", "repetition"],
+                             kind="stable").reset_index(drop=True)
+
+
+def collect(paths: Iterable[str | os.PathLike]) -> tuple[pd.DataFrame, list[str]]:
+    """Read records at ``paths``; return (tidy table of the valid ones, error lines of the rest)."""
+    records, errors = read_counted_records(sorted(str(p) for p in paths))
+    return records_to_frame(records), errors
+
+
+def write_table(frame: pd.DataFrame, csv_path: str | os.PathLike, parquet_path: str | os.PathLike) -> None:
+    """Write the tidy table as CSV and Parquet."""
+    frame.to_csv(csv_path, index=False)
+    frame.to_parquet(parquet_path, index=False)

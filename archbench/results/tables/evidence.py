@@ -1,0 +1,91 @@
+"""Which vendor library really ran (docs/metrics.md, "Vendor-library speedup and its
+evidence": evidence, not a label): per system, model and vendor setting, the probe's
+library, oneDNN version and the shares of oneDNN time in optimized and reference
+implementations, against the library the system declares (:mod:`archbench.workloads.training.vendor_evidence`).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from archbench.results.tables.common import empty, group_ids, sort_rows
+
+GROUP = ("experiment", "system", "arch", "model", "vendor_library", "vendor_library_enabled")
+VENDOR_EVIDENCE_COLUMNS = (
+    *GROUP, "library", "version", "n_runs", "n_probed", "optimized_share", "reference_share",
+    "gemm_api_share", "implementations", "mismatch", "mismatch_reason", "status",
+)
+EVIDENCE_TEXT = ("vendor_evidence_library", "vendor_evidence_version", "vendor_implementations",
+                 "vendor_probe_error", "vendor_mismatch")
+EVIDENCE_SHARES = ("vendor_optimized_share", "vendor_reference_share", "vendor_gemm_api_share")
+TOP_IMPLEMENTATIONS = 4
+
+
+def _distinct(values: pd.Series) -> str | None:
+    """The distinct non-empty texts of ``values``, sorted and joined by " | "."""
+    texts = sorted({str(v) for v in values.dropna() if str(v).strip()})
+    return " | ".join(texts) or None
+
+
+def _top_implementations(texts: pd.Series) -> str | None:
+    """The implementations with the largest mean share over the runs (``name=share`` texts
+    of :func:`archbench.workloads.training.vendor_evidence.evidence_columns`), largest first."""
+    shares: dict[str, list[float]] = {}
+    runs = [t for t in texts.dropna() if str(t).strip()]
+    for text in runs:
+        for pair in str(text).split("; "):
+            name, _, share = pair.rpartition("=")
+            shares.setdefault(name, []).append(float(share))
+    mean = {name: sum(v) / len(runs) for name, v in shares.items()}
+    top = sorted(mean.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_IMPLEMENTATIONS]
+    return "; ".join(f"{name}={share:.3f}" for name, share in top) or None
+
+
+def _status(n_probed: int, mismatch: bool, errors: str | None) -> str:
+    if mismatch:
+        return "mismatch"
+    if n_probed == 0:
+        return f"probe failed: {errors}" if errors else "not probed"
+    return "ok"
+
+
+def vendor_evidence(df: pd.DataFrame) -> pd.DataFrame:
+    """Vendor library evidence per experiment, system, model and vendor setting (declared
+    ``vendor_library``, flag on/off): ``library`` the probe step saw (onednn, onednn+acl,
+    armpl, none; runs that disagree joined by " | "), oneDNN ``version``, runs and probed
+    runs, mean ``optimized_share`` / ``reference_share`` / ``gemm_api_share`` of the probe
+    step's oneDNN time (reference = ``gemm:ref``-like implementations; gemm_api = oneDNN's
+    sgemm as Eigen calls it, flag on or off), the top implementations, and ``mismatch``
+    when any run's evidence contradicts the declaration (``mismatch_reason``). Status:
+    ok, mismatch, not probed (no evidence: imported or older records) or probe failed."""
+    runs = df[df["kind"].eq("train").fillna(False).astype(bool)].copy()
+    if "source" in runs:  # published numbers carry no evidence of ours
+        runs = runs[runs["source"].isna()]
+    if runs.empty:
+        return empty(VENDOR_EVIDENCE_COLUMNS)
+    for name in EVIDENCE_TEXT:
+        if name not in runs:
+            runs[name] = pd.NA
+    for name in EVIDENCE_SHARES:
+        runs[name] = pd.to_numeric(runs[name], errors="coerce") if name in runs else float("nan")
+    runs["_gid"] = group_ids(runs, GROUP)
+    rows = []
+    for _, g in runs.groupby("_gid", sort=True):
+        probed = g[g["vendor_evidence_library"].notna()
+                   & g["vendor_evidence_library"].astype(str).str.strip().ne("")]
+        reasons = _distinct(g["vendor_mismatch"])
+        library = _distinct(probed["vendor_evidence_library"])
+        rows.append({
+            **{k: g[k].iloc[0] for k in GROUP},
+            "library": library, "version": _distinct(probed["vendor_evidence_version"]),
+            "n_runs": len(g), "n_probed": len(probed),
+            "optimized_share": probed["vendor_optimized_share"].mean(),
+            "reference_share": probed["vendor_reference_share"].mean(),
+            "gemm_api_share": probed["vendor_gemm_api_share"].mean(),
+            "implementations": _top_implementations(probed["vendor_implementations"]),
+            "mismatch": reasons is not None, "mismatch_reason": reasons,
+            "status": _status(len(probed), reasons is not None,
+                              _distinct(g["vendor_probe_error"])),
+        })
+    table = pd.DataFrame(rows)
+    return sort_rows(table[list(VENDOR_EVIDENCE_COLUMNS)], GROUP)

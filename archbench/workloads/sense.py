@@ -1,0 +1,161 @@
+"""Records checked for sense: an ok measurement's values against each other, which the
+record schema's bounds cannot state. :func:`problem` names the first field that
+disagrees; every reader that counts a record (collection, the quarantine at workflow start,
+the supervisor taking its worker's record) reads it with :func:`read_counted`.
+
+Training (``archbench.train``): the measured window holds ``measured_steps`` steps of
+``global_batch = batch_per_process x workers`` images, and
+
+    images     = global_batch x measured_steps            (metric ``images``)
+    throughput = images / window                          (metric ``window_s``)
+    sum(step_times_s) <= window <= (1 + WINDOW_SLACK) x sum(step_times_s) + WINDOW_SLACK_S
+
+with window = global_batch x len(step_times_s) / throughput. The step times are the
+writing worker's own steps, inside the window; the window is the longest worker's wall
+time between two barriers, so it also holds the loop between steps (microseconds), the
+closing barrier and a straggler's finish (a synchronous step already waits for the
+slowest worker). Asynchronous parameter-server runs record no step times.
+
+Kernels (``archbench.kernels``): throughput = work x len(step_times_s) / sum(step_times_s),
+the work of one step as its spec counts it (``KernelSpec.work``).
+
+A record checks only what it holds: one without step times or window metrics (an
+imported or fabricated value) is held to the schema's bounds alone.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Iterable, Mapping
+
+from archbench.core.record import RecordError, read_record, validate
+
+ROUNDING = 1e-6  # relative: one value computed in two orders of floating-point operations
+# How far a window may outlast the writer's step times: a share for the time between steps
+# (a worker descheduled on an oversubscribed node: up to 6% measured on 2 cores) plus
+# seconds for the barriers and a straggler's finish (up to 9 ms measured on one node,
+# 40% of a 23 ms window). Beyond, the throughput is more than ~20% below its steps' rate.
+WINDOW_SLACK = 0.20
+WINDOW_SLACK_S = 1.0
+
+
+def metric_value(record: Mapping[str, Any], name: str) -> float | None:
+    """The number a record's metric ``name`` holds, or None when it holds none."""
+    value = (record.get("metrics") or {}).get(name, {}).get("value")
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def problem(record: Mapping[str, Any]) -> str:
+    """"" when ``record`` (schema-valid) makes sense, else one line: "<field>: <problem>".
+
+    Failure records (status not ok) carry no measurement and pass.
+    """
+    if record.get("status") != "ok":
+        return ""
+    throughput, times = record.get("throughput"), record.get("step_times_s") or []
+    if throughput is None:
+        return "throughput: missing from an ok record"
+    if math.isnan(throughput):
+        return "throughput: NaN is not a measurement"
+    for i, seconds in enumerate(times):
+        if math.isnan(seconds):
+            return f"step_times_s/{i}: NaN is not a step time"
+    steps = record.get("measured_steps")
+    if steps == 0:
+        return "measured_steps: 0 in an ok record (nothing was measured)"
+    if times and steps is not None and len(times) != steps:
+        return f"step_times_s: {len(times)} step times for measured_steps {steps}"
+    check = _train_problem if record.get("kind") == "train" else _kernel_problem
+    return check(record, throughput, times)
+
+
+def _train_problem(record: Mapping[str, Any], throughput: float, times: list[float]) -> str:
+    """The first inconsistency of an ok training record (see the module docstring)."""
+    batch, workers = record.get("batch_per_process"), record.get("workers")
+    global_batch, steps = record.get("global_batch"), record.get("measured_steps")
+    unit = record.get("throughput_unit", "")
+    if None not in (global_batch, batch, workers) and global_batch != batch * workers:
+        return (f"global_batch: {global_batch} is not batch_per_process {batch} x workers "
+                f"{workers} = {batch * workers}")
+    if global_batch is None and None not in (batch, workers):
+        global_batch = batch * workers
+    images, window = metric_value(record, "images"), metric_value(record, "window_s")
+    for name, value in (("images", images), ("window_s", window)):
+        if name in (record.get("metrics") or {}) and not (value is not None and 0 < value < math.inf):
+            return f"metrics.{name}: {record['metrics'][name].get('value')!r} is not a positive number"
+    if images is not None and global_batch is not None and steps is not None \
+            and images != global_batch * steps:
+        return (f"metrics.images: {images:g} is not global_batch {global_batch} x "
+                f"measured_steps {steps} = {global_batch * steps}")
+    if images is not None and window is not None and \
+            not math.isclose(throughput, images / window, rel_tol=ROUNDING):
+        return (f"throughput: {throughput:g} {unit} is not metrics.images / metrics.window_s = "
+                f"{images:g} / {window:g} s = {images / window:g} {unit}")
+    if not times or global_batch is None:
+        return ""
+    total = math.fsum(times)
+    stepped = global_batch * len(times) / total  # the rate of the steps alone
+    implied = global_batch * len(times) / throughput  # the window the throughput implies
+    timing = (f"global_batch {global_batch} x {len(times)} steps in {total:g} s of step "
+              f"times = {stepped:g} {unit}")
+    if total > implied * (1 + ROUNDING):
+        return (f"throughput: {throughput:g} {unit} is above its step times' rate ({timing}): "
+                "the window cannot be shorter than its steps")
+    allowed = total * (1 + WINDOW_SLACK) + WINDOW_SLACK_S
+    if implied > allowed:
+        return (f"throughput: {throughput:g} {unit} is below its step times' rate ({timing}): "
+                f"a window of {implied:g} s, over the {allowed:g} s its steps allow")
+    return ""
+
+
+def _kernel_problem(record: Mapping[str, Any], throughput: float, times: list[float]) -> str:
+    """The first inconsistency of an ok kernel record: throughput = work x steps / time."""
+    from archbench.workloads.kernels import KERNELS  # the registry costs a training worker 0.1 s
+    spec = KERNELS.get(record.get("kernel") or "")
+    if spec is None or not times:
+        return ""
+    unit = record.get("throughput_unit", "")
+    if unit != spec.unit:
+        return f"throughput_unit: '{unit}' is not {spec.name}'s unit '{spec.unit}'"
+    work = spec.work(record)
+    if work is None:
+        return ""
+    total = math.fsum(times)
+    expected = work * len(times) / total
+    if not math.isclose(throughput, expected, rel_tol=ROUNDING):
+        return (f"throughput: {throughput:g} {unit} is not {spec.name}'s work over its step "
+                f"times: {work:g} {unit.removesuffix('/s')} x {len(times)} steps / {total:g} s "
+                f"= {expected:g} {unit}")
+    return ""
+
+
+def check(record: dict, source: str = "record") -> None:
+    """RecordError naming ``source`` and the first field when ``record`` breaks the schema
+    (:func:`archbench.core.record.validate`) or makes no sense (:func:`problem`)."""
+    validate(record, source)
+    nonsense = problem(record)
+    if nonsense:
+        raise RecordError(f"{source}: {nonsense}")
+
+
+def read_counted(path: str | os.PathLike) -> dict:
+    """A record that may count: :func:`archbench.core.record.read_record`'s checks, then
+    :func:`problem`; RecordError naming the path and the first problem otherwise."""
+    record = read_record(path)
+    nonsense = problem(record)
+    if nonsense:
+        raise RecordError(f"{path}: {nonsense}")
+    return record
+
+
+def read_counted_records(paths: Iterable[str | os.PathLike]) -> tuple[list[dict], list[str]]:
+    """Read many records with :func:`read_counted`; return (records, one error line per
+    file that may not count)."""
+    records, errors = [], []
+    for path in paths:
+        try:
+            records.append(read_counted(path))
+        except RecordError as exc:
+            errors.append(str(exc))
+    return records, errors

@@ -1,0 +1,393 @@
+"""Training benchmark, like tf_cnn_benchmarks for TF2: one compiled training step timed
+over a measured window after warm-up, written as one JSON record.
+
+    python -m archbench.train --model resnet50 --batch-size 64 --intra-threads 24 \
+        --inter-threads 1 --onednn on --data synthetic --warmup-steps 10 --steps 100 \
+        --image-size 224 --output run.json
+
+Multi-process runs start one such process per worker (``--strategy horovod`` under
+mpirun/srun/horovodrun; ``mirrored`` and ``parameter_server`` -- its ``--variable-update``
+parameter_server, distributed_replicated or ps_async -- under srun or
+``python -m archbench.workloads.spawn spawn``); the first worker writes ONE record for the
+whole job. ``command_for`` gives the full launcher argv of a measurement.
+
+Throughput follows docs/metrics.md: images processed by ALL workers in the measured window
+divided by the window's wall time (warm-up excluded; the window is bounded by barriers
+and its length is the longest of the workers').
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Callable, Sequence
+
+from archbench.core import metrics, provenance, storage
+from archbench.core.failures import exception_failure
+from archbench.core.record import config_id, make_record, write_record
+from archbench.workloads import gpu
+from archbench.workloads.tfcluster import local_rank
+from archbench.workloads.tfenv import use_framework_env
+from archbench.workloads.training import strategies, vendor_evidence
+from archbench.workloads.training.data import accuracy, digits_arrays, real_dataset
+from archbench.workloads.training.models import (
+    MODELS,
+    build_model,
+    check_data_format,
+    input_shape,
+    keras,
+    spec,
+    training_flops,
+)
+from archbench.workloads.training.pinning import pin_cores
+from archbench.workloads.training.settings import TrainRun
+
+EXIT_BENCHMARK_FAILED = 3  # a failure record was written
+
+
+class DevicePlacementError(RuntimeError):
+    """A GPU run whose measured step TensorFlow placed elsewhere (never recorded as ok)."""
+
+    def __init__(self, reason: str, devices: list[str]):
+        super().__init__(reason)
+        self.devices = devices
+
+
+def parse_args(argv: Sequence[str] | None = None) -> TrainRun:
+    """The training run the command line asks for (model defaults filled in); a bad option
+    ends the program with one argparse error line."""
+    p = argparse.ArgumentParser(prog="python -m archbench.train", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, choices=sorted(MODELS), help="model to train")
+    p.add_argument("--batch-size", type=int, required=True, help="batch per process")
+    p.add_argument("--intra-threads", type=int, default=0, help="intra-op threads (0 = TF default)")
+    p.add_argument("--inter-threads", type=int, default=1, help="inter-op threads (0 = TF default)")
+    p.add_argument("--onednn", choices=["on", "off"], default="on",
+                   help="vendor library: sets TF_ENABLE_ONEDNN_OPTS before TensorFlow loads")
+    p.add_argument("--data", choices=["synthetic", "real"], default="synthetic",
+                   help="real = TFRecords of --data-dir (ImageNet models) or scikit-learn's "
+                        "digits (digits_cnn)")
+    p.add_argument("--data-dir", default=None, help="TFRecord directory for --data real")
+    p.add_argument("--data-format", choices=["NHWC", "NCHW"], default="NHWC",
+                   help="tensor layout (NCHW fails clearly where the backend lacks it)")
+    p.add_argument("--device", choices=list(gpu.DEVICES), default="cpu",
+                   help="gpu: each process trains on the GPU of its local rank and fails with "
+                        f"'{gpu.NO_GPU}' when it has none; cpu hides every GPU")
+    p.add_argument("--warmup-steps", type=int, default=10)
+    p.add_argument("--steps", type=int, default=100, help="measured steps (per worker)")
+    p.add_argument("--image-size", type=int, default=None,
+                   help="input height and width (default: the model's, 224 for ImageNet models)")
+    p.add_argument("--num-classes", type=int, default=None,
+                   help="output classes (default: the model's, 1000 for ImageNet models)")
+    p.add_argument("--learning-rate", type=float, default=None,
+                   help="SGD learning rate (default: the model's, 0.01 for ImageNet models)")
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--strategy", choices=list(strategies.STRATEGIES), default="single",
+                   help="; ".join(f"{name}: {s.help}" for name, s in strategies.STRATEGIES.items()))
+    p.add_argument("--nodes", type=int, default=None,
+                   help="nodes of the run as planned (default: counted from the workers' hosts)")
+    p.add_argument("--processes-per-node", type=int, default=None,
+                   help="worker processes per node as planned (default: workers / nodes)")
+    p.add_argument("--parameter-servers", type=int, default=1,
+                   help="parameter-server tasks (strategies with parameter servers)")
+    p.add_argument("--variable-update", default=None,
+                   help="how strategy parameter_server updates variables: "
+                        + ", ".join(strategies.strategy("parameter_server").variable_updates)
+                        + " (default: the first)")
+    p.add_argument("--ps-variable-placement", choices=["round_robin", "greedy"],
+                   default="round_robin",
+                   help="variables over the parameter servers: round robin, or greedily by "
+                        "size (the server with the fewest bytes so far)")
+    p.add_argument("--horovod-cycle-time", type=float, default=None,
+                   help="HOROVOD_CYCLE_TIME in ms, set on every rank before hvd.init")
+    p.add_argument("--horovod-fusion-threshold", type=int, default=None,
+                   help="HOROVOD_FUSION_THRESHOLD in bytes, set on every rank")
+    p.add_argument("--cores", type=int, default=None,
+                   help="pin each process to this many cores (block per local rank)")
+    p.add_argument("--weights-out", default=None,
+                   help="directory where every worker saves its trained weights (rank<r>.npz)")
+    p.add_argument("--vendor-library", default="onednn",
+                   help="the vendor library the system declares (checked against the probe)")
+    p.add_argument("--vendor-probe", choices=["on", "off"], default="on",
+                   help="after the measured window, one probe step in a child process with "
+                        "ONEDNN_VERBOSE=1 records which implementations ran "
+                        "(archbench.workloads.training.vendor_evidence)")
+    p.add_argument("--output", required=True, help="where to write the JSON record")
+    try:
+        config = TrainRun.from_args(p.parse_args(argv))
+        strategies.check(config)
+    except ValueError as exc:
+        p.error(str(exc))
+    return config
+
+
+def configure_tensorflow(config: TrainRun):
+    """Set the vendor-library flag and thread pools, then import and return TensorFlow.
+
+    Thread pools can be set once per process; a second call with other values raises.
+    Mixed precision stays off: nothing sets a Keras dtype policy, every run trains in
+    float32 (as the studies did).
+    """
+    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if config.onednn == "on" else "0"
+    gpu.bind_gpu(strategies.process_device(config))
+    use_framework_env()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    import tensorflow as tf
+    threading = tf.config.threading
+    for getter, setter, value in (
+            (threading.get_intra_op_parallelism_threads, threading.set_intra_op_parallelism_threads,
+             config.intra_threads),
+            (threading.get_inter_op_parallelism_threads, threading.set_inter_op_parallelism_threads,
+             config.inter_threads)):
+        if getter() != value:
+            setter(value)
+    tf.keras.utils.set_random_seed(config.seed)
+    return tf
+
+
+def synthetic_batch(tf, config: TrainRun, seed_offset: int = 0):
+    """A fixed batch of random images and labels, already in memory."""
+    shape = (config.batch_size, *input_shape(config.model, config.image_size, config.data_format))
+    images = tf.random.stateless_uniform(shape, seed=(config.seed, seed_offset), dtype=tf.float32)
+    labels = tf.random.stateless_uniform((config.batch_size,), seed=(config.seed + 1, seed_offset),
+                                         maxval=config.num_classes, dtype=tf.int32)
+    return images, labels
+
+
+def batches_of(tf, config: TrainRun, backend: strategies.Backend):
+    """This worker's batches: on a GPU, synthetic data made once on the device (the host
+    feeds nothing, :meth:`~archbench.workloads.training.strategies.Backend.device_batches`) where the strategy
+    allows; otherwise the tf.data pipeline of :func:`dataset_fn`."""
+    if config.device == "gpu" and config.data == "synthetic":
+        made = backend.device_batches(lambda shard: synthetic_batch(tf, config, shard))
+        if made is not None:
+            return made
+    return backend.batches(dataset_fn(tf, config))
+
+
+def dataset_fn(tf, config: TrainRun) -> Callable[[int, int], object]:
+    """``fn(shard, shards)`` -> tf.data.Dataset of this worker's (images, labels) batches."""
+    def make(shard: int, shards: int):
+        if config.data == "real":
+            return real_dataset(config, shard_index=shard, num_shards=shards)
+        return tf.data.Dataset.from_tensors(synthetic_batch(tf, config, shard)).repeat()
+    return make
+
+
+def make_train_step(backend: strategies.Backend, model, learning_rate: float) -> Callable:
+    """A compiled SGD training step(images, labels) returning the mean loss; ``backend``
+    combines gradients across workers. Create it inside ``backend.scope()``."""
+    optimizer = keras().optimizers.SGD(learning_rate=learning_rate)
+    loss_fn = keras().losses.SparseCategoricalCrossentropy(from_logits=True)
+    return backend.make_step(model, optimizer, loss_fn)
+
+
+def loss_decreased(losses: Sequence[float]) -> bool | None:
+    """Training sanity: the mean loss of the last third of the measured steps is below
+    that of the first third (last < first for two steps; None for fewer, or non-finite)."""
+    if len(losses) < 2:
+        return None
+    if not all(math.isfinite(x) for x in losses):
+        return False
+    third = max(1, len(losses) // 3)
+    first, last = losses[:third], losses[-third:]
+    return bool(sum(last) / len(last) < sum(first) / len(first))
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def save_weights(directory: str, name: str, weights: Sequence) -> Path:
+    """Save ``weights`` (numpy arrays) as <directory>/<name>.npz."""
+    import numpy as np
+    path = Path(directory) / f"{name}.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, *weights)
+    return path
+
+
+def run(config: TrainRun) -> dict | None:
+    """Train ``config.model``; return the complete record (status ok) on the writing worker
+    and None on every other worker."""
+    start = provenance.now()
+    if config.cores:
+        pin_cores(config.cores, local_rank())
+    tf = configure_tensorflow(config)
+    if strategies.process_device(config) == "gpu":
+        gpu.require_gpu(tf)  # fails with gpu.NO_GPU: a CPU never stands in for a GPU
+    check_data_format(tf, config.data_format)
+    backend = strategies.make_backend(tf, config)
+    with backend.scope():
+        model = build_model(config.model, config.image_size, config.num_classes,
+                            data_format=config.data_format)
+        step = make_train_step(backend, model, config.learning_rate)
+    batches = batches_of(tf, config, backend)
+    backend.start(model)
+    if config.weights_out:  # the weights every worker starts from
+        save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
+    times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
+                                                 steps=config.steps, batch_size=config.batch_size)
+    devices = backend.step_devices(model)  # TensorFlow's, not the configuration's
+    spread = backend.weight_spread(model)
+    if config.weights_out:
+        save_weights(config.weights_out, f"rank{backend.rank}", backend.weights(model))
+    nodes, ppn = backend.layout()
+    hosts = backend.hosts()
+    extra = backend.metrics(model)
+    if config.data == "real" and spec(config.model).dataset == "digits" and backend.is_writer:
+        _, _, x_test, y_test = digits_arrays(config.image_size, config.data_format)
+        extra["accuracy"] = {"value": accuracy(backend.predictor(model), x_test, y_test), "unit": "fraction"}
+    if not backend.is_writer:
+        return None
+    mismatch = gpu.device_mismatch(config.device, devices) if config.device == "gpu" else ""
+    if mismatch:
+        raise DevicePlacementError(mismatch, devices)
+    record_metrics = {
+        "flops_per_image": {"value": training_flops(model), "unit": "FLOP"},
+        "window_s": {"value": wall, "unit": "s"},
+        "images": {"value": images, "unit": "img"},
+        **extra,
+    }
+    if spread is not None:
+        record_metrics["replica_weight_spread"] = {"value": spread, "unit": ""}
+    if config.cores:
+        record_metrics["cores"] = {"value": config.cores, "unit": "cores"}
+    if config.data_format != "NHWC":
+        record_metrics["data_format"] = {"value": config.data_format, "unit": ""}
+    fields = base_fields(config, tf_version=tf.__version__, nodes=nodes, processes_per_node=ppn,
+                         workers=backend.workers)
+    fields["hosts"] = hosts
+    fields["devices"] = devices
+    # after the window (its timing is untouched); oneDNN's evidence is about CPU runs
+    if config.vendor_probe == "on" and config.device == "cpu":
+        evidence = vendor_evidence.probe(config)
+        fields["vendor_evidence"] = evidence
+        fields["vendor_mismatch"] = vendor_evidence.mismatch(
+            config.vendor_library, config.onednn == "on", evidence)
+        print(f"vendor evidence: {evidence['library']} {evidence['error']}".rstrip()
+              + (f"; MISMATCH: {fields['vendor_mismatch']}" if fields["vendor_mismatch"] else ""),
+              file=sys.stderr)
+        fields["vendor_library"] = vendor_evidence.recorded_library(
+            config.vendor_library, config.onednn == "on", evidence)
+    reason = "" if all(math.isfinite(x) for x in losses) else "loss is not finite"
+    return make_record(
+        **fields, start_time=start, end_time=provenance.now(), step_times_s=times,
+        loss_first=_finite(losses[0]), loss_last=_finite(losses[-1]),
+        loss_decreased=loss_decreased(losses), reason=reason,
+        throughput=metrics.window_throughput(images, wall), throughput_unit="img/s",
+        metrics=record_metrics)
+
+
+def base_fields(config: TrainRun, *, tf_version: str = "", nodes: int | None = None,
+                processes_per_node: int | None = None, workers: int | None = None) -> dict:
+    """Record fields that describe the configuration and where it ran (the plan's layout
+    where the run did not report its own)."""
+    nodes = nodes or config.nodes or 1
+    ppn = processes_per_node or config.processes_per_node or 1
+    workers = workers or nodes * ppn
+    conf = dict(kind="train", model=config.model, data=config.data, strategy=config.strategy,
+                nodes=nodes, processes_per_node=ppn, workers=workers, device=config.device,
+                intra_threads=config.intra_threads, inter_threads=config.inter_threads,
+                batch_per_process=config.batch_size, global_batch=config.batch_size * workers,
+                image_size=config.image_size, vendor_library=config.vendor_library,
+                vendor_library_enabled=config.onednn == "on")
+    if config.device == "gpu":  # one process per GPU
+        conf.update(gpus_per_node=ppn, gpus=workers)
+    if strategies.strategy(config.strategy).variable_updates:
+        conf["variable_update"] = (config.variable_update
+                                   or strategies.strategy(config.strategy).variable_updates[0])
+    return {**provenance.host_fields(), **conf, "experiment": "adhoc", "system": "local",
+            "config_id": config_id(conf), "repetition": 0, "framework": "tensorflow",
+            "framework_version": tf_version, "warmup_steps": config.warmup_steps,
+            "measured_steps": config.steps}
+
+
+def failure_record(config: TrainRun, *, status: str, reason: str, start: str,
+                   devices: Sequence[str] = ()) -> dict:
+    """A record for a run that did not finish: status oom|failed with the reason (and the
+    devices the step was placed on, when it got that far)."""
+    return make_record(**base_fields(config), start_time=start, end_time=provenance.now(),
+                       status=status, reason=reason[:500], devices=list(devices))
+
+
+def worker_argv(measurement: dict, system: dict) -> list[str]:
+    """argv of one worker process of ``measurement`` (interpreter first, no launcher)."""
+    m = measurement
+    tuning = m.get("tuning") or {}
+    argv = [sys.executable, "-m", "archbench.train", "--model", m["model"],
+            "--batch-size", str(m["batch_per_process"]), "--intra-threads", str(m["intra_threads"]),
+            "--inter-threads", str(m["inter_threads"]),
+            "--onednn", "on" if m.get("vendor_library_enabled", True) is not False else "off",
+            "--data", m["data"], "--warmup-steps", str(m["warmup_steps"]),
+            "--steps", str(m["measured_steps"]), "--image-size", str(m["image_size"]),
+            "--num-classes", str(m.get("num_classes", 1000)),
+            "--data-format", m.get("data_format", "NHWC"),
+            *(["--device", "gpu"] if m.get("device") == "gpu" else []),
+            "--strategy", m.get("strategy", "single"),
+            "--nodes", str(m.get("nodes", 1)),
+            "--processes-per-node", str(m.get("processes_per_node", 1))]
+    if strategies.strategy(m.get("strategy", "single")).parameter_servers:
+        argv += ["--parameter-servers", str(m.get("parameter_servers") or 1)]
+    if m.get("variable_update"):
+        argv += ["--variable-update", m["variable_update"]]
+    if tuning.get("ps_variable_placement"):
+        argv += ["--ps-variable-placement", tuning["ps_variable_placement"]]
+    if tuning.get("horovod_cycle_time_ms") is not None:
+        argv += ["--horovod-cycle-time", f"{tuning['horovod_cycle_time_ms']:g}"]
+    if tuning.get("horovod_fusion_threshold_bytes") is not None:
+        argv += ["--horovod-fusion-threshold", str(int(tuning["horovod_fusion_threshold_bytes"]))]
+    if tuning.get("cores"):
+        argv += ["--cores", str(tuning["cores"])]
+    if m["data"] == "real" and system.get("data_dir"):
+        argv += ["--data-dir", system["data_dir"]]
+    if m.get("vendor_library"):
+        argv += ["--vendor-library", m["vendor_library"]]
+    return argv
+
+
+def command_for(measurement: dict, system: dict) -> list[str]:
+    """Full argv that runs ``measurement`` on ``system``, launcher included (mpirun, srun,
+    horovodrun or the local TF-cluster spawner for multi-process strategies); the
+    supervisor appends ``--output PATH``."""
+    if measurement.get("best_of"):
+        raise ValueError(f"measurement {measurement.get('config_id')} is a placeholder for the "
+                         f"best configuration of '{measurement['best_of']}'; resolve it first "
+                         "(archbench.results.tables.best.resolve_best)")
+    return strategies.launcher_argv(measurement, system, worker_argv(measurement, system))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point: run, write the record; on OOM or error the writing worker writes a
+    failure record (other workers only report the error and exit non-zero). A record the
+    file system refuses raises storage.Unwritable."""
+    config = parse_args(argv)
+    start = provenance.now()
+    writer = strategies.launch_rank(config.strategy) == 0
+    try:
+        record = run(config)
+    except Exception as exc:  # noqa: BLE001 - any framework error becomes a failure record
+        status, summary = exception_failure(exc)  # MemoryError, ResourceExhaustedError: oom
+        if not isinstance(exc, (MemoryError, gpu.NoGPUError, DevicePlacementError)):
+            traceback.print_exc(file=sys.stderr)
+        if writer:
+            write_record(config.output, failure_record(config, status=status, reason=summary,
+                                                       start=start,
+                                                       devices=getattr(exc, "devices", ())))
+        print(f"archbench.train: {status}: {summary}", file=sys.stderr)
+        return EXIT_BENCHMARK_FAILED
+    if record is None:
+        return 0
+    write_record(config.output, record)
+    trend = {True: "decreasing", False: "NOT decreasing", None: "n/a"}[record["loss_decreased"]]
+    print(f"{record['model']}: {record['throughput']:.2f} img/s, {record['strategy']} x "
+          f"{record['workers']} (loss {record['loss_first']} -> {record['loss_last']}, {trend})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(storage.exit_status(main))  # a record the disk refuses: one line, exit 73

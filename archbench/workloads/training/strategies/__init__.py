@@ -1,0 +1,83 @@
+"""Training strategies: each is one module holding its Backend and its launcher, and one
+line of :data:`STRATEGIES`.
+
+* ``single``: one process.
+* ``horovod``: allreduce under mpirun, srun or horovodrun --gloo.
+* ``mirrored``: tf.distribute over a TF cluster started by srun or, on one node, by
+  ``python -m archbench.workloads.spawn spawn``; ``parameter_server`` likewise, with its variable
+  update (synchronous parameter_server or distributed_replicated in TF's v1 distributed
+  runtime, or ps_async, tf.distribute's ParameterServerStrategy).
+
+To add a strategy, write ``archbench/workloads/training/strategies/<name>.py`` defining ``STRATEGY =
+Strategy(backend=..., launch=..., ...)`` (see :class:`~archbench.workloads.training.strategies.base.Strategy`)
+and register it below. The ``--strategy`` choices of ``archbench.train`` and the
+experiment schema's strategy names come from this registry.
+"""
+
+from __future__ import annotations
+
+from archbench.workloads.tfcluster import LaunchError
+from archbench.workloads.training.settings import TrainRun
+from archbench.workloads.training.strategies import horovod, mirrored, parameter_server, single
+from archbench.workloads.training.strategies.base import Backend, Launch, Strategy
+
+STRATEGIES: dict[str, Strategy] = {
+    "single": single.STRATEGY,
+    "horovod": horovod.STRATEGY,
+    "mirrored": mirrored.STRATEGY,
+    "parameter_server": parameter_server.STRATEGY,
+}
+MULTI_PROCESS_STRATEGIES = tuple(name for name, s in STRATEGIES.items() if s.multi_process)
+
+__all__ = ["STRATEGIES", "MULTI_PROCESS_STRATEGIES", "Backend", "Launch", "Strategy", "check",
+           "launch_rank", "launcher_argv", "make_backend", "process_device", "strategy"]
+
+
+def strategy(name: str) -> Strategy:
+    """The registered strategy ``name``; LaunchError naming the known ones otherwise."""
+    if name not in STRATEGIES:
+        raise LaunchError(f"unknown strategy '{name}' (known: {', '.join(STRATEGIES)})")
+    return STRATEGIES[name]
+
+
+def check(config: TrainRun) -> None:
+    """ValueError when ``config`` lacks what its strategy needs."""
+    chosen = strategy(config.strategy)
+    if chosen.parameter_servers and config.parameter_servers < 1:
+        raise ValueError(f"--strategy {config.strategy} needs --parameter-servers >= 1")
+    workers = (config.nodes or 0) * (config.processes_per_node or 0)
+    if chosen.parameter_servers and workers and config.parameter_servers > workers:
+        raise ValueError(f"--parameter-servers {config.parameter_servers} is above the "
+                         f"{workers} workers (--nodes x --processes-per-node)")
+    if config.device == "gpu" and config.variable_update == "ps_async":
+        raise ValueError("--variable-update ps_async does not run on GPUs here (its steps run "
+                         "on remote workers whose placement is not recorded)")
+    if config.variable_update is not None and config.variable_update not in chosen.variable_updates:
+        raise ValueError(f"--variable-update {config.variable_update} is not one of strategy "
+                         f"{config.strategy}'s ({', '.join(chosen.variable_updates) or 'none'})")
+
+
+def process_device(config: TrainRun) -> str:
+    """The device this process binds before TensorFlow starts: the run's, except "cpu" for
+    a process of a GPU run that only serves (a parameter server)."""
+    if config.device == "gpu" and not strategy(config.strategy).trains(config):
+        return "cpu"
+    return config.device
+
+
+def make_backend(tf, config: TrainRun) -> Backend:
+    """The backend of ``config.strategy`` (initialises Horovod or the TF cluster)."""
+    return strategy(config.strategy).backend(tf, config)
+
+
+def launch_rank(name: str) -> int:
+    """This process's rank under strategy ``name`` as its launcher set it, before any
+    framework initialises: 0 for the process that writes the record."""
+    return strategy(name).launch_rank()
+
+
+def launcher_argv(measurement: dict, system: dict, worker: list[str]) -> list[str]:
+    """Full argv of ``measurement`` on ``system``: its strategy's launcher + ``worker`` (one
+    worker's argv, starting with the interpreter)."""
+    plan = Launch.of(measurement, system, worker)
+    return strategy(measurement.get("strategy", "single")).launch(plan)

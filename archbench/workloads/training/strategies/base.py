@@ -1,0 +1,244 @@
+"""What every training strategy is made of: a :class:`Backend` that the training loop of
+``archbench.train`` drives in each process, and a launcher that starts the processes.
+
+A *backend* hides the strategy from the training loop: it builds the compiled step, feeds
+each worker its shard of the data, synchronises the workers at the edges of the measured
+window and combines per-worker values. Throughput follows docs/metrics.md: images
+processed by ALL workers in the window / the window's wall time, where the window starts
+after a barrier and ends after a barrier, and its length is the maximum over workers.
+
+The base class is one process without communication (strategy ``single``); the other
+strategies override what they do differently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from archbench.core.hardware import cpus_per_process
+from archbench.workloads import gpu
+from archbench.workloads.tfcluster import LaunchError
+from archbench.workloads.training.settings import TrainRun
+
+
+@dataclass(frozen=True, kw_only=True)
+class Launch:
+    """What a launcher needs to start a measurement's processes on a system."""
+
+    worker: tuple[str, ...]  # one worker's argv, interpreter first
+    launcher: str  # the system's launcher: local | mpirun | srun
+    nodes: int
+    processes_per_node: int
+    cpus_per_process: int  # cores of a node // processes per node
+    tuning: Mapping[str, Any]  # the measurement's ``tuning``
+    parameter_servers: int  # the measurement's parameter-server tasks (0: none)
+    env: Mapping[str, str]  # the measurement's ``env``
+    variable_update: str | None = None  # the measurement's (strategy parameter_server)
+    ps_nodes: int = 0  # nodes of the parameter servers' own (0: beside the workers)
+
+    @classmethod
+    def of(cls, measurement: dict, system: dict, worker: Sequence[str]) -> Launch:
+        """The launch of ``measurement`` on ``system``, each process running ``worker``."""
+        nodes, ppn = int(measurement.get("nodes", 1)), int(measurement.get("processes_per_node", 1))
+        return cls(worker=tuple(worker), launcher=system.get("launcher", "local"), nodes=nodes,
+                   processes_per_node=ppn, cpus_per_process=cpus_per_process(system, ppn),
+                   tuning=measurement.get("tuning") or {},
+                   parameter_servers=int(measurement.get("parameter_servers") or 0),
+                   env={k: str(v) for k, v in (measurement.get("env") or {}).items()},
+                   variable_update=measurement.get("variable_update"),
+                   ps_nodes=ps_nodes(measurement))
+
+    @property
+    def ranks(self) -> int:
+        """Training processes of the run: nodes x processes per node."""
+        return self.nodes * self.processes_per_node
+
+    def require_one_node_if_local(self) -> None:
+        """LaunchError when the local launcher is asked for several nodes."""
+        if self.launcher == "local" and self.nodes > 1:
+            raise LaunchError(f"launcher local runs on one node, not {self.nodes}")
+
+
+def ps_nodes(measurement: dict) -> int:
+    """Nodes a measurement's parameter servers take beside its workers' nodes: one per
+    parameter server with ``tuning.ps_placement: separate`` (CESGA 2018's PS node), else
+    0 (beside the workers, CSCS 2017)."""
+    if (measurement.get("tuning") or {}).get("ps_placement") != "separate":
+        return 0
+    return int(measurement.get("parameter_servers") or 0)
+
+
+def unique(items: Sequence[str]) -> list[str]:
+    """``items`` in order, each once."""
+    return list(dict.fromkeys(items))
+
+
+class Backend:
+    """One process, no communication (strategy ``single``)."""
+
+    def __init__(self, tf, config: TrainRun):
+        self.tf = tf
+        self.config = config
+        self.rank, self.size = 0, 1
+
+    @property
+    def is_writer(self) -> bool:
+        """True for the one process that writes the record."""
+        return self.rank == 0
+
+    @property
+    def workers(self) -> int:
+        """Training workers (processes that compute gradients)."""
+        return self.size
+
+    def layout(self) -> tuple[int, int]:
+        """(nodes, processes per node) of the run; ``--nodes``/``--processes-per-node`` win."""
+        nodes = self.config.nodes or max(1, len(self.hosts()))
+        ppn = self.config.processes_per_node or max(1, self.workers // nodes)
+        if nodes * ppn != self.workers:
+            raise LaunchError(f"{self.workers} workers started, but nodes x processes per node "
+                              f"= {nodes} x {ppn}")
+        return nodes, ppn
+
+    def scope(self):
+        """Context in which the model and optimizer are created."""
+        return contextlib.nullcontext()
+
+    def make_step(self, model, optimizer, loss_fn: Callable) -> Callable:
+        """Compiled step(images, labels) -> loss: forward, backward, update."""
+        tf = self.tf
+
+        @tf.function
+        def step(images, labels):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(labels, model(images, training=True))
+            grads = self.gradients(tape, loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        return step
+
+    def gradients(self, tape, loss, variables):
+        """Gradients of ``loss`` (averaged over workers where they are combined)."""
+        return tape.gradient(loss, variables)
+
+    def batches(self, dataset_fn: Callable[[int, int], Any]) -> Iterator:
+        """Iterator over this worker's batches; ``dataset_fn(shard, shards)`` -> tf.data."""
+        return iter(dataset_fn(self.rank, self.size))
+
+    def device_batches(self, make_batch: Callable[[int], Any]) -> Iterator | None:
+        """Iterator repeating ONE synthetic batch made on this process's GPU by
+        ``make_batch(shard)`` -> (images, labels), so that no step copies data from the
+        host; None where the strategy feeds only datasets (then :meth:`batches`)."""
+        with self.tf.device("/device:GPU:0"):
+            batch = make_batch(self.rank)
+        return itertools.repeat(batch)
+
+    def step_devices(self, model) -> list[str]:
+        """The devices TensorFlow placed the measured step on: the last measured step's
+        loss and the trainable variables (their ``.device``), e.g. ["GPU:0"]."""
+        return gpu.placed_devices([getattr(self, "last_loss", None), *model.trainable_variables])
+
+    def start(self, model) -> None:
+        """Called once the model exists, before the first step (e.g. broadcast weights)."""
+
+    def barrier(self) -> None:
+        """Return when every worker has reached this point."""
+
+    def gather(self, values: Sequence[float]) -> list[list[float]]:
+        """Every worker's ``values`` (same length everywhere), one row per worker."""
+        return [list(map(float, values))]
+
+    def hosts(self) -> list[str]:
+        """Hosts of all workers, in rank order, each once."""
+        return [socket.gethostname()]
+
+    def window(self, step: Callable, batches: Iterator, *, warmup: int, steps: int,
+               batch_size: int) -> tuple[list[float], list[float], float, int]:
+        """Warm-up, then the measured window between two barriers.
+
+        Returns (this worker's step times, its losses, window wall time = max over
+        workers, images processed by all workers in the window).
+        """
+        for _ in range(warmup):
+            float(step(*next(batches)))
+        self.barrier()
+        times, losses = [], []
+        start = time.perf_counter()
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            loss = step(*next(batches))
+            losses.append(float(loss))
+            times.append(time.perf_counter() - t0)
+        self.last_loss = loss  # where the step ran (placement)
+        self.barrier()
+        wall = time.perf_counter() - start
+        rows = self.gather([wall, batch_size * steps])
+        return times, losses, max(r[0] for r in rows), int(sum(r[1] for r in rows))
+
+    def predictor(self, model) -> Callable:
+        """images -> logits of ``model`` in inference mode, as numpy."""
+        return lambda images: np.asarray(model(images, training=False))
+
+    def weights(self, model) -> list:
+        """This worker's trainable weights as numpy arrays."""
+        return [np.asarray(v) for v in model.trainable_variables]
+
+    def weight_spread(self, model) -> float | None:
+        """Largest difference between workers of per-variable checksums (sum and sum of
+        absolute values, in float64) of the trainable weights: 0 when replicas agree;
+        None when there are no replicas to compare."""
+        if self.workers < 2:
+            return None
+        sums = []
+        for w in self.weights(model):
+            w = np.asarray(w, dtype=np.float64)
+            sums += [float(w.sum()), float(np.abs(w).sum())]
+        rows = self.gather(sums)
+        return max((max(col) - min(col) for col in zip(*rows)), default=0.0)
+
+    def metrics(self, model) -> dict:
+        """Strategy-specific record metrics."""
+        return {}
+
+
+def rank_zero() -> int:
+    """The launch rank of a one-process run."""
+    return 0
+
+
+def every_process_trains(config: TrainRun) -> bool:
+    """Every process of the strategy trains (none only serves)."""
+    return True
+
+
+@dataclass(frozen=True, kw_only=True)
+class Strategy:
+    """A registered training strategy: how its processes train and how they are started.
+
+    ``backend(tf, config)`` is the :class:`Backend` every process of a run builds (a
+    class, or a function choosing one, e.g. by ``config.variable_update``);
+    ``launch(plan)`` is the full argv that starts all processes of a :class:`Launch`
+    (launcher + worker argv); ``launch_rank()`` is this process's rank as its launcher set
+    it, before any framework initialises (0 = the process that writes the record);
+    ``parameter_servers``: the run has parameter-server tasks (``--parameter-servers``);
+    ``variable_updates``: the ``--variable-update`` values it takes, the first the default;
+    ``multi_process``: the strategy runs several processes (experiments may sweep it);
+    ``trains(config)``: False for a process that only serves (a parameter server, a
+    coordinator), known before TensorFlow starts: in a GPU run it gets no GPU.
+    """
+
+    backend: Callable[[Any, TrainRun], Backend]
+    launch: Callable[[Launch], list[str]]
+    help: str
+    launch_rank: Callable[[], int] = rank_zero
+    parameter_servers: bool = False
+    variable_updates: tuple[str, ...] = ()
+    multi_process: bool = True
+    trains: Callable[[TrainRun], bool] = every_process_trains

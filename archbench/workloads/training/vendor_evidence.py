@@ -1,0 +1,257 @@
+"""Which vendor library really ran: evidence from oneDNN's verbose mode, not a label.
+
+A system file *declares* its vendor library (``vendor_library``); what executed is found
+by a probe: after the measured window, the writing worker starts one short child process
+(``python -m archbench.workloads.training.vendor_probe_child``) that builds the same model with the same batch,
+threads, data format and vendor flag (TF_ENABLE_ONEDNN_OPTS), runs one warm-up step and
+then ONE probe step with ``ONEDNN_VERBOSE=1``. oneDNN reads that variable once, when it
+first runs in a process, and TensorFlow exposes no runtime switch, so the probe cannot run
+inside the measured process without its verbose output slowing the measured steps; the
+child leaves the run's timing untouched. Only the lines between the probe step's two
+markers count.
+
+A vendor-off run is probed the same way, with the flag off: TensorFlow's own kernels then
+run, and any oneDNN *primitive* that still executes contradicts the flag. The oneDNN
+``gemm_api`` lines are not primitives: on x86_64 TensorFlow's Eigen contraction kernel calls
+oneDNN's sgemm with the flag on or off; they are reported as ``gemm_api_share`` and counted
+neither as optimized nor as reference implementations.
+
+Evidence (record field ``vendor_evidence``): ``library`` (onednn | onednn+acl | armpl |
+none), oneDNN ``version`` and ``isa``, ``implementations`` (name -> calls, ms, share of the
+probe step's oneDNN time), ``optimized_share``, ``reference_share`` (implementations named
+``ref``, e.g. ``gemm:ref``, ``ref:any``), ``gemm_api_share`` and ``loaded_libraries`` (math
+runtimes mapped into the probe process). ArmPL counts as evidence only when oneDNN reports
+an external-BLAS implementation (``gemm:blas``) while libarmpl is loaded: an ArmPL build of
+TensorFlow that calls ArmPL outside oneDNN leaves no trace here (its records say library
+none with libarmpl among the loaded libraries, and are flagged when declared armpl).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from typing import Sequence
+
+PROBE_BEGIN = "archbench-vendor-probe-begin"
+PROBE_END = "archbench-vendor-probe-end"
+LIBRARIES_LINE = "archbench-vendor-probe-libraries:"
+# oneDNN v3 reads ONEDNN_/DNNL_, v1-v2 DNNL_, MKL-DNN v0 MKLDNN_; "1" = executions + errors
+VERBOSE_ENV = {"ONEDNN_VERBOSE": "1", "DNNL_VERBOSE": "1", "MKLDNN_VERBOSE": "1"}
+PROBE_TIMEOUT_S = 300.0
+GEMM_API = "gemm_api"  # oneDNN's sgemm entry point (Eigen's contraction kernel on x86_64)
+LIBRARIES = ("onednn", "onednn+acl", "armpl", "none")
+# what each declared vendor_library (config/systems/*.yaml) must show when enabled
+EXPECTED = {"onednn": "onednn", "mkl": "onednn", "onednn-acl": "onednn+acl",
+            "acl": "onednn+acl", "armpl": "armpl", "none": "none"}
+# math runtimes worth naming when mapped into the probe process
+_VERSION = re.compile(r"(?:oneDNN|DNNL|MKL-DNN)\s+v(\d[\w.]*)")
+_TIMESTAMP = re.compile(r"^(v\d+|\d+(\.\d+)?)$")
+
+
+def _fields(line: str) -> list[str] | None:
+    """The comma-separated fields of a verbose line after its prefix, the format version
+    ("v1") and an optional timestamp; None for any other line."""
+    parts = line.strip().split(",")
+    if not parts[0].endswith("_verbose"):
+        return None
+    rest = parts[1:]
+    while rest and _TIMESTAMP.match(rest[0]):
+        rest = rest[1:]
+    if rest[:1] in (["primitive"], ["graph"]):
+        rest = rest if rest[0] == "graph" else rest[1:]
+    return rest
+
+
+def _exec_entry(fields: list[str]) -> tuple[str, float] | None:
+    """(implementation name, ms) of one primitive execution line, else None."""
+    if not fields or fields[0] != "exec" or len(fields) < 4:
+        return None
+    rest = fields[1:]
+    if rest[0] in ("cpu", "gpu"):  # MKL-DNN v0 lines have no engine field
+        rest = rest[1:]
+    kind, impl = rest[0], rest[1].strip()
+    try:
+        ms = float(fields[-1])
+    except ValueError:
+        return None
+    return impl or kind, ms  # gemm_api lines name no implementation
+
+
+def probe_lines(text: str) -> tuple[list[str], list[str]]:
+    """(every verbose line, the verbose lines of the probe step); without markers every
+    line is the probe step's (a plain verbose log)."""
+    lines = text.splitlines()
+    if PROBE_BEGIN not in text:
+        return lines, lines
+    begin = next(i for i, line in enumerate(lines) if line.strip() == PROBE_BEGIN)
+    end = next((i for i, line in enumerate(lines) if line.strip() == PROBE_END), len(lines))
+    return lines, lines[begin + 1:end]
+
+
+def classify(implementation: str) -> str:
+    """"reference" for oneDNN's reference code (a ``ref`` part: ``gemm:ref``, ``ref:any``,
+    ``ref_fused``), "api" for the unnamed sgemm entry point, else "optimized"."""
+    if implementation == GEMM_API:
+        return "api"
+    parts = re.split(r"[:_\s]", implementation.lower())
+    return "reference" if "ref" in parts else "optimized"
+
+
+def library_of(implementations: Sequence[str], loaded: Sequence[str] = ()) -> str:
+    """The vendor library the executed implementations show (see the module docstring)."""
+    named = [i.lower() for i in implementations if i != GEMM_API]
+    if any("acl" in i.split(":") for i in named):  # gemm:acl, indirect_gemm:acl, acl
+        return "onednn+acl"
+    if any("blas" in re.split(r"[:_]", i) for i in named) and any("armpl" in x for x in loaded):
+        return "armpl"
+    return "onednn" if named else "none"
+
+
+def parse_verbose(text: str, loaded: Sequence[str] = ()) -> dict:
+    """Evidence from oneDNN verbose output (the probe step's lines when it has markers):
+    library, version, isa, per-implementation calls/ms/share and the optimized, reference
+    and gemm_api shares of the oneDNN time (None when nothing executed)."""
+    every, step = probe_lines(text)
+    version = isa = None
+    for line in every:
+        fields = _fields(line) or []
+        if fields[:1] == ["info"]:
+            info = ",".join(fields[1:])
+            match = _VERSION.search(info)
+            version = version or (match.group(1) if match else None)
+            if "isa:" in info:
+                isa = isa or info.split("isa:", 1)[1].strip()
+    totals: dict[str, list[float]] = {}
+    for line in step:
+        entry = _exec_entry(_fields(line) or [])
+        if entry:
+            calls_ms = totals.setdefault(entry[0], [0, 0.0])
+            calls_ms[0] += 1
+            calls_ms[1] += entry[1]
+    total = sum(ms for _, ms in totals.values())
+    share = {name: (ms / total if total > 0 else None) for name, (_, ms) in totals.items()}
+
+    def share_of(category: str) -> float | None:
+        if not totals or total <= 0:
+            return None
+        return sum(s for name, s in share.items() if classify(name) == category)
+
+    return {
+        "library": library_of(list(totals), loaded), "version": version, "isa": isa,
+        "implementations": {name: {"calls": int(calls), "ms": round(ms, 6),
+                                   "share": None if share[name] is None else round(share[name], 6)}
+                            for name, (calls, ms) in sorted(totals.items())},
+        "optimized_share": share_of("optimized"), "reference_share": share_of("reference"),
+        "gemm_api_share": share_of("api"), "loaded_libraries": sorted(loaded), "error": "",
+    }
+
+
+def failed_evidence(reason: str) -> dict:
+    """Evidence of a probe that did not finish: no library, the reason in ``error``."""
+    return {"library": None, "version": None, "isa": None, "implementations": {},
+            "optimized_share": None, "reference_share": None, "gemm_api_share": None,
+            "loaded_libraries": [], "error": reason[:300]}
+
+
+# OpenMP runtimes that read KMP_BLOCKTIME / KMP_AFFINITY (Intel's, and LLVM's, which shares
+# its code); GNU libgomp and TensorFlow's own thread pool ignore them
+KMP_READERS = ("libiomp5", "libomp")
+
+
+def kmp_read_by(evidence: dict | None) -> str | None:
+    """Which runtime mapped into the probe process reads the KMP_* settings: their names
+    joined, "none" when the probe saw none (the settings then change nothing), None
+    without a finished probe."""
+    if not evidence or evidence.get("library") is None:
+        return None
+    readers = [n for n in evidence.get("loaded_libraries") or []
+               if n.split(".so")[0] in KMP_READERS]
+    return " ".join(sorted(readers)) or "none"
+
+
+def evidence_columns(evidence: dict | None) -> dict:
+    """A record's evidence as flat tidy-table columns (implementations as one text:
+    ``name=share`` pairs, largest share first)."""
+    e = evidence or {}
+    impls = sorted((e.get("implementations") or {}).items(),
+                   key=lambda kv: (-(kv[1].get("share") or 0), kv[0]))
+    return {
+        "vendor_evidence_library": e.get("library"), "vendor_evidence_version": e.get("version"),
+        "vendor_evidence_isa": e.get("isa"),
+        "vendor_optimized_share": e.get("optimized_share"),
+        "vendor_reference_share": e.get("reference_share"),
+        "vendor_gemm_api_share": e.get("gemm_api_share"),
+        "vendor_implementations": "; ".join(
+            f"{name}={(v.get('share') or 0):.3f}" for name, v in impls) if evidence else None,
+        "vendor_probe_error": e.get("error") if evidence else None,
+        "kmp_read_by": kmp_read_by(evidence),
+    }
+
+
+def expected_library(declared: str | None) -> str:
+    """The evidence library a declared ``vendor_library`` promises when enabled (mkl is
+    MKL-DNN, oneDNN's former name; None is none)."""
+    return EXPECTED.get(declared or "none", declared or "none")
+
+
+def mismatch(declared: str | None, enabled: bool | None, evidence: dict | None) -> str:
+    """Why ``evidence`` contradicts the declared library and its on/off flag ("" when it
+    does not, or when there is no evidence to judge)."""
+    if not evidence or evidence.get("library") is None:
+        return ""
+    ran = evidence["library"]
+    if enabled is False or (declared or "none") == "none":
+        return "" if ran == "none" else f"vendor library off, but {ran} primitives ran"
+    want = expected_library(declared)
+    if ran == want:
+        return ""
+    if ran == "none":
+        loaded = ", ".join(evidence.get("loaded_libraries") or []) or "none"
+        return f"declared {declared} on, but no oneDNN primitive ran (loaded runtimes: {loaded})"
+    return f"declared {declared}, evidence {ran}"
+
+
+# evidence library -> the system-schema name a record states
+RECORDED_NAMES = {"onednn": "onednn", "onednn+acl": "onednn-acl", "armpl": "armpl"}
+
+
+def recorded_library(declared: str | None, enabled: bool | None, evidence: dict | None) -> str | None:
+    """The ``vendor_library`` a record states: the declared one, unless the probe saw a
+    different library run with the flag on (declared armpl, oneDNN+ACL ran: the record says
+    onednn-acl, and ``vendor_mismatch`` keeps the declaration). A probe that saw no vendor
+    primitive keeps the declaration and its mismatch flag (an ArmPL build that bypasses
+    oneDNN leaves no trace)."""
+    ran = RECORDED_NAMES.get((evidence or {}).get("library") or "")
+    if enabled is False or ran is None or expected_library(declared) == evidence["library"]:
+        return declared
+    return ran
+
+
+def probe_argv(config) -> list[str]:
+    """argv of the probe child for the training run ``config`` (a TrainRun)."""
+    argv = [sys.executable, "-m", "archbench.workloads.training.vendor_probe_child", "--model", config.model,
+            "--batch-size", str(config.batch_size), "--intra-threads", str(config.intra_threads),
+            "--inter-threads", str(config.inter_threads), "--onednn", config.onednn,
+            "--image-size", str(config.image_size), "--num-classes", str(config.num_classes),
+            "--data-format", config.data_format, "--seed", str(config.seed)]
+    return argv
+
+
+def probe(config, *, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
+    """Run the probe child for ``config`` and return its evidence (a failed probe gives
+    :func:`failed_evidence`; it never fails the run)."""
+    env = {**os.environ, **VERBOSE_ENV}
+    env.pop("TF_CONFIG", None)  # the probe is one process, never a cluster task
+    try:
+        done = subprocess.run(probe_argv(config), env=env, capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return failed_evidence(f"probe exceeded {timeout_s:.0f} s")
+    if done.returncode != 0 or PROBE_END not in done.stdout:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        return failed_evidence(f"probe exited {done.returncode}: {tail[0]}")
+    loaded = next((line.split(":", 1)[1].split() for line in done.stdout.splitlines()
+                   if line.startswith(LIBRARIES_LINE)), [])
+    return parse_verbose(done.stdout, loaded)

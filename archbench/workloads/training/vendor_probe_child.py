@@ -1,0 +1,66 @@
+"""The vendor-library probe child (see :mod:`archbench.workloads.training.vendor_evidence`): builds the run's
+model with its batch, threads, data format and vendor flag, runs one warm-up step, then
+ONE probe step between markers, with oneDNN's verbose mode set by the parent."""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import re
+import sys
+from typing import Sequence
+
+from archbench.workloads.training import strategies
+from archbench.workloads.training.benchmark import (
+    configure_tensorflow,
+    make_train_step,
+    parse_args,
+    synthetic_batch,
+)
+from archbench.workloads.training.models import build_model
+from archbench.workloads.training.vendor_evidence import LIBRARIES_LINE, PROBE_BEGIN, PROBE_END
+
+_RUNTIMES = re.compile(r"^lib(armpl|mkl|iomp5|gomp|omp|arm_compute|dnnl|mkldnn)[^/]*\.so")
+
+def loaded_runtimes(maps_path: str = "/proc/self/maps") -> list[str]:
+    """Math runtimes mapped into this process (libarmpl, libmkl, libiomp5, libgomp, ...)."""
+    try:
+        with open(maps_path) as maps:
+            names = {line.split()[-1].rsplit("/", 1)[-1] for line in maps if ".so" in line}
+    except OSError:
+        return []
+    return sorted(n for n in names if _RUNTIMES.match(n))
+
+
+def _mark(text: str) -> None:
+    """Flush C stdio (where oneDNN prints) and write ``text`` as one stdout line."""
+    ctypes.CDLL(None).fflush(None)
+    sys.stdout.flush()
+    os.write(1, f"{text}\n".encode())
+
+
+def run_probe(argv: Sequence[str] | None = None) -> None:
+    """The probe child: one warm-up step, then the probe step between markers."""
+    p = argparse.ArgumentParser(prog="python -m archbench.workloads.training.vendor_probe_child", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True)
+    known, rest = p.parse_known_args(argv)
+    config = parse_args(["--model", known.model, *rest, "--output", os.devnull,
+                         "--vendor-probe", "off"])
+    tf = configure_tensorflow(config)
+    backend = strategies.make_backend(tf, config)
+    with backend.scope():
+        model = build_model(config.model, config.image_size, config.num_classes,
+                            data_format=config.data_format)
+        step = make_train_step(backend, model, config.learning_rate)
+    images, labels = synthetic_batch(tf, config)
+    float(step(images, labels))  # traces the step and creates its primitives
+    _mark(PROBE_BEGIN)
+    float(step(images, labels))
+    _mark(PROBE_END)
+    _mark(f"{LIBRARIES_LINE} {' '.join(loaded_runtimes())}")
+
+
+if __name__ == "__main__":
+    run_probe()
