@@ -12,7 +12,7 @@ if not REGENERATE_ONLY:
             # anchor (repetition 0's record, whose nodes a same_nodes repetition runs on)
             unpack(get_measurement_inputs),
         output:
-            record="results/raw/{system}/{experiment}/{config_id}/rep{rep}.json",
+            record=RECORD_PATTERN,
         log:
             supervisor="logs/run_measurement/{system}/{experiment}/{config_id}/rep{rep}.log",
             worker="logs/run_measurement/{system}/{experiment}/{config_id}/rep{rep}.worker.log",

@@ -119,9 +119,15 @@ def per_job(func):
     return func
 
 
+# run_measurement's output: the record path (archbench.core.record.raw_path) as a pattern
+RECORD_PATTERN = "results/" + raw_path(
+    {"system": "{system}", "experiment": "{experiment}", "config_id": "{config_id}", "repetition": "{rep}"})
+
+
 def record_path(wildcards):
     """The record path of a run_measurement job."""
-    return f"results/raw/{wildcards.system}/{wildcards.experiment}/{wildcards.config_id}/rep{wildcards.rep}.json"
+    return "results/" + raw_path({"system": wildcards.system, "experiment": wildcards.experiment,
+                                  "config_id": wildcards.config_id, "repetition": wildcards.rep})
 
 
 def get_measurement(wildcards):
@@ -133,9 +139,8 @@ def get_measurement(wildcards):
 def get_batch_group(wildcards):
     """The job group (one Slurm job) a measurement runs in, or None for a job of its own
     (run_measurement has this function only when the campaign batches)."""
-    path = f"results/raw/{wildcards.system}/{wildcards.experiment}/{wildcards.config_id}/rep{wildcards.rep}.json"
     join_batch_members()
-    return BATCH_GROUPS.get(path)
+    return BATCH_GROUPS.get(record_path(wildcards))
 
 
 def join_batch_members():

@@ -94,7 +94,7 @@ def make_record(**fields: Any) -> dict:
     if unknown:
         raise RecordError(f"unknown record field(s): {', '.join(sorted(unknown))}")
     record = {**DEFAULTS, **fields}
-    record.setdefault("run_id", f"{record['config_id']}/rep{record['repetition']}")
+    record.setdefault("run_id", run_id(record))
     validate(record)
     return record
 
@@ -156,11 +156,15 @@ def read_record(path: str | os.PathLike) -> dict:
     return record
 
 
+def run_id(fields: dict) -> str:
+    """A run's id within its experiment: ``<config_id>/rep<k>``."""
+    return f"{fields['config_id']}/rep{fields['repetition']}"
+
+
 def raw_path(fields: dict) -> str:
     """The results-relative path of a run's record (a measurement's or a record's fields):
     ``raw/<system>/<experiment>/<config_id>/rep<k>.json``."""
-    f = fields
-    return f"raw/{f['system']}/{f['experiment']}/{f['config_id']}/rep{f['repetition']}.json"
+    return f"raw/{fields['system']}/{fields['experiment']}/{run_id(fields)}.json"
 
 
 def _not_json(name: str) -> None:
@@ -181,7 +185,7 @@ def location_mismatch(record: dict, path: str | os.PathLike) -> str:
         return ""
     system, experiment, config, rep = found.groups()
     expected = {"system": system, "experiment": experiment, "config_id": config,
-                "repetition": int(rep), "run_id": f"{config}/rep{rep}"}
+                "repetition": int(rep), "run_id": run_id({"config_id": config, "repetition": rep})}
     wrong = [f"{key} {record.get(key)!r} (the path says {value!r})"
              for key, value in expected.items() if record.get(key) != value]
     return f"the record of another run: {', '.join(wrong)}" if wrong else ""

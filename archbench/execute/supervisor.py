@@ -41,7 +41,7 @@ from typing import Callable, Iterator, NoReturn, Sequence
 from archbench.core import provenance, storage
 from archbench.core.failures import exit_failure
 from archbench.core.files import discard, sweep_temporary
-from archbench.core.record import RecordError, make_record, raw_path, schema, write_record
+from archbench.core.record import RecordError, make_record, raw_path, run_id, schema, write_record
 from archbench.execute import hostguard, lifeline
 from archbench.execute.specfiles import SpecError, read_spec
 from archbench.plan.containers import IMAGE_DIR, exec_prefix, image_file, runtime_env
@@ -142,7 +142,7 @@ def identity_fields(measurement: dict, log_path: Path) -> dict:
     """Fields the workflow owns: which configuration and repetition this run is."""
     known = schema()["properties"]
     fields = {k: v for k, v in measurement.items() if k in known and k != "env"}
-    fields["run_id"] = f"{measurement['config_id']}/rep{measurement['repetition']}"
+    fields["run_id"] = run_id(measurement)
     fields["config_hash"] = provenance.config_hash(
         {k: v for k, v in measurement.items() if k != "repetition"})
     fields["log_path"] = str(log_path)

@@ -8,6 +8,7 @@ import pandas as pd
 
 from archbench.core import metrics
 from archbench.results.tables.common import (
+    of_kind,
     KEYS,
     derived_status,
     empty,
@@ -33,7 +34,7 @@ def batch_scaling(df: pd.DataFrame) -> pd.DataFrame:
     batch per process and relative = img/s / img/s(b0), b0 the smallest batch run with
     that layout. A failed smallest batch leaves the ratios empty ("baseline oom")."""
     s = summary_of(df)
-    s = of_type(s[s["kind"].eq("train").fillna(False).astype(bool)], "batch_scaling")
+    s = of_type(of_kind(s, "train"), "batch_scaling")
     s = s[s["batch_per_process"].notna()]
     if s.empty:
         return empty(BATCH_SCALING_COLUMNS)

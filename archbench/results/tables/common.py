@@ -265,6 +265,11 @@ def summary_of(df: pd.DataFrame, statistic: str | None = None) -> pd.DataFrame:
     return df.assign(statistic=statistic, value=df[statistic])
 
 
+def of_kind(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """The rows of one record kind (``train`` or ``kernel``; rows without one are neither)."""
+    return frame[frame["kind"].eq(kind).fillna(False).astype(bool)].copy()
+
+
 def of_type(summary: pd.DataFrame, table: str, *, fallback: pd.Series | None = None) -> pd.DataFrame:
     """Configurations of the experiment types that feed ``table`` (their registry entries
     name it); rows without a type (imported results) are kept where ``fallback`` is true."""

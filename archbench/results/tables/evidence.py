@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from archbench.results.tables.common import empty, group_ids, sort_rows
+from archbench.results.tables.common import empty, group_ids, of_kind, sort_rows
 
 GROUP = ("experiment", "system", "arch", "model", "vendor_library", "vendor_library_enabled")
 VENDOR_EVIDENCE_COLUMNS = (
@@ -58,7 +58,7 @@ def vendor_evidence(df: pd.DataFrame) -> pd.DataFrame:
     sgemm as Eigen calls it, flag on or off), the top implementations, and ``mismatch``
     when any run's evidence contradicts the declaration (``mismatch_reason``). Status:
     ok, mismatch, not probed (no evidence: imported or older records) or probe failed."""
-    runs = df[df["kind"].eq("train").fillna(False).astype(bool)].copy()
+    runs = of_kind(df, "train")
     if "source" in runs:  # published numbers carry no evidence of ours
         runs = runs[runs["source"].isna()]
     if runs.empty:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from archbench.results.tables.common import KEYS, empty, group_ids, of_type, sort_rows, summary_of
+from archbench.results.tables.common import KEYS, empty, group_ids, of_kind, of_type, sort_rows, summary_of
 from archbench.results.tables.training import best_per_group
 
 CORES = "cores"  # the setting "as many threads as pinned cores"
@@ -90,7 +90,7 @@ def _labelled(df: pd.DataFrame, table: str) -> pd.DataFrame:
     """The configurations of the types feeding ``table``, with their cores, MKL settings
     and thread settings, in table order."""
     s = summary_of(df)
-    s = of_type(s[s["kind"].eq("train").fillna(False).astype(bool)], table)
+    s = of_type(of_kind(s, "train"), table)
     if s.empty:
         return s
     s["cores"] = s["cores"].round().astype("Int64")

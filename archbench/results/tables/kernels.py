@@ -13,6 +13,7 @@ from archbench.core import metrics
 from archbench.workloads.kernels import KERNELS
 from archbench.workloads.kernels.spec import BANDWIDTH
 from archbench.results.tables.common import (
+    of_kind,
     KEYS,
     derived_status,
     empty,
@@ -60,7 +61,7 @@ def _kernels(summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Kernel configurations split into (flop-rate, bandwidth) ones. A configuration whose
     runs all failed has no unit; it goes by what its kernel's spec measures (kernels not
     registered count as flop kernels)."""
-    s = summary[summary["kind"].eq("kernel").fillna(False).astype(bool)].copy()
+    s = of_kind(summary, "kernel")
     flop = _factor(s["unit"], FLOP_UNITS)
     band = _factor(s["unit"], BANDWIDTH_UNITS)
     by_name = s["kernel"].map(measures_bandwidth).astype(bool)
@@ -141,8 +142,8 @@ def fraction_of_peak(df: pd.DataFrame, peak: dict | None = None) -> pd.DataFrame
     s = summary_of(df)
     flop, _ = _kernels(s)
     flop["achieved_gflops"] = flop["value"] * flop["_factor"].fillna(1.0)
-    train = s[s["kind"].eq("train").fillna(False).astype(bool)
-              & s["flops_per_image"].notna()].copy()
+    train = of_kind(s, "train")
+    train = train[train["flops_per_image"].notna()].copy()
     train["achieved_gflops"] = metrics.gflops(train["value"] * train["flops_per_image"], 1.0)
     rows = pd.concat([flop, train], ignore_index=True) if len(flop) or len(train) else flop
     if rows.empty:

@@ -13,6 +13,7 @@ import pandas as pd
 
 from archbench.core import metrics
 from archbench.results.tables.common import (
+    of_kind,
     KEYS,
     derived_status,
     empty,
@@ -42,7 +43,7 @@ def process_layout(df: pd.DataFrame) -> pd.DataFrame:
     Horovod controller; empty when there are none). Without a ppn 1 run the speedup is
     empty ("no single process"); a failed one is named ("single process oom")."""
     s = summary_of(df)
-    s = of_type(s[s["kind"].eq("train").fillna(False).astype(bool)], "process_layout")
+    s = of_type(of_kind(s, "train"), "process_layout")
     if s.empty:
         return empty(PROCESS_LAYOUT_COLUMNS)
     keys = [k for k in KEYS if k not in _LAYOUT]

@@ -22,6 +22,7 @@ import pandas as pd
 
 from archbench.core import metrics
 from archbench.results.tables.common import (
+    of_kind,
     KEYS,
     derived_status,
     empty,
@@ -72,7 +73,7 @@ IO_COLUMNS = (
 
 
 def _train(summary: pd.DataFrame) -> pd.DataFrame:
-    return summary[summary["kind"].eq("train").fillna(False).astype(bool)].copy()
+    return of_kind(summary, "train")
 
 
 def with_units(summary: pd.DataFrame) -> pd.DataFrame:

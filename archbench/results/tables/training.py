@@ -15,6 +15,7 @@ import pandas as pd
 
 from archbench.core import metrics
 from archbench.results.tables.common import (
+    of_kind,
     HAS_MEAN,
     KEYS,
     derived_status,
@@ -56,7 +57,7 @@ HOROVOD_TUNING_COLUMNS = (
 
 
 def _train(summary: pd.DataFrame) -> pd.DataFrame:
-    return summary[summary["kind"].eq("train").fillna(False).astype(bool)]
+    return of_kind(summary, "train")
 
 
 def thread_efficiency(df: pd.DataFrame) -> pd.DataFrame:
