@@ -1,13 +1,26 @@
 """The ``archbench`` command (also ``python -m archbench.campaign``).
 
-    archbench check CAMPAIGN.yaml   # validate a campaign and every input it names
-    archbench schema                # the whole experiment schema, every type's keys
+    archbench check CAMPAIGN.yaml          # validate a campaign and every input it names
+    archbench schema                       # the whole experiment schema, every type's keys
+    archbench plan [--configfile FILE]     # the dry run: the plan, then every job; runs nothing
+    archbench run [--configfile FILE] [SNAKEMAKE ARGUMENTS]   # run a campaign
+    archbench paper [--configfile FILE]    # every table, figure and the report from results/raw
+
+check and schema need the package alone. plan, run and paper run Snakemake in the
+workflow's directory (a checkout): the current directory when it holds a Snakefile, else
+--workflow DIR. Their profile is profiles/local unless --profile says otherwise, the
+default campaign config/config.yaml unless --configfile names one, and every argument they
+do not know goes to Snakemake as given.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import shlex
 import sys
+from pathlib import Path
 from typing import Sequence
 
 import yaml
@@ -15,41 +28,192 @@ import yaml
 from archbench.core.validate import ConfigError
 from archbench.core.yamlio import load_yaml_file
 
+DEFAULT_PROFILE = "profiles/local"
+# What `make paper` runs after its target: every table, figure and the report rebuilt
+# from the records on disk, no benchmark.
+PAPER = ["paper", "--config", "regenerate_only=True", "--forcerun", "collect_measurements",
+         "--report", "results/report.html", "--report-after-run"]
+WRAPPING = ("plan", "run", "paper")
+DRY_RUN = {"-n", "--dry-run", "--dryrun"}
 
-def check(path: str) -> int:
-    """Validate a campaign and every input it names, as the workflow does before any job."""
+
+class NoWorkflow(Exception):
+    """No Snakefile where the workflow was looked for; the message says where."""
+
+
+def is_workflow(directory: Path) -> bool:
+    """True when ``directory`` holds a Snakefile."""
+    return (directory / "Snakefile").is_file()
+
+
+def find_workflow(given: str | None, start: Path | None = None) -> Path | None:
+    """The workflow's directory: ``given`` (NoWorkflow when it holds no Snakefile), else the
+    current directory when it holds one, else the nearest directory above ``start`` that
+    does (a campaign file inside a checkout); None when there is none."""
+    if given is not None:
+        if not is_workflow(Path(given)):
+            raise NoWorkflow(f"--workflow {given}: no Snakefile there (the workflow's "
+                             "directory is a checkout of archbench)")
+        return Path(given).absolute()
+    if is_workflow(Path.cwd()):
+        return Path.cwd()
+    for directory in (start.absolute().parents if start is not None else ()):
+        if is_workflow(directory):
+            return directory
+    return None
+
+
+def check(path: str, workflow: str | None = None) -> int:
+    """Validate a campaign and every input it names, as the workflow does before any job.
+    With a workflow (``workflow``, the current directory, or the checkout holding the
+    campaign file) the check runs there: its config/systems, container definitions and
+    imports; without one, against the systems the package ships."""
     from archbench.inputs import check_inputs  # pandas: only when a campaign is checked
     try:
-        campaign = check_inputs(load_yaml_file(path), [path])
+        directory = find_workflow(workflow, Path(path))
+        config = load_yaml_file(path)
+        if directory is None:
+            campaign = check_inputs(config, [path])
+        else:
+            file = path if directory == Path.cwd() else Path(path).absolute()
+            with contextlib.chdir(directory):  # the campaign's paths are the workflow's
+                campaign = check_inputs(config, [file], root=directory,
+                                        system_dir=directory / "config" / "systems")
+    except NoWorkflow as exc:
+        print(f"archbench: {exc}", file=sys.stderr)
+        return 1
     except ConfigError as exc:
         print(f"archbench: invalid configuration: {exc}", file=sys.stderr)
         return 1
-    print(f"{path}: {len(campaign.measurements)} measurements")
+    where = "" if directory in (None, Path.cwd()) else f" (workflow {directory})"
+    print(f"{path}: {len(campaign.measurements)} measurements{where}")
     return 0
 
 
 def schema() -> int:
     """Print the whole experiment schema (YAML)."""
     from archbench.plan.campaign import experiment_schema
-    print(yaml.safe_dump(experiment_schema(), sort_keys=False, width=100))
+    try:
+        print(yaml.safe_dump(experiment_schema(), sort_keys=False, width=100), flush=True)
+    except BrokenPipeError:  # `archbench schema | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
+def paper_arguments(extra: Sequence[str]) -> list[str]:
+    """:data:`PAPER` with ``extra`` after it. A ``--config`` of ``extra`` keeps
+    regenerate_only=True (Snakemake keeps the last --config it is given); a dry run writes
+    no report (Snakemake would build it from artifacts the dry run did not make)."""
+    extra, paper = list(extra), list(PAPER)
+    if DRY_RUN.intersection(extra):
+        paper = paper[:paper.index("--report")]
+    for i, word in enumerate(extra):
+        if word in ("--config", "-C"):
+            paper.remove("--config")
+            paper.remove("regenerate_only=True")
+            extra.insert(i + 1, "regenerate_only=True")
+            break
+    return paper + extra
+
+
+def snakemake_arguments(args: argparse.Namespace, extra: Sequence[str],
+                        workflow: Path) -> list[str]:
+    """Snakemake's command line (without the program) for ``plan``, ``run`` or ``paper``.
+    A --configfile or --profile path that exists from the current directory is made
+    absolute when Snakemake runs elsewhere; the campaign files come last (Snakemake's
+    --configfile takes every word after it)."""
+    def path(value: str) -> str:
+        moved = workflow != Path.cwd() and Path(value).exists()
+        return str(Path(value).absolute()) if moved else value
+
+    words = ["--profile", path(args.profile)]
+    if args.command == "plan":
+        words += ["-n", *extra]
+    elif args.command == "paper":
+        words += paper_arguments(extra)
+    else:
+        words += extra
+    files = [path(f) for f in args.configfile or []]
+    return words + (["--configfile", *files] if files else [])
+
+
+def snakemake_environment() -> dict[str, str]:
+    """This environment with this interpreter's bin first on PATH (the rules' ``python``
+    and ``snakemake`` are this installation's) and TensorFlow's settings as `make` sets
+    them, unless already set."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env.setdefault("TF_USE_LEGACY_KERAS", "1")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def run_snakemake(args: argparse.Namespace, extra: Sequence[str]) -> int:
+    """Replace this process with Snakemake in the workflow's directory (Ctrl-C then reaches
+    Snakemake alone, which cleans up as it does when run directly)."""
+    try:
+        workflow = find_workflow(args.workflow)
+    except NoWorkflow as exc:
+        print(f"archbench: {exc}", file=sys.stderr)
+        return 1
+    if workflow is None:
+        print(f"archbench: no Snakefile in {Path.cwd()}: run `archbench {args.command}` in the "
+              "workflow's directory (a checkout) or give --workflow DIR", file=sys.stderr)
+        return 1
+    argv = [sys.executable, "-m", "snakemake", *snakemake_arguments(args, extra, workflow)]
+    print(f"archbench: in {workflow}: snakemake {shlex.join(argv[3:])}", file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os.chdir(workflow)
+    os.execve(sys.executable, argv, snakemake_environment())
+    return 1  # not reached
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="archbench", description=__doc__,
+    p = argparse.ArgumentParser(prog="archbench", description=__doc__.split("\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = p.add_subparsers(dest="command", required=True)
-    checking = commands.add_parser("check", help="validate a campaign and every input it names")
+    checking = commands.add_parser("check", help="validate a campaign and every input it names",
+                                   allow_abbrev=False)
     checking.add_argument("campaign", help="a campaign YAML file")
-    commands.add_parser("schema", help="print the whole experiment schema")
+    checking.add_argument("--workflow", metavar="DIR",
+                          help="the workflow whose systems, containers and imports the campaign "
+                               "uses (default: the current directory when it holds a Snakefile, "
+                               "else the checkout holding the campaign file, else none: the "
+                               "shipped systems)")
+    commands.add_parser("schema", help="print the whole experiment schema", allow_abbrev=False)
+    helps = {"plan": "the dry run: the plan (measurements, jobs, node-hours), then every job",
+             "run": "run a campaign (every further argument goes to Snakemake)",
+             "paper": "rebuild every table, figure and the report from results/raw (no benchmark)"}
+    for name in WRAPPING:
+        wrapping = commands.add_parser(
+            name, help=helps[name], description=helps[name], allow_abbrev=False,
+            usage=f"archbench {name} [-h] [--configfile FILE] [--profile PROFILE] "
+                  "[--workflow DIR] [SNAKEMAKE ARGUMENTS]",
+            epilog="Snakemake runs in the workflow's directory; every argument not listed "
+                   "above goes to it as given (-n, --cores 4, a target, ...).")
+        wrapping.add_argument("--configfile", action="append", metavar="FILE",
+                              help="a campaign (repeat to merge several; default config/config.yaml)")
+        wrapping.add_argument("--profile", default=DEFAULT_PROFILE,
+                              help=f"a Snakemake profile (default {DEFAULT_PROFILE}; "
+                                   "profiles/slurm on a cluster)")
+        wrapping.add_argument("--workflow", metavar="DIR",
+                              help="the workflow's directory (default: the current directory)")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point."""
-    args = parser().parse_args(argv)
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if extra[:1] == ["--"]:  # `archbench run -- ARGS`: ARGS are Snakemake's
+        extra = extra[1:]
+    if args.command in WRAPPING:
+        return run_snakemake(args, extra)
+    if extra:
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "check":
-        return check(args.campaign)
+        return check(args.campaign, args.workflow)
     return schema()
 
 

@@ -22,8 +22,8 @@ def check_inputs(config: dict, files: Sequence[str | os.PathLike], *,
                  mapping_dirs: Sequence[str | os.PathLike] = ()) -> Campaign:
     """The campaign ``config`` once everything it names is checked, as the workflow does
     before any job: the campaign ``files`` it was parsed from read strictly, the campaign
-    validated and expanded with its system files (in ``system_dir``, default the
-    checkout's config/systems), its container definitions (under ``root``) and image
+    validated and expanded with its system files (in ``system_dir``, the workflow's
+    config/systems, else those the package ships), its container definitions (under ``root``) and image
     files, and its ``imports:``. ``overrides``: the values of Snakemake's --config, merged
     over the files (Snakemake merges several files and those values into ``config``).
 

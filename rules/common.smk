@@ -17,6 +17,7 @@ from archbench.results.collect import collect as collect_records
 from archbench.results.collect import write_table as write_collected
 from archbench.inputs import check_inputs
 from archbench.plan.campaign import ConfigError, raw_path
+from archbench.plan.configfiles import snakemake_targets
 from archbench.plan.containers import build_command, image_file, pull_commands, shell_join, uri_scheme
 from archbench.core.files import atomic_write_text
 from archbench.execute.specfiles import digest, spec_dir, spec_text, write_specs
@@ -33,6 +34,17 @@ from archbench.plan.systems import run_settings
 
 # mapping sidecars sit beside their CSV (data/published/<study>/); extra folders go here
 IMPORT_MAPPING_DIRS = []
+
+# --config regenerate_only=True (`archbench paper`, `make paper`) rebuilds tables, figures
+# and the report from the records already on disk and runs no benchmark. Target `paper`
+# without it stops here in one line, before anything is read or written: Snakemake tells
+# the workflow its targets only once this file is parsed (rule paper's input function runs
+# later, and whatever it raises Snakemake prints with a traceback), so they are read from
+# its command line.
+REGENERATE_ONLY = bool(config.get("regenerate_only", False))
+if "paper" in snakemake_targets() and not REGENERATE_ONLY:
+    sys.exit("archbench: `paper` rebuilds from the records on disk only: run `archbench "
+             "paper` (or `make paper`), or add --config regenerate_only=True")
 
 # The campaign files read again strictly (Snakemake's reading lets a repeated key win),
 # validated and expanded, and every input they name checked, all before any job. One line
@@ -60,9 +72,6 @@ SYSTEMS = CAMPAIGN.systems
 SWEEP_RECORDS = {}
 for _path, _m in MEASUREMENTS.items():
     SWEEP_RECORDS.setdefault((_m["system"], _m["experiment"]), []).append(_path)
-# --config regenerate_only=True (`make paper`) rebuilds tables, figures and the report
-# from the records already on disk and runs no benchmark.
-REGENERATE_ONLY = bool(config.get("regenerate_only", False))
 DRY_RUN = workflow.output_settings.dryrun
 # vs_published only when the campaign lists published values (`imports:`)
 TABLE_NAMES = sorted(t for t in TABLES if config.get("imports") or not TABLES[t].uses_published)
@@ -450,8 +459,10 @@ def figure_targets():
 
 
 def get_paper_inputs(wildcards):
-    """Every table and figure, when collection is restricted to the records on disk."""
+    """Every table and figure, when collection is restricted to the records on disk (the
+    check at the top of this file stops `snakemake paper` without it; this one, a
+    program calling Snakemake's API)."""
     if not REGENERATE_ONLY:
         raise WorkflowError("archbench: `paper` rebuilds from the records on disk only: "
-                            "run it with --config regenerate_only=True (or `make paper`)")
+                            "run it with --config regenerate_only=True (or `archbench paper`)")
     return analysis_targets()

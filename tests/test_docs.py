@@ -206,13 +206,13 @@ def test_links_and_paths_in_code_are_told_apart():
 
 
 def test_placeholders_and_braces_match_files(tmp_path):
-    for name in ("config/systems/local.yaml", "config/schemas/a.schema.yaml",
-                 "config/schemas/b.schema.yaml"):
+    for name in ("config/systems/local.yaml", "archbench/schemas/a.schema.yaml",
+                 "archbench/schemas/b.schema.yaml"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("")
-    for fine in ("config/systems/<name>.yaml", "config/schemas/{a,b}.schema.yaml",
-                 "config/schemas/*.yaml", "config/systems/", "config/.../local.yaml"):
+    for fine in ("config/systems/<name>.yaml", "archbench/schemas/{a,b}.schema.yaml",
+                 "archbench/schemas/*.yaml", "config/systems/", "config/.../local.yaml"):
         assert missing_path(fine, tmp_path) == "", fine
     assert missing_path("config/no_such.yaml", tmp_path)
-    assert missing_path("config/schemas/{a,c}.schema.yaml", tmp_path)
+    assert missing_path("archbench/schemas/{a,c}.schema.yaml", tmp_path)
     assert missing_path("config/systems/<name>.json", tmp_path)

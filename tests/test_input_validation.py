@@ -243,7 +243,7 @@ def test_the_workflow_profile_finds_the_configfiles_as_snakemake_does(tmp_path):
 
 
 # ------------------------------------------------ one line naming the file and the key
-# Every malformed campaign below goes through `python -m archbench.campaign check`, which
+# Every malformed campaign below goes through `archbench check`, which
 # runs the checks the workflow runs before any job (check_inputs): exit 1, nothing on stdout,
 # one stderr line that starts with the file and the key path.
 

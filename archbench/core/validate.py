@@ -1,19 +1,18 @@
-"""Configuration input checked against the YAML schemas of config/schemas/, with every
-error as one line naming the key: ``<where>.<key.path>: <reason>``."""
+"""Configuration input checked against the YAML schemas the package ships
+(archbench/schemas/, read with importlib.resources, so an installed copy finds them), with
+every error as one line naming the key: ``<where>.<key.path>: <reason>``."""
 
 from __future__ import annotations
 
 import re
 import reprlib
 from functools import lru_cache
-from pathlib import Path
+from importlib import resources
 from typing import Any, Iterator, NamedTuple
 
 import jsonschema
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout (archbench/core/validate.py)
-SCHEMA_DIR = ROOT / "config" / "schemas"
 MAX_MESSAGE = 300
 PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")  # printed as is in a key path; others quoted
 
@@ -91,8 +90,10 @@ Validator = jsonschema.validators.extend(
 
 @lru_cache(maxsize=None)
 def load_schema(name: str) -> dict:
-    """Read config/schemas/<name>.schema.yaml."""
-    return yaml.safe_load((SCHEMA_DIR / f"{name}.schema.yaml").read_text())
+    """The package's schema archbench/schemas/<name>.schema.yaml (config, system,
+    experiment)."""
+    text = resources.files("archbench").joinpath(f"schemas/{name}.schema.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
 
 
 def declared_keys(schema: dict, root: dict) -> set[str]:

@@ -4,8 +4,8 @@ A *measurement* is a flat dict whose keys are record field names (see record.py)
 ``repetitions``, ``timeout_minutes``, ``retries`` and ``env``. Each experiment is
 expanded by its type (``archbench.plan.experiment_types``) on each of its systems.
 
-    python -m archbench.campaign schema     # the whole experiment schema, every type's keys
-    python -m archbench.campaign check CAMPAIGN.yaml   # every input checked, as the workflow does
+    archbench schema                  # the whole experiment schema, every type's keys
+    archbench check CAMPAIGN.yaml     # every input checked, as the workflow does
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ THREAD_FIELDS = {"processes_per_node": "processes per node",
 @lru_cache(maxsize=1)
 def experiment_schema() -> dict:
     """The whole experiment schema: the shared definitions of
-    config/schemas/experiment.schema.yaml, each registered type's own definition, and the
+    archbench/schemas/experiment.schema.yaml, each registered type's own definition, and the
     names of the registered models and kernels."""
     base = load_schema("experiment")
     defs = {**base["$defs"], **{name: t.schema for name, t in EXPERIMENT_TYPES.items()}}
@@ -138,8 +138,8 @@ def load_campaign(config: dict, system_dir: str | os.PathLike | None = None, *,
                   source: str | None = None) -> Campaign:
     """Validate a campaign config (already parsed YAML) and expand every experiment.
 
-    Systems are read from ``system_dir`` (the workflow's config/systems; default the
-    package checkout's). ``source`` names the campaign file in error messages."""
+    Systems are read from ``system_dir`` (the workflow's config/systems) when it holds
+    them, else from those the package ships. ``source`` names the campaign file in error messages."""
     try:
         return _load_campaign(config, system_dir)
     except ConfigError as exc:

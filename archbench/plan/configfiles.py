@@ -7,11 +7,14 @@ name it. It loads the workflow profile (profiles/default/config.yaml) earlier st
 every run in the workflow's directory, and evaluates a profile written as a YTE template:
 that profile calls :func:`check_configfiles`, which reads each file as the workflow will
 (:func:`archbench.core.yamlio.load_yaml_file`) and stops on the first bad one with one line
-naming it. The workflow checks everything else (rules/common.smk).
+naming it. The workflow checks everything else (rules/common.smk), and reads the targets
+of the same command line (:func:`snakemake_targets`) while its Snakefile is parsed, before
+Snakemake knows them.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -28,16 +31,36 @@ def invoked_as_snakemake(argv: Sequence[str]) -> bool:
                                            and program.parent.name == "snakemake")
 
 
-def configfile_arguments(argv: Sequence[str]) -> list[str]:
-    """The --configfile files of Snakemake command line ``argv`` (without the program), as
-    Snakemake's own parser reads them."""
+def parsed_arguments(argv: Sequence[str]) -> argparse.Namespace | None:
+    """Snakemake command line ``argv`` (without the program) as Snakemake's own parser reads
+    it; None when that parser refuses it."""
     from snakemake.cli import get_argument_parser
 
     try:  # Snakemake parsed this command line before it loaded its profiles
         args, _ = get_argument_parser().parse_known_args(list(argv))
-    except SystemExit:  # then it is not the command line Snakemake runs with: no files
+    except SystemExit:  # then it is not the command line Snakemake runs with
+        return None
+    return args
+
+
+def configfile_arguments(argv: Sequence[str]) -> list[str]:
+    """The --configfile files of Snakemake command line ``argv`` (without the program), as
+    Snakemake's own parser reads them."""
+    args = parsed_arguments(argv)
+    return [str(path) for path in args.configfile or []] if args else []
+
+
+def snakemake_targets(argv: Sequence[str] | None = None) -> list[str]:
+    """The targets (rules or files) Snakemake's command line (default ``sys.argv``) names;
+    none when this process is not Snakemake started from its command line (a program
+    calling Snakemake's API, or a job Snakemake started, which names its job with
+    --target-jobs). While the Snakefile is parsed Snakemake has not told the workflow its
+    targets yet (``workflow.dag_settings`` is None then)."""
+    argv = list(sys.argv if argv is None else argv)
+    if not invoked_as_snakemake(argv):
         return []
-    return [str(path) for path in args.configfile or []]
+    args = parsed_arguments(argv[1:])
+    return [str(target) for target in args.targets or []] if args else []
 
 
 def check_configfiles(argv: Sequence[str] | None = None) -> None:

@@ -1,19 +1,27 @@
 """System files (config/systems/<name>.yaml): read, validated, defaults filled (the core
-counts derived from a system are :mod:`archbench.core.hardware`)."""
+counts derived from a system are :mod:`archbench.core.hardware`).
+
+A system is looked up in the workflow's own config/systems first, then among the systems
+the package ships (archbench/systems/, package data read with importlib.resources: an
+installed archbench finds them without a checkout). In a checkout config/systems is a
+link to archbench/systems, so the two are one directory there."""
 
 from __future__ import annotations
 
 import os
 import platform
 from functools import lru_cache
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from archbench.core.validate import ROOT, ConfigError, check, load_schema
-from archbench.core.yamlio import load_yaml_file
+from archbench.core.validate import ConfigError, check, load_schema
+from archbench.core.yamlio import load_yaml_file, load_yaml_text
 from archbench.plan.containers import check_image_uri
 from archbench.plan.slurm_requests import check_system
 
-SYSTEM_DIR = ROOT / "config" / "systems"
+# the shipped systems, archbench/systems/<name>.yaml
+SYSTEM_DIR: Traversable = resources.files("archbench").joinpath("systems")
 DEFAULTS = {"nodes": 1, "sockets": 1, "threads_per_core": 1, "runtime_minutes": 30,
             "container_runtime": "none", "launcher": "local", "vendor_library": "none",
             "env": {}, "cores_per_socket": "auto"}
@@ -47,18 +55,36 @@ def no_rerun_keys() -> frozenset[str]:
     return frozenset(load_schema("system")["x-no-rerun"])
 
 
+def system_file(name: str, system_dir: str | os.PathLike | None = None) -> Path | Traversable | None:
+    """The file of system ``name``: ``<system_dir>/<name>.yaml`` when there is one (a
+    workflow's own systems win), else the shipped one; None when neither exists."""
+    for directory in ([Path(system_dir)] if system_dir else []) + [SYSTEM_DIR]:
+        candidate = directory / f"{name}.yaml"
+        if candidate.is_file() or candidate.is_dir():  # a directory is named as one
+            return candidate
+    return None
+
+
+def read_system_file(path: Path | Traversable, source: str) -> object:
+    """The parsed YAML of a system file, read strictly; errors name ``source``."""
+    if isinstance(path, Path):
+        return load_yaml_file(path, source)
+    return load_yaml_text(path.read_text(encoding="utf-8"), source)  # not on a file system
+
+
 def resolve_system(name: str, definition: dict | None = None,
-                   system_dir: Path | None = None) -> dict:
-    """Load config/systems/<name>.yaml (or the inline ``definition``), validate, fill defaults.
+                   system_dir: str | os.PathLike | None = None) -> dict:
+    """Load config/systems/<name>.yaml (from ``system_dir``, the workflow's, else the
+    shipped systems) or the inline ``definition``, validate, fill defaults.
 
     ``auto`` values (arch, cores_per_socket) describe the machine running the workflow.
     """
     if definition is None:
-        path = Path(system_dir or SYSTEM_DIR) / f"{name}.yaml"
+        path = system_file(name, system_dir)
         source, where = f"config/systems/{name}.yaml", ""
-        if not path.exists():
+        if path is None:
             raise ConfigError(f"systems: no system file {source} for '{name}'")
-        definition = load_yaml_file(path, source)
+        definition = read_system_file(path, source)
     else:
         source, where = None, f"system_definitions.{name}"
     if not isinstance(definition, dict):

@@ -32,7 +32,7 @@ class ExperimentType:
     """A registered experiment type.
 
     ``expand(experiment, system)`` returns its configurations; ``schema`` is its definition
-    under ``$defs`` of config/schemas/experiment.schema.yaml (it may ``$ref`` the shared
+    under ``$defs`` of archbench/schemas/experiment.schema.yaml (it may ``$ref`` the shared
     definitions there); ``tables`` and ``figures`` name the artifacts its results feed.
     """
 
