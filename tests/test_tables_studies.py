@@ -12,12 +12,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from archbench.core.record import config_id, flatten, make_record
+from archbench.core.record import config_id, make_record
 from archbench.plan.experiment_types import feeding
 from archbench.plan.systems import resolve_system
 from archbench.results import tables
 from archbench.results.artifacts import make_table_files, read_measurements, to_csv
-from archbench.results.collect import records_to_frame
+from archbench.results.collect import flatten, records_to_frame
 from archbench.results.tables import TABLES, build_table
 from archbench.results.tables.batches import BATCH_SCALING_COLUMNS
 from archbench.results.tables.inter_intra import INTER_INTRA_BEST_COLUMNS, INTER_INTRA_SWEEP_COLUMNS
