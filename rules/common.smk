@@ -73,9 +73,9 @@ SWEEP_RECORDS = {}
 for _path, _m in MEASUREMENTS.items():
     SWEEP_RECORDS.setdefault((_m["system"], _m["experiment"]), []).append(_path)
 DRY_RUN = workflow.output_settings.dryrun
-# vs_published only when the campaign lists published values (`imports:`)
-TABLE_NAMES = sorted(t for t in TABLES if config.get("imports") or not TABLES[t].uses_published)
-FIGURE_NAMES = sorted(FIGURES)
+# from the registries (vs_published only when the campaign lists published values, `imports:`)
+TABLE_NAMES = artifacts.table_names(config)
+FIGURE_NAMES = artifacts.figure_names()
 # The small JPEG TFRecord set rule make_tfrecords writes (a system's data_dir may name it).
 GENERATED_TFRECORDS = "results/data/tfrecords"
 

@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from archbench.plan.campaign import load_campaign_file, raw_path  # noqa: E402
 from archbench.plan.jobs import RESOURCE_DEFAULTS, job_resources  # noqa: E402
+from archbench.workloads.kernels import KERNELS  # noqa: E402
 
 WORKFLOW_PARTS = ("Snakefile", "Makefile", "rules", "scripts", "config", "profiles",
                   "containers", "report", "data")
@@ -311,8 +312,7 @@ def fabricate_default_records(workdir: Path) -> int:
     for i, m in enumerate(measurements):
         path = (workdir / "results/raw" / m["system"] / m["experiment"] / m["config_id"]
                 / f"rep{m['repetition']}.json")
-        unit = "img/s" if m["kind"] == "train" else (
-            "GB/s" if m.get("kernel") == "stream" else "GFLOP/s")
+        unit = "img/s" if m["kind"] == "train" else KERNELS[m["kernel"]].unit
         record = make_record(**{**host, **identity_fields(m, Path("worker.log")),
                                 "env": {**host["env"], **m.get("env", {})},
                                 "start_time": "2024-01-01T00:00:00Z",

@@ -37,6 +37,7 @@ from archbench.results.imports import (
     read_import,
     read_values,
 )
+from archbench.workloads.names import registered
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data" / "published"
@@ -155,9 +156,9 @@ def cell(draw: st.DrawFn, column: str, columns: list[str]) -> str:
     if column == "unit":
         unit = draw(st.sampled_from(sorted(UNITS)))
         return draw(st.sampled_from([unit, unit.lower(), unit.upper(), f" {unit} "]))
-    if column == "strategy":
-        choices = ["single", "horovod", "mirrored", "workers"]
-        return draw(st.sampled_from(choices + ["parameter_server"] * ("workers" in columns)))
+    if column == "strategy":  # a parameter_server row scales over workers: only beside them
+        return draw(st.sampled_from([s for s in registered("strategy")
+                                     if s != "parameter_server" or "workers" in columns]))
     if column == "scaling_unit":
         return draw(st.sampled_from([c for c in ("nodes", "workers", "gpus") if c in columns]))
     if column == "data":
@@ -487,7 +488,8 @@ def test_units_are_those_the_tables_convert_and_the_kernels_and_training_emit():
     for key, factor in {**FLOP_UNITS, **BANDWIDTH_UNITS}.items():  # the same conversions
         assert 1 / UNITS[lower[key]][1] == pytest.approx(factor), key
     assert {spec.unit for spec in KERNELS.values()} <= set(UNITS)
-    assert 'throughput_unit="img/s"' in (REPO / "archbench" / "train.py").read_text()
+    training = REPO / "archbench" / "workloads" / "training" / "benchmark.py"
+    assert 'throughput_unit="img/s"' in training.read_text()
     for unit in UNITS:  # every imported unit has a metric in vs_published
         assert published._throughput_metric(unit) is not None, unit
 

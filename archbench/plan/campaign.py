@@ -26,7 +26,7 @@ from archbench.plan.slurm_requests import gpu_resources
 from archbench.plan.systems import resolve_system
 from archbench.workloads.kernels import KERNELS
 from archbench.workloads.training.models import MODELS
-from archbench.workloads.training.strategies import MULTI_PROCESS_STRATEGIES
+from archbench.workloads.training.strategies import STRATEGIES, multi_process, update_strategies
 from archbench.workloads.training.strategies.base import ps_nodes
 
 DEFAULT_REPETITIONS = 5
@@ -40,14 +40,24 @@ THREAD_FIELDS = {"processes_per_node": "processes per node",
 @lru_cache(maxsize=1)
 def experiment_schema() -> dict:
     """The whole experiment schema: the shared definitions of
-    archbench/schemas/experiment.schema.yaml, each registered type's own definition, and the
-    names of the registered models and kernels."""
+    archbench/schemas/experiment.schema.yaml, each registered type's own definition, and every
+    list of names from its registry: experiment types, models, kernels, multi-process
+    strategies and the variable-update axis (the updates the strategies register, and the
+    multi-process strategies that register none). Cached: a test that registers an entry
+    clears it (``experiment_schema.cache_clear()``)."""
     base = load_schema("experiment")
     defs = {**base["$defs"], **{name: t.schema for name, t in EXPERIMENT_TYPES.items()}}
+    common = defs["common"]
+    defs["common"] = {**common, "properties": {**common["properties"], "type": {
+        **common["properties"]["type"], "enum": list(EXPERIMENT_TYPES)}}}
     defs["model_name"] = {**defs["model_name"], "enum": sorted(MODELS)}
     defs["kernel_name"] = {**defs["kernel_name"], "enum": list(KERNELS)}
-    defs["multi_process_strategy"] = {**defs["multi_process_strategy"],
-                                      "enum": list(MULTI_PROCESS_STRATEGIES)}
+    helps = "; ".join(f"{name}: {STRATEGIES[name].help}" for name in multi_process())
+    defs["multi_process_strategy"] = {
+        "description": f"{defs['multi_process_strategy']['description']} {helps}.",
+        "enum": multi_process()}
+    defs["variable_update_name"] = {**defs["variable_update_name"], "enum": [
+        *update_strategies(), *(s for s in multi_process() if not STRATEGIES[s].variable_updates)]}
     return {**base, "$defs": defs}
 
 

@@ -4,7 +4,8 @@ byte-identical files: fixed float formatting, sorted rows (done by the table fun
 no timestamps or software versions in figure metadata, a fixed SVG hash salt.
 
 Also the whole artifact steps the workflow's adapters call: :func:`make_table_files`,
-:func:`make_figure_files`, :func:`merge_measurements`.
+:func:`make_figure_files`, :func:`merge_measurements`, and the names of the tables and
+figures it writes, read from their registries: :func:`table_names`, :func:`figure_names`.
 """
 
 from __future__ import annotations
@@ -240,6 +241,21 @@ def merge_measurements(measurements: str | os.PathLike, imports: Sequence[str | 
                        ["source", "system", "experiment", "config_id", "run_id", "repetition"])
     atomic_write_text(output, to_csv(merged))
     return merged
+
+
+def table_names(config: Mapping) -> list[str]:
+    """The tables the workflow writes for campaign ``config``: every registered table
+    (``archbench.results.tables.TABLES``), those comparing with published values only when
+    the campaign lists some (``imports:``)."""
+    from archbench.results.tables import TABLES
+    return sorted(name for name, spec in TABLES.items()
+                  if config.get("imports") or not spec.uses_published)
+
+
+def figure_names() -> list[str]:
+    """The figures the workflow draws: every registered figure (``archbench.results.figures.FIGURES``)."""
+    from archbench.results.figures import FIGURES
+    return sorted(FIGURES)
 
 
 def make_table_files(name: str, source: str | os.PathLike, *, outputs: Mapping[str, str],

@@ -14,6 +14,7 @@ import math
 from typing import Iterator
 
 from archbench.core.record import config_id, make_record
+from archbench.workloads.kernels import KERNELS
 
 # Repetition factors: the mean of NOISE[:reps] is 1 for reps 1..5, the spread 4% of the mean.
 NOISE = {1: (1.0,), 2: (0.98, 1.02), 3: (0.98, 1.0, 1.02), 4: (0.98, 0.99, 1.01, 1.02),
@@ -173,7 +174,7 @@ def fabricate_records(repetitions: int = 3, **kwargs) -> Iterator[dict]:
                         "allreduces_per_step": {"value": allreduces_per_step({**conf, "tuning": tuning}),
                                                 "unit": "allreduces/step"}})
             else:
-                record["throughput_unit"] = "GB/s" if conf["kernel"] == "stream" else "GFLOP/s"
+                record["throughput_unit"] = KERNELS[conf["kernel"]].unit
             record["throughput"] = None if failure else value * noise[rep]
             if failure:
                 record["throughput_unit"] = ""
@@ -290,8 +291,7 @@ def fabricate_axis_records(repetitions: int = 2) -> Iterator[dict]:
                                              "unit": "B"},
                 "allreduces_per_step": {"value": allreduces_per_step({**conf, "tuning": tuning}),
                                         "unit": "allreduces/step"}})
-        unit = "img/s" if conf["kind"] == "train" else \
-            "GB/s" if conf["kernel"] == "stream" else "GFLOP/s"
+        unit = "img/s" if conf["kind"] == "train" else KERNELS[conf["kernel"]].unit
         for rep in range(repetitions):
             failure = planned_failure(conf, rep)
             yield make_record(**conf, repetition=rep, start_time="2024-01-01T00:00:00Z",

@@ -16,7 +16,8 @@ experiment             no        experiment name; default: the file stem
 experiment_type        no        thread_scaling, hybrid, node_scaling, kernel, ...
 arch                   no        CPU architecture
 data                   no        synthetic | real
-strategy               no        single | horovod | mirrored | parameter_server | workers
+strategy               no        a registered training strategy (single, horovod, ...: ``python
+                                 -m archbench.train --help``) or workers (a kernel)
 scaling_unit           no        nodes | workers | gpus: what the row's scaling series counts
                                  (default: gpus when the row has ``gpus``, else workers for
                                  strategy parameter_server, else nodes when the file gives
@@ -121,7 +122,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 
@@ -138,6 +139,7 @@ from archbench.core.csvfile import (
 from archbench.core.record import bound
 from archbench.core.validate import ConfigError
 from archbench.core.yamlio import load_yaml_text
+from archbench.workloads.names import registered
 
 REQUIRED = ("system", "throughput", "unit")
 TEXT_COLUMNS = ("system", "model", "kernel", "unit", "source", "experiment",
@@ -156,9 +158,11 @@ INT_BOUNDS = {column: (bound(RECORD_FIELD.get(column, column), "minimum"),
 FLOAT_COLUMNS = ("throughput", "error")
 # throughput and error, in any unit: a record's bound (1e21 FLOP/s: a thousand exaflops)
 MAX_VALUE = bound("throughput", "maximum")
-CHOICES = {"data": ("synthetic", "real"),
-           "strategy": ("single", "horovod", "mirrored", "parameter_server", "workers"),
-           "scaling_unit": ("nodes", "workers", "gpus")}
+# column -> the values it takes, asked for when a cell is read (strategies: the registry's)
+CHOICES: dict[str, Callable[[], Sequence[str]]] = {
+    "data": lambda: ("synthetic", "real"),
+    "strategy": lambda: registered("strategy"),
+    "scaling_unit": lambda: ("nodes", "workers", "gpus")}
 BOOL_COLUMNS = ("vendor_library_enabled",)
 KNOWN = set(TEXT_COLUMNS) | set(INT_COLUMNS) | set(FLOAT_COLUMNS) | set(CHOICES) | set(BOOL_COLUMNS)
 _BOOL = {"true": True, "false": False, "on": True, "off": False, "yes": True, "no": False,
@@ -206,8 +210,8 @@ def parse_cell(value: str, column: str) -> Any:
         return canonical_unit(text)
     if column in NAME_COLUMNS and not NAME.fullmatch(text):
         raise ValueError(f"'{show(text)}' is not a name (up to 64 letters, digits, _ . + -)")
-    if column in CHOICES and text not in CHOICES[column]:
-        raise ValueError(f"'{show(text)}' is not one of {', '.join(CHOICES[column])}")
+    if column in CHOICES and text not in (choices := CHOICES[column]()):
+        raise ValueError(f"'{show(text)}' is not one of {', '.join(choices)}")
     if column in BOOL_COLUMNS:
         if text.lower() not in _BOOL:
             raise ValueError(f"'{show(text)}' is not true/false")

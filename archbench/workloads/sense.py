@@ -1,7 +1,9 @@
-"""Records checked for sense: an ok measurement's values against each other, which the
-record schema's bounds cannot state. :func:`problem` names the first field that
-disagrees; every reader that counts a record (collection, the quarantine at workflow start,
-the supervisor taking its worker's record) reads it with :func:`read_counted`.
+"""Records checked for sense: the names a record gives (model, kernel, strategy, variable
+update) against the registries (:func:`archbench.workloads.names.unregistered`), and an ok
+measurement's values against each other, which the record schema's bounds cannot state.
+:func:`problem` names the first field that disagrees; every reader that counts a record
+(collection, the quarantine at workflow start, the supervisor taking its worker's record)
+reads it with :func:`read_counted`.
 
 Training (``archbench.train``): the measured window holds ``measured_steps`` steps of
 ``global_batch = batch_per_process x workers`` images, and
@@ -30,6 +32,7 @@ import os
 from typing import Any, Iterable, Mapping
 
 from archbench.core.record import RecordError, read_record, validate
+from archbench.workloads.names import unregistered
 
 ROUNDING = 1e-6  # relative: one value computed in two orders of floating-point operations
 # How far a window may outlast the writer's step times: a share for the time between steps
@@ -49,10 +52,12 @@ def metric_value(record: Mapping[str, Any], name: str) -> float | None:
 def problem(record: Mapping[str, Any]) -> str:
     """"" when ``record`` (schema-valid) makes sense, else one line: "<field>: <problem>".
 
-    Failure records (status not ok) carry no measurement and pass.
+    Every record names only registered models, kernels, strategies and variable updates;
+    failure records (status not ok) carry no measurement and pass the rest.
     """
-    if record.get("status") != "ok":
-        return ""
+    nameless = unregistered(record)
+    if nameless or record.get("status") != "ok":
+        return nameless
     throughput, times = record.get("throughput"), record.get("step_times_s") or []
     if throughput is None:
         return "throughput: missing from an ok record"

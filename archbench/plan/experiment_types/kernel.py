@@ -35,15 +35,14 @@ from archbench.plan.experiment_types.base import (
 )
 from archbench.workloads.kernels import KERNELS, spec_of
 from archbench.workloads.kernels.common import is_power_of_two
-from archbench.workloads.kernels.spec import KernelSpec, Setting
+from archbench.workloads.kernels.spec import KERNEL_STRATEGY, KernelSpec, Setting
 
 # The keys every kernel experiment takes; the kernels' descriptions, sizes and defaults
 # and their own keys (settings) are added from the registry by _schema().
 BASE_SCHEMA = """
 description: >
   HPC kernels written in TensorFlow (experiment 7), run on a cluster of TensorFlow
-  workers: kernels x sizes x tile_sizes x workers x nodes. Records GB/s (stream),
-  MiB/s (stream_comm) or GFLOP/s (matmul, cg, fft).
+  workers: kernels x sizes x tile_sizes x workers x nodes.
 allOf: [{$ref: "#/$defs/common"}]
 required: [kernels, sizes]
 properties:
@@ -109,6 +108,8 @@ def _schema() -> dict:
     """The experiment's schema: BASE_SCHEMA, the registry's descriptions and keys."""
     schema = schema_fragment(BASE_SCHEMA)
     properties, specs = schema["properties"], list(KERNELS.values())
+    schema["description"] = (f"{schema['description'].rstrip()} Records in each kernel's unit: "
+                             f"{_each(specs, lambda s: s.unit)}.")
     tiled = [spec for spec in specs if spec.tiled]
     fixed = [spec for spec in specs if spec.workers]
     properties["kernels"]["description"] = f"Kernels to run: {_each(specs, lambda s: s.help)}."
@@ -152,7 +153,7 @@ def kernel_configuration(experiment: dict, system: dict, *, spec: KernelSpec, ax
     conf = {
         "kind": "kernel", "framework": "tensorflow", "kernel": spec.name, "problem_size": size,
         "tile_size": tile, "workers": workers, "nodes": nodes, "processes_per_node": per_node,
-        "strategy": "workers", "intra_threads": max(1, cores_of(system) // per_node),
+        "strategy": KERNEL_STRATEGY, "intra_threads": max(1, cores_of(system) // per_node),
         "throughput_unit": spec.unit,
         "vendor_library": system["vendor_library"] if system["vendor_library"] != "none" else None,
     }

@@ -31,6 +31,7 @@ from archbench.plan.experiment_types.base import (
     training_axes,
     training_configuration,
 )
+from archbench.workloads.training.strategies import STRATEGIES, update_strategies
 
 SCHEMA = schema_fragment("""
 description: >
@@ -53,20 +54,20 @@ properties:
     minItems: 1
     uniqueItems: true
     items: {$ref: "#/$defs/multi_process_strategy"}
-    description: "Distribution: horovod (allreduce), mirrored (TF MultiWorkerMirroredStrategy), parameter_server (synchronous parameter servers, variable update parameter_server). Default [horovod]. Give this or variable_update."
+    description: "Distribution: registered multi-process strategies (each described under $defs/multi_process_strategy); one with variable updates runs its first (parameter_server: the synchronous parameter_server). Default [horovod]. Give this or variable_update."
   variable_update:
     type: array
     minItems: 1
     uniqueItems: true
-    items: {enum: [parameter_server, distributed_replicated, ps_async, horovod, mirrored]}
+    items: {$ref: "#/$defs/variable_update_name"}
     description: >
       The strategy axis in tf_cnn_benchmarks' words (its --variable_update), instead of
       `strategies`: parameter_server (synchronous, variables on the parameter servers, the
       mean gradient of all workers applied once per step), distributed_replicated
       (synchronous, a replica per worker, gradients aggregated on the parameter servers
       and copied back), ps_async (TF2's asynchronous ParameterServerStrategy with a
-      coordinator task), horovod, mirrored (MultiWorkerMirrored). The first three run
-      strategy parameter_server and record their variable_update.
+      coordinator task), horovod, mirrored (MultiWorkerMirrored). A variable update runs
+      the strategy that registers it (the first three: parameter_server) and is recorded.
   parameter_servers:
     description: >
       Parameter-server tasks of the parameter-server updates (an axis). Default [1]. At
@@ -162,31 +163,35 @@ def parameter_server_counts(experiment: dict, workers: int) -> list[int]:
     return sorted({*powers_of_two(workers), workers})
 
 
-# the variable_update axis: its values' strategies (the others are their own strategy)
-PS_UPDATES = ("parameter_server", "distributed_replicated", "ps_async")
-
-
 def strategy_runs(experiment: dict) -> list[tuple[str, str | None]]:
     """(strategy, variable update or None) of each value of the strategy axis: the
-    ``variable_update`` list, or ``strategies`` (parameter_server = its synchronous update)."""
+    ``variable_update`` list (an update runs the strategy that registers it, any other
+    value is a strategy of its own), or ``strategies`` (each with its first variable
+    update: parameter_server's synchronous parameter_server)."""
     if "variable_update" in experiment and "strategies" in experiment:
         raise ConfigError("variable_update: give it or strategies, not both")
     if "variable_update" in experiment:
-        return [("parameter_server", v) if v in PS_UPDATES else (v, None)
-                for v in experiment["variable_update"]]
-    return [(s, "parameter_server" if s == "parameter_server" else None)
+        owners = update_strategies()
+        return [(owners[v], v) if v in owners else (v, None) for v in experiment["variable_update"]]
+    return [(s, next(iter(STRATEGIES[s].variable_updates), None))
             for s in experiment.get("strategies", ["horovod"])]
+
+
+def has_parameter_servers(strategy: str) -> bool:
+    """Whether registered ``strategy`` runs parameter-server tasks (an axis of their count)."""
+    return STRATEGIES[strategy].parameter_servers
 
 
 def check_ps_placement(experiment: dict, system: dict, runs: list[tuple[str, str | None]]) -> None:
     """ConfigError naming the key when the parameter servers cannot be placed as asked on
     ``system``: the largest PS count above the workers of every size, or nodes of their
     own beyond the system's nodes or without srun."""
-    if not any(s == "parameter_server" for s, _ in runs):
+    if not any(has_parameter_servers(s) for s, _ in runs):
         for key in ("parameter_servers", "ps_placement", "ps_variable_placement"):
             if key in experiment:
+                updates = [u for u, s in update_strategies().items() if has_parameter_servers(s)]
                 raise ConfigError(f"{key}: only the parameter-server updates take it "
-                                  "(variable_update parameter_server, distributed_replicated, ps_async)")
+                                  f"(variable_update {', '.join(updates)})")
         return
     if experiment.get("ps_placement") != "separate":
         return
@@ -306,7 +311,7 @@ def expand(experiment: dict, system: dict) -> list[dict]:
         unit = "gpus" if on_gpus else experiment.get("scaling_unit", "nodes")
         for strategy, update in runs:
             ps_list = (ps_layouts(experiment, system, nodes=nodes, workers=nodes * ppn)
-                       if strategy == "parameter_server" else [0])
+                       if has_parameter_servers(strategy) else [0])
             names = controllers(experiment, nodes) if strategy == "horovod" else ["mpi"]
             batches = [1] if best else experiment["batch_sizes"]
             inters = [0] if best else experiment.get("inter_threads", [1])
@@ -316,9 +321,11 @@ def expand(experiment: dict, system: dict) -> list[dict]:
                 values = {**dict(model=a["model"], strategy=strategy, nodes=nodes,
                                  vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
                                  scaling_unit=unit), **on_gpus}
-                if strategy == "parameter_server":
-                    values.update(parameter_servers=a["ps"], variable_update=update)
+                if has_parameter_servers(strategy):
+                    values["parameter_servers"] = a["ps"]
                     tuning = {**tuning, **tuning_ps}
+                if update is not None:
+                    values["variable_update"] = update
                 if best:  # placeholder: layout and batch come from the hybrid sweep
                     conf = training_configuration(
                         experiment, system, **values, processes_per_node=1, intra_threads=0,

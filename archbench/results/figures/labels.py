@@ -13,11 +13,11 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from archbench.workloads.training import strategies
+
 VENDOR_NAMES = {"onednn": "oneDNN", "mkl": "MKL", "mkldnn": "MKL-DNN", "mkl-dnn": "MKL-DNN",
                 "armpl": "ArmPL", "acl": "ACL", "onednn-acl": "oneDNN+ACL",
                 "onednn+acl": "oneDNN+ACL", "openblas": "OpenBLAS", "eigen": "Eigen"}
-STRATEGY_NAMES = {"single": "single process", "horovod": "Horovod",
-                  "parameter_server": "parameter servers", "mirrored": "MultiWorkerMirrored"}
 
 
 def missing(value: object) -> bool:
@@ -69,7 +69,7 @@ FORMATS: dict[str, Callable[[object], str]] = {
     "layout": str,
     "axis": str,
     "data": lambda v: f"{v} data",
-    "strategy": lambda v: STRATEGY_NAMES.get(str(v), str(v)),
+    "strategy": lambda v: strategies.label(str(v)),  # the registry's ``Strategy.label``
     "batch_per_process": lambda v: f"batch {number(v)}",
     "global_batch": lambda v: f"global batch {number(v)}",
     "processes_per_node": lambda v: f"{number(v)} ppn",

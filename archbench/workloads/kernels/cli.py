@@ -30,6 +30,7 @@ from archbench.workloads import gpu
 from archbench.workloads.kernels import KERNELS
 from archbench.workloads.kernels import cluster as workers
 from archbench.workloads.kernels.common import KernelResult, KernelRun
+from archbench.workloads.kernels.spec import KERNEL_STRATEGY
 
 EXIT_BENCHMARK_FAILED = 3  # a failure record was written
 
@@ -92,7 +93,7 @@ def base_fields(job: KernelRun, cluster: workers.Cluster | None = None, tile: in
     conf = dict(kind="kernel", kernel=job.kernel, problem_size=job.size, tile_size=tile,
                 workers=job.workers, nodes=cluster.nodes if cluster else 1,
                 processes_per_node=cluster.processes_per_node if cluster else job.workers,
-                strategy="workers", intra_threads=cluster.threads if cluster else job.threads,
+                strategy=KERNEL_STRATEGY, intra_threads=cluster.threads if cluster else job.threads,
                 device=job.device)
     if job.device == "gpu":  # one worker per GPU
         conf.update(gpus_per_node=conf["processes_per_node"], gpus=job.workers)

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 FLOP_RATE = "flop rate"  # GFLOP/s tables, fraction of peak
 BANDWIDTH = "bandwidth"  # bandwidth tables (GB/s)
+# the ``strategy`` of every kernel configuration and record: its workers are TensorFlow servers
+KERNEL_STRATEGY = "workers"
 
 
 @dataclass(frozen=True, kw_only=True)

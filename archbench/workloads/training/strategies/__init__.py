@@ -10,8 +10,10 @@ line of :data:`STRATEGIES`.
 
 To add a strategy, write ``archbench/workloads/training/strategies/<name>.py`` defining ``STRATEGY =
 Strategy(backend=..., launch=..., ...)`` (see :class:`~archbench.workloads.training.strategies.base.Strategy`)
-and register it below. The ``--strategy`` choices of ``archbench.train`` and the
-experiment schema's strategy names come from this registry.
+and register it below. Every list of strategy names reads this registry when it is
+needed: the ``--strategy`` choices of ``archbench.train``, the experiment schema's strategy
+and variable-update names, the names a record may carry (``archbench.workloads.names``), the
+importer's choices and the figures' labels (``Strategy.label``).
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ STRATEGIES: dict[str, Strategy] = {
     "mirrored": mirrored.STRATEGY,
     "parameter_server": parameter_server.STRATEGY,
 }
-MULTI_PROCESS_STRATEGIES = tuple(name for name, s in STRATEGIES.items() if s.multi_process)
 
-__all__ = ["STRATEGIES", "MULTI_PROCESS_STRATEGIES", "Backend", "Launch", "Strategy", "check",
-           "launch_rank", "launcher_argv", "make_backend", "process_device", "strategy"]
+__all__ = ["STRATEGIES", "Backend", "Launch", "Strategy", "check", "label", "launch_rank",
+           "launcher_argv", "make_backend", "multi_process", "process_device", "strategy",
+           "update_strategies"]
 
 
 def strategy(name: str) -> Strategy:
@@ -38,6 +40,23 @@ def strategy(name: str) -> Strategy:
     if name not in STRATEGIES:
         raise LaunchError(f"unknown strategy '{name}' (known: {', '.join(STRATEGIES)})")
     return STRATEGIES[name]
+
+
+def multi_process() -> list[str]:
+    """The registered strategies that run several processes (experiments may sweep them)."""
+    return [name for name, s in STRATEGIES.items() if s.multi_process]
+
+
+def update_strategies() -> dict[str, str]:
+    """Every registered variable update -> the strategy that runs it."""
+    return {update: name for name, s in STRATEGIES.items() for update in s.variable_updates}
+
+
+def label(name: str) -> str:
+    """The name a reader sees for strategy ``name``: its ``label``, else ``name`` itself
+    (an unregistered name too, e.g. an imported row's)."""
+    chosen = STRATEGIES.get(name)
+    return chosen.label if chosen is not None and chosen.label else name
 
 
 def check(config: TrainRun) -> None:

@@ -231,7 +231,8 @@ class Strategy:
     ``variable_updates``: the ``--variable-update`` values it takes, the first the default;
     ``multi_process``: the strategy runs several processes (experiments may sweep it);
     ``trains(config)``: False for a process that only serves (a parameter server, a
-    coordinator), known before TensorFlow starts: in a GPU run it gets no GPU.
+    coordinator), known before TensorFlow starts: in a GPU run it gets no GPU;
+    ``label``: its name in figure legends and titles ("" = the registry name).
     """
 
     backend: Callable[[Any, TrainRun], Backend]
@@ -242,3 +243,4 @@ class Strategy:
     variable_updates: tuple[str, ...] = ()
     multi_process: bool = True
     trains: Callable[[TrainRun], bool] = every_process_trains
+    label: str = ""

@@ -79,4 +79,5 @@ def launch(plan: Launch) -> list[str]:
 
 
 STRATEGY = Strategy(backend=MirroredBackend, launch=launch, launch_rank=tf_task_rank,
-                    help="tf.distribute MultiWorkerMirrored (synchronous all-reduce)")
+                    help="tf.distribute MultiWorkerMirrored (synchronous all-reduce)",
+                    label="MultiWorkerMirrored")

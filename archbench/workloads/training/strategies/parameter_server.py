@@ -164,4 +164,5 @@ STRATEGY = Strategy(backend=backend, launch=launch, launch_rank=tf_task_rank,
                     parameter_servers=True, variable_updates=tuple(VARIABLE_UPDATES), trains=trains,
                     help="variables on parameter servers: synchronous (--variable-update "
                          "parameter_server, distributed_replicated) or ps_async "
-                         "(tf.distribute ParameterServerStrategy, a chief)")
+                         "(tf.distribute ParameterServerStrategy, a chief)",
+                    label="parameter servers")

@@ -15,4 +15,4 @@ def launch(plan: Launch) -> list[str]:
 
 
 STRATEGY = Strategy(backend=Backend, launch=launch, multi_process=False,
-                    help="one process")
+                    help="one process", label="single process")
