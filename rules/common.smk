@@ -129,14 +129,14 @@ def per_job(func):
 
 
 # run_measurement's output: the record path (archbench.core.record.raw_path) as a pattern
-RECORD_PATTERN = "results/" + raw_path(
-    {"system": "{system}", "experiment": "{experiment}", "config_id": "{config_id}", "repetition": "{rep}"})
+RECORD_PATTERN = os.path.join("results", raw_path(
+    {"system": "{system}", "experiment": "{experiment}", "config_id": "{config_id}", "repetition": "{rep}"}))
 
 
 def record_path(wildcards):
     """The record path of a run_measurement job."""
-    return "results/" + raw_path({"system": wildcards.system, "experiment": wildcards.experiment,
-                                  "config_id": wildcards.config_id, "repetition": wildcards.rep})
+    return os.path.join("results", raw_path({"system": wildcards.system, "experiment": wildcards.experiment,
+                                             "config_id": wildcards.config_id, "repetition": wildcards.rep}))
 
 
 def get_measurement(wildcards):
