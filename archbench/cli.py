@@ -2,6 +2,7 @@
 
     archbench check CAMPAIGN.yaml   # validate a campaign and every input it names
     archbench schema                # the whole experiment schema, every type's keys
+    archbench compare BASE NEW      # which configurations got faster or slower (docs/compare.md)
 """
 
 from __future__ import annotations
@@ -35,6 +36,14 @@ def schema() -> int:
     return 0
 
 
+def add_compare(commands) -> None:
+    """Register ``archbench compare``: the arguments of :mod:`archbench.results.compare`."""
+    from archbench.results import compare  # argparse only; pandas when it runs
+    compare.add_arguments(commands.add_parser(
+        "compare", help="which configurations got faster or slower between two result sets",
+        description=compare.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="archbench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -42,6 +51,7 @@ def parser() -> argparse.ArgumentParser:
     checking = commands.add_parser("check", help="validate a campaign and every input it names")
     checking.add_argument("campaign", help="a campaign YAML file")
     commands.add_parser("schema", help="print the whole experiment schema")
+    add_compare(commands)
     return p
 
 
@@ -50,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "check":
         return check(args.campaign)
+    if args.command == "compare":
+        from archbench.results.compare import run
+        return run(args)
     return schema()
 
 
