@@ -18,6 +18,7 @@ include: "rules/benchmarks.smk"
 include: "rules/collect.smk"
 include: "rules/analysis.smk"
 include: "rules/figures.smk"
+include: "rules/compare.smk"
 include: "rules/report.smk"
 
 

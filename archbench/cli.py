@@ -5,6 +5,7 @@
     archbench plan [--configfile FILE]     # the dry run: the plan, then every job; runs nothing
     archbench run [--configfile FILE] [SNAKEMAKE ARGUMENTS]   # run a campaign
     archbench paper [--configfile FILE]    # every table, figure and the report from results/raw
+    archbench compare BASE NEW             # which configurations got faster or slower (docs/compare.md)
 
 check and schema need the package alone. plan, run and paper run Snakemake in the
 workflow's directory (a checkout): the current directory when it holds a Snakefile, else
@@ -169,6 +170,14 @@ def run_snakemake(args: argparse.Namespace, extra: Sequence[str]) -> int:
     return 1  # not reached
 
 
+def add_compare(commands) -> None:
+    """Register ``archbench compare``: the arguments of :mod:`archbench.results.compare`."""
+    from archbench.results import compare  # argparse only; pandas when it runs
+    compare.add_arguments(commands.add_parser(
+        "compare", help="which configurations got faster or slower between two result sets",
+        description=compare.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="archbench", description=__doc__.split("\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -199,6 +208,7 @@ def parser() -> argparse.ArgumentParser:
                                    "profiles/slurm on a cluster)")
         wrapping.add_argument("--workflow", metavar="DIR",
                               help="the workflow's directory (default: the current directory)")
+    add_compare(commands)
     return p
 
 
@@ -214,6 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "check":
         return check(args.campaign, args.workflow)
+    if args.command == "compare":
+        from archbench.results.compare import run
+        return run(args)
     return schema()
 
 

@@ -24,7 +24,8 @@ def check_inputs(config: dict, files: Sequence[str | os.PathLike], *,
     before any job: the campaign ``files`` it was parsed from read strictly, the campaign
     validated and expanded with its system files (in ``system_dir``, the workflow's
     config/systems, else those the package ships), its container definitions (under ``root``) and image
-    files, and its ``imports:``. ``overrides``: the values of Snakemake's --config, merged
+    files, its ``imports:`` and the baseline it is compared with (``compare_with:``, a
+    path relative to the working directory). ``overrides``: the values of Snakemake's --config, merged
     over the files (Snakemake merges several files and those values into ``config``).
 
     Errors are one ConfigError line naming the campaign files (``a.yaml + b.yaml`` when
@@ -47,6 +48,12 @@ def check_inputs(config: dict, files: Sequence[str | os.PathLike], *,
             check_imports([path], mapping_dirs)
         except ImportFormatError as exc:
             raise ConfigError(f"imports.{i}: {exc}", source=source) from None
+    if "compare_with" in config:
+        from archbench.results.record_sets import CompareError, baseline
+        try:
+            baseline(config["compare_with"], Path(root) / "results")
+        except CompareError as exc:
+            raise ConfigError(f"compare_with: {exc}", source=source) from None
     return campaign
 
 

@@ -25,6 +25,10 @@ from archbench.plan.slurm_requests import pinned_nodes
 from archbench.results.figures import FIGURES
 from archbench.results.imports import mapping_files
 from archbench.results.claims import is_claims_file
+from archbench.results.compare import FILES as COMPARE_FILES
+from archbench.results.compare import compare_sources, write_files as write_comparison
+from archbench.results.comparison import caption
+from archbench.results.record_sets import baseline, record_paths
 from archbench.workloads.training.models import spec as model_spec
 from archbench.results.integrity import another_run_holds_locks, quarantine_invalid
 from archbench.results.tables import TABLES
@@ -76,6 +80,8 @@ DRY_RUN = workflow.output_settings.dryrun
 # from the registries (vs_published only when the campaign lists published values, `imports:`)
 TABLE_NAMES = artifacts.table_names(config)
 FIGURE_NAMES = artifacts.figure_names()
+# The baseline the campaign is compared with (`compare_with:`, checked above), or None.
+BASELINE = baseline(config["compare_with"]) if "compare_with" in config else None
 # The small JPEG TFRecord set rule make_tfrecords writes (a system's data_dir may name it).
 GENERATED_TFRECORDS = "results/data/tfrecords"
 
@@ -449,13 +455,45 @@ def get_published_mappings(table):
 
 
 def analysis_targets():
-    """Every table and figure the workflow produces."""
+    """Every table and figure the workflow produces (the comparison's too, with a baseline)."""
     tables = [f"results/tables/{t}.{ext}" for t in TABLE_NAMES for ext in ("csv", "md", "tex")]
-    return tables + figure_targets()
+    return tables + figure_targets() + compare_targets()
 
 
 def figure_targets():
     return [f"results/figures/{f}.{ext}" for f in FIGURE_NAMES for ext in ("png", "pdf", "svg")]
+
+
+def compare_targets():
+    """What rule compare_results writes, when the campaign names a baseline."""
+    return [f"results/compare/{name}" for name in COMPARE_FILES] if BASELINE else []
+
+
+def get_baseline_records():
+    """The baseline's record files (or its collected table): a changed one reruns the comparison."""
+    return [str(p) for p in record_paths(BASELINE.results)] if BASELINE else []
+
+
+def compare_caption():
+    """The comparison's report caption: how its numbers are made."""
+    if not BASELINE:
+        return ""
+    return caption(config.get("statistic", "mean"), BASELINE.threshold, BASELINE.across)
+
+
+def compare_job(input, output, params, log):
+    """compare_results: this campaign's measurements against the baseline's records."""
+    if params.baseline is None:
+        raise WorkflowError("archbench: compare_results needs a baseline (compare_with: in the campaign)")
+    with ARTIFACT_STEP:
+        comparison, sides = compare_sources(params.baseline, input.measurements,
+                                            across=params.across, statistic=params.statistic,
+                                            threshold=params.threshold)
+        write_comparison(comparison, Path(output.report).parent,
+                         f"{params.baseline} -> campaign {CAMPAIGN.name}")
+    counts = ", ".join(f"{n} {verdict}" for verdict, n in comparison.counts().items())
+    write_log(log[0], *(f"baseline: excluded invalid record: {line}" for line in sides["base"][1]),
+              f"{len(comparison.table)} configurations: {counts}")
 
 
 def get_paper_inputs(wildcards):

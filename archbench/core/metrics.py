@@ -90,3 +90,36 @@ def spread_flag(values: Sequence[float], limit: float = SPREAD_LIMIT) -> bool:
     """True when (max - min) exceeds ``limit`` times the mean."""
     mean = sum(values) / len(values)
     return mean > 0 and spread(values) > limit * mean
+
+
+MIN_REPETITIONS_TO_COMPARE = 2  # ok runs per side a ratio's interval needs (a sample variance)
+
+
+def ratio_interval(base: Sequence[float], new: Sequence[float],
+                   confidence: float = 0.95) -> tuple[float, float, float, float]:
+    """The change from ``base`` to ``new`` runs of one configuration as a ratio new / base
+    with its confidence interval: Welch's t interval on log throughput.
+
+        d   = mean(ln new) - mean(ln base)
+        se  = sqrt(s_new^2 / n_new + s_base^2 / n_base)       (s: sample std of ln values)
+        dof = se^4 / ((s_new^2 / n_new)^2 / (n_new - 1) + (s_base^2 / n_base)^2 / (n_base - 1))
+        ratio = exp(d),   interval = exp(d -/+ t(1 - (1 - confidence) / 2, dof) x se)
+
+    exp(d) is the ratio of the geometric means. Returns (ratio, low, high, dof); needs
+    ``MIN_REPETITIONS_TO_COMPARE`` positive values per side (ValueError otherwise). Two
+    sides without any spread give the interval [ratio, ratio] (dof n_new + n_base - 2)."""
+    from scipy import stats  # here: planning a campaign imports metrics, not scipy
+    if min(len(base), len(new)) < MIN_REPETITIONS_TO_COMPARE:
+        raise ValueError(f"a ratio's interval needs {MIN_REPETITIONS_TO_COMPARE} values per side")
+    if min(*base, *new) <= 0:
+        raise ValueError("throughputs must be positive")
+    logs = [[math.log(v) for v in side] for side in (base, new)]
+    means = [math.fsum(side) / len(side) for side in logs]
+    variances = [math.fsum((v - m) ** 2 for v in side) / (len(side) - 1) / len(side)
+                 for side, m in zip(logs, means)]
+    d, var = means[1] - means[0], math.fsum(variances)
+    if var == 0:
+        return math.exp(d), math.exp(d), math.exp(d), float(len(base) + len(new) - 2)
+    dof = var**2 / sum(v**2 / (len(side) - 1) for v, side in zip(variances, logs))
+    half = float(stats.t.ppf(1 - (1 - confidence) / 2, dof)) * math.sqrt(var)
+    return math.exp(d), math.exp(d - half), math.exp(d + half), dof

@@ -1,0 +1,34 @@
+# Before and after (docs/compare.md): when the campaign names a baseline (`compare_with:`),
+# this campaign's collected measurements against the baseline's records, configuration by
+# configuration, written to results/compare/. Runs inside Snakemake's own process (see
+# ARTIFACT_STEP in common.smk).
+
+
+rule compare_results:
+    localrule: True
+    input:
+        measurements="results/tables/measurements.csv",
+        baseline=get_baseline_records(),
+    output:
+        comparison_csv=report("results/compare/comparison.csv", category="Comparison",
+                              caption="../report/captions/compare.rst"),
+        comparison_md="results/compare/comparison.md",
+        comparison_tex="results/compare/comparison.tex",
+        changes_csv="results/compare/changes.csv",
+        changes_md="results/compare/changes.md",
+        changes_tex="results/compare/changes.tex",
+        png=report("results/compare/comparison.png", category="Comparison",
+                   caption="../report/captions/compare.rst"),
+        pdf="results/compare/comparison.pdf",
+        svg="results/compare/comparison.svg",
+        report="results/compare/report.md",
+    log:
+        "logs/compare_results/compare.log",
+    params:
+        baseline=BASELINE.results if BASELINE else None,
+        threshold=BASELINE.threshold if BASELINE else None,
+        across=list(BASELINE.across) if BASELINE else [],
+        statistic=config.get("statistic", "mean"),
+        caption=compare_caption(),
+    run:
+        compare_job(input, output, params, log)
