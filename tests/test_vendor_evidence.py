@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from archbench.core.record import read_record
 from archbench.execute import supervisor as run
-from archbench.results.collect import flatten, read_record, records_to_frame
+from archbench.results.collect import flatten, records_to_frame
 from archbench.results.tables import TABLES, build_table
 from archbench.workloads.training import benchmark as train
 from archbench.workloads.training import vendor_evidence as ve
