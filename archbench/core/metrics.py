@@ -12,6 +12,11 @@ from typing import Sequence
 SPREAD_LIMIT = 0.10  # a configuration whose (max - min) exceeds 10% of its mean is flagged
 
 
+def global_batch(batch_per_process: int, workers: int) -> int:
+    """Images per synchronous step of all workers: global batch = batch per process x workers."""
+    return batch_per_process * workers
+
+
 def training_throughput(images_per_step: int, step_times_s: Sequence[float]) -> float:
     """img/s of a measured window: (images_per_step * steps) / sum(step times).
 

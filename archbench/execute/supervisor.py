@@ -49,10 +49,16 @@ from archbench.plan.containers import image_digest as hash_file
 from archbench.workloads.sense import read_counted
 from archbench.workloads.tfenv import FRAMEWORK_ENV
 from archbench.workloads.training.strategies.horovod import horovod_knobs
-from archbench.workloads.training.vendor_evidence import recorded_library
 
-# The module whose command_for(measurement, system) gives a measurement's argv, per kind.
+# The module whose command_for(measurement, system) gives a measurement's argv, per kind;
+# its PLANNED_FIELDS, if any, are record fields its records state as planned.
 WORKERS = {"train": "archbench.workloads.training.benchmark", "kernel": "archbench.workloads.kernels"}
+# Record fields only the workflow knows, which it writes into the record of every planned
+# run: which experiment (and of which type), system (as its file declares it) and
+# repetition the run is, its configuration id, and what a scaling series of it counts. A
+# worker run by hand writes stand-ins for the first ones (archbench.workloads.training.benchmark.base_fields).
+WORKFLOW_FIELDS = ("experiment", "experiment_type", "system", "arch", "config_id", "repetition",
+                   "scaling_unit")
 POLL_S = 0.2  # how often the supervisor looks at its worker, its time limit and its parents
 
 
@@ -64,10 +70,14 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
+def worker_module(measurement: dict):
+    """The worker module of ``measurement``'s kind (see WORKERS)."""
+    return importlib.import_module(WORKERS[measurement["kind"]])
+
+
 def worker_command(measurement: dict, system: dict) -> list[str]:
     """The worker argv for ``measurement`` (launcher included), inside the system's image."""
-    module = importlib.import_module(WORKERS[measurement["kind"]])
-    argv = module.command_for(measurement, system)
+    argv = worker_module(measurement).command_for(measurement, system)
     runtime = system.get("container_runtime", "none")
     image = image_file(system)
     if image is None:
@@ -138,16 +148,31 @@ def run_worker(argv: list[str], *, env: dict, timeout_s: float, log_path: Path,
     return code, lifeline.without_marks(text)
 
 
-def identity_fields(measurement: dict, log_path: Path) -> dict:
-    """Fields the workflow owns: which configuration and repetition this run is."""
-    known = schema()["properties"]
-    fields = {k: v for k, v in measurement.items() if k in known and k != "env"}
+def workflow_fields(measurement: dict, log_path: Path) -> dict:
+    """The fields the supervisor adds to its worker's record: the WORKFLOW_FIELDS the
+    measurement has, the run id, the hash of the measurement and the worker's log."""
+    fields = {k: measurement[k] for k in WORKFLOW_FIELDS if k in measurement}
     fields["run_id"] = run_id(measurement)
     fields["config_hash"] = provenance.config_hash(
         {k: v for k, v in measurement.items() if k != "repetition"})
     fields["log_path"] = str(log_path)
-    fields.setdefault("warmup_steps", measurement.get("warmup_steps"))
     return fields
+
+
+def planned_fields(measurement: dict) -> dict:
+    """The record fields of the measurement that its worker's records state as planned
+    (the worker module's PLANNED_FIELDS; none for training)."""
+    planned = getattr(worker_module(measurement), "PLANNED_FIELDS", ())
+    return {k: measurement[k] for k in planned if k in measurement}
+
+
+def identity_fields(measurement: dict, log_path: Path) -> dict:
+    """The fields of a record the supervisor writes itself (a failure record): the
+    configuration (every key of the measurement that is a record field) and the
+    workflow's fields."""
+    known = schema()["properties"]
+    configuration = {k: v for k, v in measurement.items() if k in known and k != "env"}
+    return {**configuration, **workflow_fields(measurement, log_path)}
 
 
 def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
@@ -165,7 +190,8 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
            **{k: str(v) for k, v in measurement.get("env", {}).items()}, **FRAMEWORK_ENV}
     timeout_s = float(measurement.get("timeout_minutes", 30)) * 60
     argv = worker_command(measurement, system) + ["--output", str(scratch)]
-    identity = identity_fields(measurement, log_path)
+    identity = identity_fields(measurement, log_path)  # of a failure record
+    added = {**workflow_fields(measurement, log_path), **planned_fields(measurement)}
     tuning = measurement.get("tuning") or {}  # a failed run still names its settings
     knobs = {**horovod_knobs(tuning.get("horovod_cycle_time_ms"), tuning.get("horovod_fusion_threshold_bytes")),
              **pinned_cores(tuning)}
@@ -189,12 +215,9 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
                     if fault is not None:
                         raise fault
                 if worker_record is not None:
-                    record = {**worker_record, **identity,
+                    record = {**worker_record, **added,
                               "env": {**worker_record.get("env", {}), **settings_env},
                               "metrics": {**knobs, **worker_record.get("metrics", {})}}
-                    record["vendor_library"] = recorded_library(  # what ran, not only what was declared
-                        record.get("vendor_library"), record.get("vendor_library_enabled"),
-                        record.get("vendor_evidence"))
                 elif code is None:
                     record = failure(identity, start=start, status="timeout", metrics=knobs,
                                      env=settings_env, reason=f"exceeded {timeout_s:.0f} s wall time"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
+from archbench.core.metrics import global_batch
 from archbench.core.record import config_id, make_record
 from archbench.workloads.kernels import KERNELS
 
@@ -99,7 +100,7 @@ def _train(experiment: str, etype: str, system: str, **values) -> dict:
             "vendor_library_enabled": True, "image_size": 224}
     conf.update(values)
     conf["workers"] = conf["nodes"] * conf["processes_per_node"]
-    conf["global_batch"] = conf["batch_per_process"] * conf["workers"]
+    conf["global_batch"] = global_batch(conf["batch_per_process"], conf["workers"])
     return conf
 
 

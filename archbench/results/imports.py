@@ -126,6 +126,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 
+from archbench.core import metrics
 from archbench.core.csvfile import (
     ImportFormatError,
     at_row,
@@ -385,7 +386,8 @@ def _tidy_row(path: Path, number: int, v: dict) -> dict:
     ppn = v.get("processes_per_node", per_node or (1 if gpus is None else None))
     workers = v.get("workers", gpus or (nodes or 1) * ppn)
     batch = v.get("batch")
-    global_batch = v.get("global_batch", batch * workers if batch else None)
+    planned = metrics.global_batch(batch, workers) if batch else None
+    global_batch = v.get("global_batch", planned)
     experiment = v.get("experiment", path.stem)
     return {
         "schema_version": 1, "run_id": f"{path.stem}/row{number}", "config_id": None,

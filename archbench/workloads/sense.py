@@ -31,6 +31,7 @@ import math
 import os
 from typing import Any, Iterable, Mapping
 
+from archbench.core import metrics
 from archbench.core.record import RecordError, read_record, validate
 from archbench.workloads.names import unregistered
 
@@ -80,11 +81,12 @@ def _train_problem(record: Mapping[str, Any], throughput: float, times: list[flo
     batch, workers = record.get("batch_per_process"), record.get("workers")
     global_batch, steps = record.get("global_batch"), record.get("measured_steps")
     unit = record.get("throughput_unit", "")
-    if None not in (global_batch, batch, workers) and global_batch != batch * workers:
+    expected = None if None in (batch, workers) else metrics.global_batch(batch, workers)
+    if None not in (global_batch, expected) and global_batch != expected:
         return (f"global_batch: {global_batch} is not batch_per_process {batch} x workers "
-                f"{workers} = {batch * workers}")
-    if global_batch is None and None not in (batch, workers):
-        global_batch = batch * workers
+                f"{workers} = {expected}")
+    if global_batch is None:
+        global_batch = expected
     images, window = metric_value(record, "images"), metric_value(record, "window_s")
     for name, value in (("images", images), ("window_s", window)):
         if name in (record.get("metrics") or {}) and not (value is not None and 0 < value < math.inf):

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable
 import yaml
 
 from archbench.core.hardware import cores_of
+from archbench.core.metrics import global_batch
 from archbench.core.record import config_id
 from archbench.core.validate import ConfigError
 
@@ -210,7 +211,7 @@ def training_configuration(experiment: dict, system: dict, **values: Any) -> dic
     if conf["vendor_library"] is None:  # nothing to toggle: every run is the vanilla build
         conf["vendor_library_enabled"] = False
     conf["workers"] = conf["nodes"] * conf["processes_per_node"]
-    conf["global_batch"] = conf["batch_per_process"] * conf["workers"]
+    conf["global_batch"] = global_batch(conf["batch_per_process"], conf["workers"])
     return conf
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from archbench.plan.experiment_types.node_scaling import best_sources
+from archbench.core.metrics import global_batch
 from archbench.core.record import config_id, raw_path
+from archbench.plan.experiment_types.node_scaling import best_sources
 from archbench.results.tables.common import empty, sort_rows, summary_of
 from archbench.results.tables.training import best_per_group, hybrid_configurations
 
@@ -87,7 +88,7 @@ def resolve_best(measurements: list[dict], df: pd.DataFrame, *, on_missing: str 
         resolved.update({k: best[k] for k in LAYOUT_FIELDS})
         resolved["tuning"] = {**(m.get("tuning") or {}), "best_of": name}
         resolved["workers"] = resolved["nodes"] * resolved["processes_per_node"]
-        resolved["global_batch"] = resolved["batch_per_process"] * resolved["workers"]
+        resolved["global_batch"] = global_batch(resolved["batch_per_process"], resolved["workers"])
         resolved["config_id"] = config_id(resolved)
         out.append(resolved)
     return out

@@ -31,6 +31,14 @@ KERNELS: dict[str, KernelSpec] = {spec.name: spec for spec in (
     fft.SPEC,
 )}
 
+# Record fields a kernel record states as planned (archbench.execute.supervisor): the
+# worker reports the layout it found (local workers on one node), the threads it chose and
+# the vendor library of its machine's architecture; a planned run's record keeps the plan's.
+PLANNED_FIELDS = ("kind", "framework", "kernel", "problem_size", "tile_size", "workers", "nodes",
+                  "processes_per_node", "strategy", "intra_threads", "throughput_unit",
+                  "vendor_library", "vendor_library_enabled", "warmup_steps", "measured_steps",
+                  "device", "gpus_per_node", "gpus")
+
 
 def spec_of(name: str) -> KernelSpec:
     """The spec of kernel ``name``."""

@@ -32,10 +32,9 @@ from archbench.core.record import config_id, make_record, write_record
 from archbench.workloads import gpu
 from archbench.workloads.tfcluster import local_rank
 from archbench.workloads.tfenv import use_framework_env
-from archbench.workloads.training import strategies, vendor_evidence
+from archbench.workloads.training import settings, strategies, vendor_evidence
 from archbench.workloads.training.data import accuracy, digits_arrays, real_dataset
 from archbench.workloads.training.models import (
-    MODELS,
     build_model,
     check_data_format,
     input_shape,
@@ -57,66 +56,24 @@ class DevicePlacementError(RuntimeError):
         self.devices = devices
 
 
+def parser() -> argparse.ArgumentParser:
+    """The command line: one option per training setting (:mod:`archbench.workloads.training.settings`),
+    the strategies registry naming the strategies and their variable updates."""
+    p = argparse.ArgumentParser(prog="python -m archbench.train", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    updates = ", ".join(strategies.strategy("parameter_server").variable_updates)
+    settings.add_arguments(p, registered={
+        "strategy": dict(choices=list(strategies.STRATEGIES),
+                         help="; ".join(f"{name}: {s.help}" for name, s in strategies.STRATEGIES.items())),
+        "variable_update": dict(help=f"how strategy parameter_server updates variables: {updates} "
+                                     "(default: the first)")})
+    return p
+
+
 def parse_args(argv: Sequence[str] | None = None) -> TrainRun:
     """The training run the command line asks for (model defaults filled in); a bad option
     ends the program with one argparse error line."""
-    p = argparse.ArgumentParser(prog="python -m archbench.train", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, choices=sorted(MODELS), help="model to train")
-    p.add_argument("--batch-size", type=int, required=True, help="batch per process")
-    p.add_argument("--intra-threads", type=int, default=0, help="intra-op threads (0 = TF default)")
-    p.add_argument("--inter-threads", type=int, default=1, help="inter-op threads (0 = TF default)")
-    p.add_argument("--onednn", choices=["on", "off"], default="on",
-                   help="vendor library: sets TF_ENABLE_ONEDNN_OPTS before TensorFlow loads")
-    p.add_argument("--data", choices=["synthetic", "real"], default="synthetic",
-                   help="real = TFRecords of --data-dir (ImageNet models) or scikit-learn's "
-                        "digits (digits_cnn)")
-    p.add_argument("--data-dir", default=None, help="TFRecord directory for --data real")
-    p.add_argument("--data-format", choices=["NHWC", "NCHW"], default="NHWC",
-                   help="tensor layout (NCHW fails clearly where the backend lacks it)")
-    p.add_argument("--device", choices=list(gpu.DEVICES), default="cpu",
-                   help="gpu: each process trains on the GPU of its local rank and fails with "
-                        f"'{gpu.NO_GPU}' when it has none; cpu hides every GPU")
-    p.add_argument("--warmup-steps", type=int, default=10)
-    p.add_argument("--steps", type=int, default=100, help="measured steps (per worker)")
-    p.add_argument("--image-size", type=int, default=None,
-                   help="input height and width (default: the model's, 224 for ImageNet models)")
-    p.add_argument("--num-classes", type=int, default=None,
-                   help="output classes (default: the model's, 1000 for ImageNet models)")
-    p.add_argument("--learning-rate", type=float, default=None,
-                   help="SGD learning rate (default: the model's, 0.01 for ImageNet models)")
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--strategy", choices=list(strategies.STRATEGIES), default="single",
-                   help="; ".join(f"{name}: {s.help}" for name, s in strategies.STRATEGIES.items()))
-    p.add_argument("--nodes", type=int, default=None,
-                   help="nodes of the run as planned (default: counted from the workers' hosts)")
-    p.add_argument("--processes-per-node", type=int, default=None,
-                   help="worker processes per node as planned (default: workers / nodes)")
-    p.add_argument("--parameter-servers", type=int, default=1,
-                   help="parameter-server tasks (strategies with parameter servers)")
-    p.add_argument("--variable-update", default=None,
-                   help="how strategy parameter_server updates variables: "
-                        + ", ".join(strategies.strategy("parameter_server").variable_updates)
-                        + " (default: the first)")
-    p.add_argument("--ps-variable-placement", choices=["round_robin", "greedy"],
-                   default="round_robin",
-                   help="variables over the parameter servers: round robin, or greedily by "
-                        "size (the server with the fewest bytes so far)")
-    p.add_argument("--horovod-cycle-time", type=float, default=None,
-                   help="HOROVOD_CYCLE_TIME in ms, set on every rank before hvd.init")
-    p.add_argument("--horovod-fusion-threshold", type=int, default=None,
-                   help="HOROVOD_FUSION_THRESHOLD in bytes, set on every rank")
-    p.add_argument("--cores", type=int, default=None,
-                   help="pin each process to this many cores (block per local rank)")
-    p.add_argument("--weights-out", default=None,
-                   help="directory where every worker saves its trained weights (rank<r>.npz)")
-    p.add_argument("--vendor-library", default="onednn",
-                   help="the vendor library the system declares (checked against the probe)")
-    p.add_argument("--vendor-probe", choices=["on", "off"], default="on",
-                   help="after the measured window, one probe step in a child process with "
-                        "ONEDNN_VERBOSE=1 records which implementations ran "
-                        "(archbench.workloads.training.vendor_evidence)")
-    p.add_argument("--output", required=True, help="where to write the JSON record")
+    p = parser()
     try:
         config = TrainRun.from_args(p.parse_args(argv))
         strategies.check(config)
@@ -267,13 +224,13 @@ def run(config: TrainRun) -> dict | None:
     if config.vendor_probe == "on" and config.device == "cpu":
         evidence = vendor_evidence.probe(config)
         fields["vendor_evidence"] = evidence
-        fields["vendor_mismatch"] = vendor_evidence.mismatch(
-            config.vendor_library, config.onednn == "on", evidence)
+        declared, enabled = fields["vendor_library"], fields["vendor_library_enabled"]
+        fields["vendor_mismatch"] = vendor_evidence.mismatch(declared, enabled, evidence)
         print(f"vendor evidence: {evidence['library']} {evidence['error']}".rstrip()
               + (f"; MISMATCH: {fields['vendor_mismatch']}" if fields["vendor_mismatch"] else ""),
               file=sys.stderr)
-        fields["vendor_library"] = vendor_evidence.recorded_library(
-            config.vendor_library, config.onednn == "on", evidence)
+        # what ran, not only what was declared
+        fields["vendor_library"] = vendor_evidence.recorded_library(declared, enabled, evidence)
     reason = "" if all(math.isfinite(x) for x in losses) else "loss is not finite"
     return make_record(
         **fields, start_time=start, end_time=provenance.now(), step_times_s=times,
@@ -285,26 +242,27 @@ def run(config: TrainRun) -> dict | None:
 
 def base_fields(config: TrainRun, *, tf_version: str = "", nodes: int | None = None,
                 processes_per_node: int | None = None, workers: int | None = None) -> dict:
-    """Record fields that describe the configuration and where it ran (the plan's layout
-    where the run did not report its own)."""
+    """Record fields that describe the configuration and where it ran: the recorded
+    settings, the layout the run found (the planned one, where it did not report its own),
+    its strategy's settings, and stand-ins for the identity only the workflow knows
+    (experiment adhoc, system local, an id of these fields, repetition 0), which the
+    supervisor of a planned run replaces."""
     nodes = nodes or config.nodes or 1
     ppn = processes_per_node or config.processes_per_node or 1
     workers = workers or nodes * ppn
-    conf = dict(kind="train", model=config.model, data=config.data, strategy=config.strategy,
-                nodes=nodes, processes_per_node=ppn, workers=workers, device=config.device,
-                intra_threads=config.intra_threads, inter_threads=config.inter_threads,
-                batch_per_process=config.batch_size, global_batch=config.batch_size * workers,
-                image_size=config.image_size, vendor_library=config.vendor_library,
-                vendor_library_enabled=config.onednn == "on")
+    conf = dict(kind="train", **settings.record_fields(config), nodes=nodes,
+                processes_per_node=ppn, workers=workers,
+                global_batch=metrics.global_batch(config.batch_size, workers))
     if config.device == "gpu":  # one process per GPU
         conf.update(gpus_per_node=ppn, gpus=workers)
-    if strategies.strategy(config.strategy).variable_updates:
-        conf["variable_update"] = (config.variable_update
-                                   or strategies.strategy(config.strategy).variable_updates[0])
+    chosen = strategies.strategy(config.strategy)
+    if chosen.parameter_servers:
+        conf["parameter_servers"] = config.parameter_servers
+    if chosen.variable_updates:
+        conf["variable_update"] = config.variable_update or chosen.variable_updates[0]
     return {**provenance.host_fields(), **conf, "experiment": "adhoc", "system": "local",
             "config_id": config_id(conf), "repetition": 0, "framework": "tensorflow",
-            "framework_version": tf_version, "warmup_steps": config.warmup_steps,
-            "measured_steps": config.steps}
+            "framework_version": tf_version}
 
 
 def failure_record(config: TrainRun, *, status: str, reason: str, start: str,
@@ -316,37 +274,11 @@ def failure_record(config: TrainRun, *, status: str, reason: str, start: str,
 
 
 def worker_argv(measurement: dict, system: dict) -> list[str]:
-    """argv of one worker process of ``measurement`` (interpreter first, no launcher)."""
-    m = measurement
-    tuning = m.get("tuning") or {}
-    argv = [sys.executable, "-m", "archbench.train", "--model", m["model"],
-            "--batch-size", str(m["batch_per_process"]), "--intra-threads", str(m["intra_threads"]),
-            "--inter-threads", str(m["inter_threads"]),
-            "--onednn", "on" if m.get("vendor_library_enabled", True) is not False else "off",
-            "--data", m["data"], "--warmup-steps", str(m["warmup_steps"]),
-            "--steps", str(m["measured_steps"]), "--image-size", str(m["image_size"]),
-            "--num-classes", str(m.get("num_classes", 1000)),
-            "--data-format", m.get("data_format", "NHWC"),
-            *(["--device", "gpu"] if m.get("device") == "gpu" else []),
-            "--strategy", m.get("strategy", "single"),
-            "--nodes", str(m.get("nodes", 1)),
-            "--processes-per-node", str(m.get("processes_per_node", 1))]
-    if strategies.strategy(m.get("strategy", "single")).parameter_servers:
-        argv += ["--parameter-servers", str(m.get("parameter_servers") or 1)]
-    if m.get("variable_update"):
-        argv += ["--variable-update", m["variable_update"]]
-    if tuning.get("ps_variable_placement"):
-        argv += ["--ps-variable-placement", tuning["ps_variable_placement"]]
-    if tuning.get("horovod_cycle_time_ms") is not None:
-        argv += ["--horovod-cycle-time", f"{tuning['horovod_cycle_time_ms']:g}"]
-    if tuning.get("horovod_fusion_threshold_bytes") is not None:
-        argv += ["--horovod-fusion-threshold", str(int(tuning["horovod_fusion_threshold_bytes"]))]
-    if tuning.get("cores"):
-        argv += ["--cores", str(tuning["cores"])]
-    if m["data"] == "real" and system.get("data_dir"):
+    """argv of one worker process of ``measurement`` (interpreter first, no launcher): its
+    planned settings, and the system's data directory for real data."""
+    argv = [sys.executable, "-m", "archbench.train", *settings.planned_argv(measurement)]
+    if measurement["data"] == "real" and system.get("data_dir"):
         argv += ["--data-dir", system["data_dir"]]
-    if m.get("vendor_library"):
-        argv += ["--vendor-library", m["vendor_library"]]
     return argv
 
 

@@ -1,81 +1,268 @@
-"""One training run as ``python -m archbench.train`` was asked for it: a frozen, validated
-value built once from the command line, with the model's defaults filled in."""
+"""The settings of a training run, each declared once in :data:`SETTINGS`.
+
+A :class:`Setting` is at once a command-line option of ``python -m archbench.train``, a
+field of :class:`TrainRun` (the frozen, validated run built once from the command line),
+the flag a planned measurement's value becomes (:func:`planned_argv`), the record field
+the worker writes it to (:func:`record_fields`) and, where the vendor probe needs it, an
+option of the probe child (:func:`command_line`). Adding a setting is one entry here; a
+campaign that sweeps it also needs its axis in an experiment type.
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping
 
-from archbench.workloads.training.models import spec
+from archbench.workloads import gpu
+from archbench.workloads.training.models import MODELS, spec
 
-AT_LEAST_ONE = ("batch_size", "steps", "image_size", "num_classes")
-NOT_NEGATIVE = ("intra_threads", "inter_threads", "warmup_steps", "parameter_servers")
-UNSET_OR_AT_LEAST_ONE = ("nodes", "processes_per_node", "cores")
-
-
-def _flag(name: str) -> str:
-    return f"--{name.replace('_', '-')}"
+TUNING = "tuning."  # a planned key under the measurement's ``tuning``
+ABSENT = object()  # a setting the measurement does not plan
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainRun:
-    """A training run: model, batch, threads, data, window, strategy and layout.
+class Setting:
+    """One training setting: TrainRun field ``name``, command-line option ``--name``
+    (underscores as dashes).
 
-    ``image_size``, ``num_classes`` and ``learning_rate`` left None are the model's
-    (:class:`archbench.workloads.training.models.ModelSpec`). ``nodes`` and ``processes_per_node`` are the
-    layout as planned (None: counted from the workers). Invalid values raise ValueError
-    naming the command-line flag.
+    ``type``, ``default``, ``choices``, ``required`` and ``help`` make the option;
+    ``minimum`` refuses smaller values (None passes: the setting is unset); ``from_model``
+    names the :class:`~archbench.workloads.training.models.ModelSpec` attribute an unset
+    value takes.
+    ``planned``: the measurement key the workflow plans it as (``tuning.<key>`` for a key
+    under the configuration's ``tuning``; None: only given by hand); a planned value
+    becomes ``--name value``, an absent or None one leaves the default. ``recorded``: the
+    worker writes it to the record field of that name. ``words``: planned (and recorded)
+    values whose command-line word differs, e.g. True -> "on". ``probe``: the vendor-probe
+    child takes it. ``identity``: it is part of the configuration id
+    (:func:`archbench.core.record.config_id` names it, or hashes it with the ``tuning``):
+    runs differing in it are different configurations.
     """
 
-    model: str
-    batch_size: int  # per process
-    output: str  # where the JSON record goes
-    intra_threads: int = 0  # 0 = TensorFlow's default
-    inter_threads: int = 1
-    onednn: str = "on"  # on | off: TF_ENABLE_ONEDNN_OPTS
-    data: str = "synthetic"  # synthetic | real
-    data_dir: str | None = None
-    data_format: str = "NHWC"  # NHWC | NCHW
-    device: str = "cpu"  # cpu | gpu: one GPU per process, bound by local rank (archbench.workloads.gpu)
-    warmup_steps: int = 10
-    steps: int = 100  # measured steps per worker
-    image_size: int | None = None
-    num_classes: int | None = None
-    learning_rate: float | None = None
-    seed: int = 1234
-    strategy: str = "single"
-    nodes: int | None = None
-    processes_per_node: int | None = None
-    parameter_servers: int = 1
-    variable_update: str | None = None  # strategy parameter_server: how variables update
-    ps_variable_placement: str = "round_robin"  # round_robin | greedy (by size) over the PSs
-    horovod_cycle_time: float | None = None  # ms
-    horovod_fusion_threshold: int | None = None  # bytes
-    cores: int | None = None  # pin each process to this many cores
-    weights_out: str | None = None  # directory for every worker's trained weights
-    vendor_library: str = "onednn"  # as the system declares it (config/systems/*.yaml)
-    vendor_probe: str = "on"  # on | off: one verbose probe step after the window
+    name: str
+    help: str
+    type: Callable[[Any], Any] = str
+    default: Any = None
+    choices: tuple[str, ...] | None = None
+    required: bool = False
+    minimum: int | None = None
+    from_model: str | None = None
+    planned: str | None = None
+    recorded: bool = False
+    words: Mapping[Any, str] = field(default_factory=dict)
+    probe: bool = False
+    identity: bool = False
+
+    @property
+    def flag(self) -> str:
+        """The command-line option, e.g. ``--batch-size``."""
+        return "--" + self.name.replace("_", "-")
+
+    def add_argument(self, parser: argparse.ArgumentParser, **registered: Any) -> None:
+        """Add ``--name`` to ``parser`` (``registered``: options a registry supplies, e.g.
+        the strategies' names as choices)."""
+        options = dict(type=self.type, default=self.default, choices=self.choices,
+                       required=self.required, help=self.help)
+        parser.add_argument(self.flag, **{**options, **registered})
+
+    def word(self, value: Any) -> str:
+        """The command-line word of a planned value or a TrainRun value."""
+        if self.words and value in self.words:
+            return self.words[value]
+        value = self.type(value)
+        if isinstance(value, float):  # 20.0 as 20, others exactly
+            return str(int(value)) if value.is_integer() else repr(value)
+        return str(value)
+
+    def recorded_value(self, value: Any) -> Any:
+        """The record's value of a TrainRun value (a word back to what it stands for)."""
+        return {word: meaning for meaning, word in self.words.items()}.get(value, value)
+
+    def planned_value(self, measurement: Mapping[str, Any]) -> Any:
+        """The measurement's value of the setting; :data:`ABSENT` where it plans none."""
+        if self.planned is None:
+            return ABSENT
+        if self.planned.startswith(TUNING):
+            return (measurement.get("tuning") or {}).get(self.planned[len(TUNING):], ABSENT)
+        return measurement.get(self.planned, ABSENT)
+
+
+ON_OFF = ("on", "off")
+ENABLED = {True: "on", False: "off"}
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(name="model", required=True, choices=tuple(sorted(MODELS)), help="model to train",
+            planned="model", recorded=True, probe=True, identity=True),
+    Setting(name="batch_size", type=int, required=True, minimum=1, help="batch per process",
+            planned="batch_per_process", recorded=True, probe=True, identity=True),
+    Setting(name="intra_threads", type=int, default=0, minimum=0,
+            help="intra-op threads (0 = TF default)",
+            planned="intra_threads", recorded=True, probe=True, identity=True),
+    Setting(name="inter_threads", type=int, default=1, minimum=0,
+            help="inter-op threads (0 = TF default)",
+            planned="inter_threads", recorded=True, probe=True, identity=True),
+    Setting(name="onednn", default="on", choices=ON_OFF,
+            help="vendor library: sets TF_ENABLE_ONEDNN_OPTS before TensorFlow loads",
+            planned="vendor_library_enabled", words=ENABLED, recorded=True, probe=True,
+            identity=True),
+    Setting(name="data", default="synthetic", choices=("synthetic", "real"),
+            help="real = TFRecords of --data-dir (ImageNet models) or scikit-learn's digits "
+                 "(digits_cnn)",
+            planned="data", recorded=True, identity=True),
+    # the system's, not the measurement's: benchmark.worker_argv passes it for real data
+    Setting(name="data_dir", help="TFRecord directory for --data real"),
+    # recorded as the metric data_format when not NHWC
+    Setting(name="data_format", default="NHWC", choices=("NHWC", "NCHW"),
+            help="tensor layout (NCHW fails clearly where the backend lacks it)",
+            planned="data_format", probe=True),
+    Setting(name="device", default="cpu", choices=gpu.DEVICES,
+            help="gpu: each process trains on the GPU of its local rank and fails with "
+                 f"'{gpu.NO_GPU}' when it has none; cpu hides every GPU",
+            planned="device", recorded=True, identity=True),
+    Setting(name="warmup_steps", type=int, default=10, minimum=0,
+            help="untimed steps before the measured window (per worker)",
+            planned="warmup_steps", recorded=True),
+    Setting(name="steps", type=int, default=100, minimum=1, help="measured steps (per worker)",
+            planned="measured_steps", recorded=True),
+    Setting(name="image_size", type=int, minimum=1, from_model="native_image_size",
+            help="input height and width (default: the model's, 224 for ImageNet models)",
+            planned="image_size", recorded=True, probe=True),
+    Setting(name="num_classes", type=int, minimum=1, from_model="num_classes",
+            help="output classes (default: the model's, 1000 for ImageNet models)",
+            planned="num_classes", probe=True),
+    Setting(name="learning_rate", type=float, from_model="learning_rate",
+            help="SGD learning rate (default: the model's, 0.01 for ImageNet models)"),
+    Setting(name="seed", type=int, default=1234, help="random seed of the weights and the data",
+            probe=True),
+    # choices and help: the strategies registry (benchmark.parser)
+    Setting(name="strategy", default="single", help="the training strategy",
+            planned="strategy", recorded=True, identity=True),
+    # the record's nodes and processes per node are the layout the run found: these when given
+    Setting(name="nodes", type=int, minimum=1,
+            help="nodes of the run as planned (default: counted from the workers' hosts)",
+            planned="nodes", identity=True),
+    Setting(name="processes_per_node", type=int, minimum=1,
+            help="worker processes per node as planned (default: workers / nodes)",
+            planned="processes_per_node", identity=True),
+    # recorded for the strategies that take them (benchmark.base_fields)
+    Setting(name="parameter_servers", type=int, default=1, minimum=0,
+            help="parameter-server tasks (strategies with parameter servers)",
+            planned="parameter_servers", identity=True),
+    Setting(name="variable_update",  # help: the strategies registry (benchmark.parser)
+            help="how strategy parameter_server updates variables (default: the first)",
+            planned="variable_update", identity=True),
+    Setting(name="ps_variable_placement", default="round_robin", choices=("round_robin", "greedy"),
+            help="variables over the parameter servers: round robin, or greedily by size "
+                 "(the server with the fewest bytes so far)",
+            planned="tuning.ps_variable_placement", identity=True),
+    Setting(name="horovod_cycle_time", type=float,
+            help="HOROVOD_CYCLE_TIME in ms, set on every rank before hvd.init",
+            planned="tuning.horovod_cycle_time_ms", identity=True),
+    Setting(name="horovod_fusion_threshold", type=int,
+            help="HOROVOD_FUSION_THRESHOLD in bytes, set on every rank",
+            planned="tuning.horovod_fusion_threshold_bytes", identity=True),
+    # recorded as the metric cores
+    Setting(name="cores", type=int, minimum=1,
+            help="pin each process to this many cores (block per local rank)",
+            planned="tuning.cores", identity=True),
+    Setting(name="weights_out",
+            help="directory where every worker saves its trained weights (rank<r>.npz)"),
+    # none: the system declares no vendor library (the record says null)
+    Setting(name="vendor_library", default="onednn",
+            help="the vendor library the system declares (checked against the probe)",
+            planned="vendor_library", words={None: "none"}, recorded=True),
+    Setting(name="vendor_probe", default="on", choices=ON_OFF,
+            help="after the measured window, one probe step in a child process with "
+                 "ONEDNN_VERBOSE=1 records which implementations ran "
+                 "(archbench.workloads.training.vendor_evidence)"),
+    Setting(name="output", required=True, help="where to write the JSON record"),
+)
+
+
+class _Checked:
+    """What every TrainRun does beside holding its fields: fill the model's defaults and
+    refuse values below a setting's minimum."""
+
+    SETTINGS: tuple[Setting, ...] = ()  # those of the class (run_class)
 
     def __post_init__(self):
         model = spec(self.model)
-        for name, default in (("image_size", model.native_image_size),
-                              ("num_classes", model.num_classes),
-                              ("learning_rate", model.learning_rate)):
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, default)
-        for name in AT_LEAST_ONE:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{_flag(name)} must be >= 1")
-        for name in NOT_NEGATIVE:
-            if getattr(self, name) < 0:
-                raise ValueError(f"{_flag(name)} must be >= 0")
-        for name in UNSET_OR_AT_LEAST_ONE:
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{_flag(name)} must be >= 1")
+        for s in self.SETTINGS:
+            value = getattr(self, s.name)
+            if value is None and s.from_model:
+                value = getattr(model, s.from_model)
+                object.__setattr__(self, s.name, value)
+            if s.minimum is not None and value is not None and value < s.minimum:
+                raise ValueError(f"{s.flag} must be >= {s.minimum}")
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> TrainRun:
+    def from_args(cls, args: argparse.Namespace):
         """The run of parsed command-line options (their dest names are the fields)."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in vars(args).items() if k in names})
+
+
+RUN_DOC = """A training run: one keyword field per setting of :data:`SETTINGS`, frozen.
+
+``image_size``, ``num_classes`` and ``learning_rate`` left None are the model's
+(:class:`archbench.workloads.training.models.ModelSpec`). ``nodes`` and
+``processes_per_node`` are the layout as planned (None: counted from the workers). Invalid
+values raise ValueError naming the command-line flag.
+"""
+
+
+def run_class(settings: Iterable[Setting]) -> type:
+    """The TrainRun class of ``settings``: a frozen dataclass with one keyword field per
+    setting, required or with the setting's default."""
+    def run_field(s: Setting) -> tuple:
+        if s.required:
+            return s.name, s.type
+        kind = s.type if s.default is not None else s.type | None
+        return s.name, kind, field(default=s.default)
+    return dataclasses.make_dataclass("TrainRun", [run_field(s) for s in settings], bases=(_Checked,),
+                                      frozen=True, kw_only=True,
+                                      namespace={"__module__": __name__, "__doc__": RUN_DOC,
+                                                 "SETTINGS": tuple(settings)})
+
+
+TrainRun = run_class(SETTINGS)
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, probe: bool = False,
+                  registered: Mapping[str, Mapping[str, Any]] = MappingProxyType({})) -> None:
+    """One option per setting (``probe``: only those the probe child takes);
+    ``registered[name]``: options of setting ``name`` that a registry supplies."""
+    for s in SETTINGS:
+        if s.probe or not probe:
+            s.add_argument(parser, **registered.get(s.name, {}))
+
+
+def planned_argv(measurement: Mapping[str, Any]) -> list[str]:
+    """``--name value`` for every setting ``measurement`` plans (a None value: the
+    setting's default, unless None has a word of its own)."""
+    argv = []
+    for s in SETTINGS:
+        value = s.planned_value(measurement)
+        if value is not ABSENT and (value is not None or None in s.words):
+            argv += [s.flag, s.word(value)]
+    return argv
+
+
+def command_line(run, *, probe: bool = False) -> list[str]:
+    """``--name value`` for every set value of ``run`` (a TrainRun); ``probe``: only the
+    settings the probe child takes."""
+    argv = []
+    for s in SETTINGS:
+        value = getattr(run, s.name)
+        if (s.probe or not probe) and value is not None:
+            argv += [s.flag, s.word(value)]
+    return argv
+
+
+def record_fields(run) -> dict[str, Any]:
+    """The record fields of ``run``'s recorded settings (a TrainRun)."""
+    return {s.planned: s.recorded_value(getattr(run, s.name)) for s in SETTINGS if s.recorded}
+

@@ -34,6 +34,8 @@ import subprocess
 import sys
 from typing import Sequence
 
+from archbench.workloads.training.settings import command_line
+
 PROBE_BEGIN = "archbench-vendor-probe-begin"
 PROBE_END = "archbench-vendor-probe-end"
 LIBRARIES_LINE = "archbench-vendor-probe-libraries:"
@@ -230,13 +232,10 @@ def recorded_library(declared: str | None, enabled: bool | None, evidence: dict 
 
 
 def probe_argv(config) -> list[str]:
-    """argv of the probe child for the training run ``config`` (a TrainRun)."""
-    argv = [sys.executable, "-m", "archbench.workloads.training.vendor_probe_child", "--model", config.model,
-            "--batch-size", str(config.batch_size), "--intra-threads", str(config.intra_threads),
-            "--inter-threads", str(config.inter_threads), "--onednn", config.onednn,
-            "--image-size", str(config.image_size), "--num-classes", str(config.num_classes),
-            "--data-format", config.data_format, "--seed", str(config.seed)]
-    return argv
+    """argv of the probe child for the training run ``config`` (a TrainRun): the settings
+    the child takes (``Setting.probe``)."""
+    return [sys.executable, "-m", "archbench.workloads.training.vendor_probe_child",
+            *command_line(config, probe=True)]
 
 
 def probe(config, *, timeout_s: float = PROBE_TIMEOUT_S) -> dict:

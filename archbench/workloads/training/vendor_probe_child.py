@@ -15,10 +15,10 @@ from archbench.workloads.training import strategies
 from archbench.workloads.training.benchmark import (
     configure_tensorflow,
     make_train_step,
-    parse_args,
     synthetic_batch,
 )
 from archbench.workloads.training.models import build_model
+from archbench.workloads.training.settings import TrainRun, add_arguments
 from archbench.workloads.training.vendor_evidence import LIBRARIES_LINE, PROBE_BEGIN, PROBE_END
 
 _RUNTIMES = re.compile(r"^lib(armpl|mkl|iomp5|gomp|omp|arm_compute|dnnl|mkldnn)[^/]*\.so")
@@ -40,14 +40,22 @@ def _mark(text: str) -> None:
     os.write(1, f"{text}\n".encode())
 
 
+def parse_probe_args(argv: Sequence[str] | None = None) -> TrainRun:
+    """The run to probe: the options of the settings the probe child takes
+    (``Setting.probe``), one process writing no record and running no probe of its own."""
+    p = argparse.ArgumentParser(prog="python -m archbench.workloads.training.vendor_probe_child",
+                                description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p, probe=True)
+    try:
+        return TrainRun(**vars(p.parse_args(argv)), output=os.devnull, vendor_probe="off")
+    except ValueError as exc:
+        p.error(str(exc))
+
+
 def run_probe(argv: Sequence[str] | None = None) -> None:
     """The probe child: one warm-up step, then the probe step between markers."""
-    p = argparse.ArgumentParser(prog="python -m archbench.workloads.training.vendor_probe_child", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True)
-    known, rest = p.parse_known_args(argv)
-    config = parse_args(["--model", known.model, *rest, "--output", os.devnull,
-                         "--vendor-probe", "off"])
+    config = parse_probe_args(argv)
     tf = configure_tensorflow(config)
     backend = strategies.make_backend(tf, config)
     with backend.scope():
