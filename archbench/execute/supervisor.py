@@ -48,7 +48,6 @@ from archbench.plan.containers import IMAGE_DIR, exec_prefix, image_file, runtim
 from archbench.plan.containers import image_digest as hash_file
 from archbench.workloads.sense import read_counted
 from archbench.workloads.tfenv import FRAMEWORK_ENV
-from archbench.workloads.training.strategies.horovod import horovod_knobs
 
 # The module whose command_for(measurement, system) gives a measurement's argv, per kind;
 # its PLANNED_FIELDS, if any, are record fields its records state as planned.
@@ -193,8 +192,7 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
     identity = identity_fields(measurement, log_path)  # of a failure record
     added = {**workflow_fields(measurement, log_path), **planned_fields(measurement)}
     tuning = measurement.get("tuning") or {}  # a failed run still names its settings
-    knobs = {**horovod_knobs(tuning.get("horovod_cycle_time_ms"), tuning.get("horovod_fusion_threshold_bytes")),
-             **pinned_cores(tuning)}
+    knobs = {**worker_module(measurement).setting_metrics(measurement), **pinned_cores(tuning)}
     settings_env = measurement.get("env", {})
     with hostguard.held(output, check=check) as guard:  # the wait is not the run's time
         start = provenance.now()

@@ -47,6 +47,12 @@ def spec_of(name: str) -> KernelSpec:
     return KERNELS[name]
 
 
+def setting_metrics(measurement: dict) -> dict:
+    """The settings a kernel run is given that its record keeps as metrics: none (its
+    settings are configuration fields)."""
+    return {}
+
+
 def command_for(measurement: dict, system: dict) -> list[str]:
     """argv that runs ``measurement`` (a kernel configuration); the supervisor appends
     ``--output PATH``.

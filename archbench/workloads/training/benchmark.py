@@ -44,6 +44,7 @@ from archbench.workloads.training.models import (
 )
 from archbench.workloads.training.pinning import pin_cores
 from archbench.workloads.training.settings import TrainRun
+from archbench.workloads.training.strategies.horovod import horovod_knobs
 
 EXIT_BENCHMARK_FAILED = 3  # a failure record was written
 
@@ -280,6 +281,13 @@ def worker_argv(measurement: dict, system: dict) -> list[str]:
     if measurement["data"] == "real" and system.get("data_dir"):
         argv += ["--data-dir", system["data_dir"]]
     return argv
+
+
+def setting_metrics(measurement: dict) -> dict:
+    """The settings a run of ``measurement`` is given that its record keeps as metrics (a
+    failure record too, so a setting that only failed is still named in its table)."""
+    tuning = measurement.get("tuning") or {}
+    return horovod_knobs(tuning.get("horovod_cycle_time_ms"), tuning.get("horovod_fusion_threshold_bytes"))
 
 
 def command_for(measurement: dict, system: dict) -> list[str]:
