@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import traceback
 from pathlib import Path
@@ -31,19 +30,17 @@ from archbench.core.failures import exception_failure
 from archbench.core.record import config_id, make_record, write_record
 from archbench.workloads import gpu
 from archbench.workloads.tfcluster import local_rank
-from archbench.workloads.tfenv import use_framework_env
 from archbench.workloads.training import settings, strategies, vendor_evidence
 from archbench.workloads.training.data import accuracy, digits_arrays, real_dataset
 from archbench.workloads.training.models import (
     build_model,
     check_data_format,
-    input_shape,
-    keras,
     spec,
     training_flops,
 )
 from archbench.workloads.training.pinning import pin_cores
 from archbench.workloads.training.settings import TrainRun
+from archbench.workloads.training.step import configure_tensorflow, make_train_step, synthetic_batch
 from archbench.workloads.training.strategies.horovod import horovod_knobs
 
 EXIT_BENCHMARK_FAILED = 3  # a failure record was written
@@ -83,39 +80,6 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainRun:
     return config
 
 
-def configure_tensorflow(config: TrainRun):
-    """Set the vendor-library flag and thread pools, then import and return TensorFlow.
-
-    Thread pools can be set once per process; a second call with other values raises.
-    Mixed precision stays off: nothing sets a Keras dtype policy, every run trains in
-    float32 (as the studies did).
-    """
-    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if config.onednn == "on" else "0"
-    gpu.bind_gpu(strategies.process_device(config))
-    use_framework_env()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    import tensorflow as tf
-    threading = tf.config.threading
-    for getter, setter, value in (
-            (threading.get_intra_op_parallelism_threads, threading.set_intra_op_parallelism_threads,
-             config.intra_threads),
-            (threading.get_inter_op_parallelism_threads, threading.set_inter_op_parallelism_threads,
-             config.inter_threads)):
-        if getter() != value:
-            setter(value)
-    tf.keras.utils.set_random_seed(config.seed)
-    return tf
-
-
-def synthetic_batch(tf, config: TrainRun, seed_offset: int = 0):
-    """A fixed batch of random images and labels, already in memory."""
-    shape = (config.batch_size, *input_shape(config.model, config.image_size, config.data_format))
-    images = tf.random.stateless_uniform(shape, seed=(config.seed, seed_offset), dtype=tf.float32)
-    labels = tf.random.stateless_uniform((config.batch_size,), seed=(config.seed + 1, seed_offset),
-                                         maxval=config.num_classes, dtype=tf.int32)
-    return images, labels
-
-
 def batches_of(tf, config: TrainRun, backend: strategies.Backend):
     """This worker's batches: on a GPU, synthetic data made once on the device (the host
     feeds nothing, :meth:`~archbench.workloads.training.strategies.Backend.device_batches`) where the strategy
@@ -134,14 +98,6 @@ def dataset_fn(tf, config: TrainRun) -> Callable[[int, int], object]:
             return real_dataset(config, shard_index=shard, num_shards=shards)
         return tf.data.Dataset.from_tensors(synthetic_batch(tf, config, shard)).repeat()
     return make
-
-
-def make_train_step(backend: strategies.Backend, model, learning_rate: float) -> Callable:
-    """A compiled SGD training step(images, labels) returning the mean loss; ``backend``
-    combines gradients across workers. Create it inside ``backend.scope()``."""
-    optimizer = keras().optimizers.SGD(learning_rate=learning_rate)
-    loss_fn = keras().losses.SparseCategoricalCrossentropy(from_logits=True)
-    return backend.make_step(model, optimizer, loss_fn)
 
 
 def loss_decreased(losses: Sequence[float]) -> bool | None:

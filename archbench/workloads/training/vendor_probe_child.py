@@ -12,13 +12,9 @@ import sys
 from typing import Sequence
 
 from archbench.workloads.training import strategies
-from archbench.workloads.training.benchmark import (
-    configure_tensorflow,
-    make_train_step,
-    synthetic_batch,
-)
 from archbench.workloads.training.models import build_model
 from archbench.workloads.training.settings import TrainRun, add_arguments
+from archbench.workloads.training.step import configure_tensorflow, make_train_step, synthetic_batch
 from archbench.workloads.training.vendor_evidence import LIBRARIES_LINE, PROBE_BEGIN, PROBE_END
 
 _RUNTIMES = re.compile(r"^lib(armpl|mkl|iomp5|gomp|omp|arm_compute|dnnl|mkldnn)[^/]*\.so")
