@@ -70,7 +70,7 @@ def in_fresh_tensorflow(code: str) -> str:
 
 def test_placed_devices_of_real_tensors():
     out = in_fresh_tensorflow(
-        "import tensorflow as tf\nfrom archbench import gpu\n"
+        "import tensorflow as tf\nfrom archbench.workloads import gpu\n"
         "with tf.device('/device:CPU:0'):\n    x = tf.ones((2, 2)) * 2\n"
         "print(gpu.placed_devices([x]))")
     assert out == "['CPU:0']"
@@ -78,7 +78,7 @@ def test_placed_devices_of_real_tensors():
 
 def test_require_gpu_fails_clearly_on_this_cpu_machine():
     out = in_fresh_tensorflow(
-        "import tensorflow as tf\nfrom archbench import gpu\n"
+        "import tensorflow as tf\nfrom archbench.workloads import gpu\n"
         "assert not tf.config.list_physical_devices('GPU'), 'this test expects no GPU'\n"
         "try:\n    gpu.require_gpu(tf)\nexcept gpu.NoGPUError as exc:\n    print(exc)")
     assert out.startswith(gpu.NO_GPU)

@@ -82,7 +82,7 @@ def test_a_supervisor_waiting_for_the_guard_can_be_stopped(tmp_path):
 
 def test_a_guard_left_by_a_dead_holder_is_taken_over_at_once(tmp_path, lock):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from archbench import hostguard\n"
+        [sys.executable, "-c", "import sys, time; from archbench.execute import hostguard\n"
          "with hostguard.held('dead.json'):\n    print('held', flush=True); time.sleep(300)"],
         env=tool_env(), stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline() == "held\n"

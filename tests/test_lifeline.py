@@ -55,7 +55,7 @@ if sys.argv[1:2] != ["exit"]:
 '''
 
 # A supervisor CLI whose worker argv comes from $TREE_WORKER (the rest is archbench.run).
-SUPERVISOR = ("import json, os, sys; from archbench import run; "
+SUPERVISOR = ("import json, os, sys; from archbench.execute import supervisor as run; "
               "run.worker_command = lambda m, s: json.loads(os.environ['TREE_WORKER']); "
               "sys.exit(run.main())")
 

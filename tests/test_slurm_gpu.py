@@ -68,7 +68,7 @@ def test_slurm_sets_the_gpus_of_the_node_and_each_rank_binds_its_own(slurm_env):
     """What a rank inherits from Slurm on a node with --gres=gpu:2 and two tasks: both see
     CUDA_VISIBLE_DEVICES=0,1 and their SLURM_LOCALID; archbench.workloads.gpu.bind_gpu keeps the
     entry of its local rank."""
-    code = ("import os; from archbench import gpu; seen = os.environ['CUDA_VISIBLE_DEVICES']; "
+    code = ("import os; from archbench.workloads import gpu; seen = os.environ['CUDA_VISIBLE_DEVICES']; "
             "print(os.environ['SLURM_LOCALID'], seen, gpu.bind_gpu('gpu'))")
     out = subprocess.run(["srun", "--nodes=1", "--ntasks=2", "--cpus-per-task=1", "--gres=gpu:2",
                           "--mem=500", "python", "-c", code],
