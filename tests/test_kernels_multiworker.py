@@ -56,7 +56,7 @@ def test_local_workers_get_their_local_rank_and_the_nodes_gpus(monkeypatch):
 
 def bindings(stderr: str) -> dict[int, str]:
     """local rank -> CUDA_VISIBLE_DEVICES from the binding lines of every rank."""
-    lines = re.findall(r"^archbench\.gpu: local rank (\d+) bound to CUDA_VISIBLE_DEVICES=(\S*)$",
+    lines = re.findall(r"^archbench\.workloads\.gpu: local rank (\d+) bound to CUDA_VISIBLE_DEVICES=(\S*)$",
                        stderr, re.MULTILINE)
     ranks = [int(rank) for rank, _ in lines]
     assert len(ranks) == len(set(ranks)), stderr[-2000:]  # distinct ranks, one line each

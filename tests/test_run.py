@@ -71,6 +71,18 @@ def test_crash_without_record_is_classified(tmp_path, monkeypatch):
     assert r["status"] == "failed" and "exit 7" in r["reason"] and "segfault" in r["reason"]
 
 
+def test_a_worker_record_that_makes_no_sense_becomes_a_failure(tmp_path, monkeypatch):
+    """A worker that exits 0 with a record whose throughput disagrees with its own steps
+    leaves a failure record naming why, never an ok number."""
+    from test_sense import train_record
+    nonsense = train_record(throughput=640 / 5.1 * 3)  # three times what its steps allow
+    script = f"import sys; open(sys.argv[sys.argv.index('--output') + 1], 'w').write({json.dumps(nonsense)!r})"
+    monkeypatch.setattr(run, "worker_command", lambda m, s: [sys.executable, "-c", script])
+    r = supervise(tmp_path, measurement())
+    assert r["status"] == "failed" and r["throughput"] is None
+    assert "its record was refused" in r["reason"] and "throughput" in r["reason"]
+
+
 def test_failed_horovod_setting_is_still_named(tmp_path, monkeypatch):
     """A failure record of a Horovod tuning run carries the setting it was given, so the
     tuning table names the setting that failed."""

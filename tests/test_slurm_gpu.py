@@ -17,7 +17,7 @@ from test_slurm import run_through_slurm, sacct_steps
 from archbench.workloads.gpu import NO_GPU
 
 pytestmark = pytest.mark.slurm
-BOUND = re.compile(r"^archbench\.gpu: local rank (\d+) bound to CUDA_VISIBLE_DEVICES=(\S*)$", re.M)
+BOUND = re.compile(r"^archbench\.workloads\.gpu: local rank (\d+) bound to CUDA_VISIBLE_DEVICES=(\S*)$", re.M)
 
 
 @pytest.fixture(scope="module")

@@ -105,7 +105,7 @@ def other_value(s: Setting, value):
     if meanings:
         return meanings[0]
     if s.choices:
-        return next(c for c in s.choices if c != value)
+        return next(c for c in (s.choices() if callable(s.choices) else s.choices) if c != value)
     if s.type is str:
         return f"{value}-other"
     return (value or 0) + 1

@@ -206,7 +206,8 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
                 try:
                     worker_record = read_counted(scratch)
                 except RecordError as exc:
-                    worker_record, refused = None, str(exc) if scratch.exists() else ""
+                    # a record the worker finished (exit 0) but that may not count
+                    worker_record, refused = None, str(exc) if code == 0 and scratch.exists() else ""
                 if worker_record is None:  # a disk refusing it stops the run, no failure record
                     storage.check_writable(output, log_path)
                     fault = storage.reported_fault(log_text) if code == storage.EXIT_UNWRITABLE else None

@@ -46,7 +46,7 @@ class Setting:
     help: str
     type: Callable[[Any], Any] = str
     default: Any = None
-    choices: tuple[str, ...] | None = None
+    choices: tuple[str, ...] | Callable[[], list[str]] | None = None  # a callable: a registry's names
     required: bool = False
     minimum: int | None = None
     from_model: str | None = None
@@ -64,7 +64,8 @@ class Setting:
     def add_argument(self, parser: argparse.ArgumentParser, **registered: Any) -> None:
         """Add ``--name`` to ``parser`` (``registered``: options a registry supplies, e.g.
         the strategies' names as choices)."""
-        options = dict(type=self.type, default=self.default, choices=self.choices,
+        choices = self.choices() if callable(self.choices) else self.choices
+        options = dict(type=self.type, default=self.default, choices=choices,
                        required=self.required, help=self.help)
         parser.add_argument(self.flag, **{**options, **registered})
 
@@ -94,7 +95,7 @@ ON_OFF = ("on", "off")
 ENABLED = {True: "on", False: "off"}
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting(name="model", required=True, choices=tuple(sorted(MODELS)), help="model to train",
+    Setting(name="model", required=True, choices=lambda: sorted(MODELS), help="model to train",
             planned="model", recorded=True, probe=True, identity=True),
     Setting(name="batch_size", type=int, required=True, minimum=1, help="batch per process",
             planned="batch_per_process", recorded=True, probe=True, identity=True),
