@@ -9,32 +9,33 @@ from pathlib import Path
 
 from snakemake.common import overwrite_function_params
 
-from archbench.results import artifacts
-from archbench.plan import jobs as archbench_plan
 from archbench.core import storage as archbench_storage
-from archbench.plan.batching import group_names
-from archbench.results.collect import collect as collect_records
-from archbench.results.collect import write_table as write_collected
+from archbench.core.files import atomic_write_text
+from archbench.core.record import raw_path
+from archbench.core.validate import ConfigError
+from archbench.execute.specfiles import digest, spec_dir, spec_text, write_specs
 from archbench.inputs import check_inputs
-from archbench.plan.campaign import ConfigError, raw_path
+from archbench.plan import jobs as archbench_plan
+from archbench.plan.batching import group_names
 from archbench.plan.configfiles import snakemake_targets
 from archbench.plan.containers import build_command, image_file, pull_commands, shell_join, uri_scheme
-from archbench.core.files import atomic_write_text
-from archbench.execute.specfiles import digest, spec_dir, spec_text, write_specs
+from archbench.plan.experiment_types.node_scaling import best_sources
 from archbench.plan.slurm_requests import pinned_nodes
-from archbench.results.figures import FIGURES
-from archbench.results.imports import mapping_files
+from archbench.plan.systems import run_settings
+from archbench.results import artifacts
 from archbench.results.claims import is_claims_file
+from archbench.results.collect import collect as collect_records
+from archbench.results.collect import write_table as write_collected
 from archbench.results.compare import FILES as COMPARE_FILES
 from archbench.results.compare import compare_sources, write_files as write_comparison
 from archbench.results.comparison import caption
-from archbench.results.record_sets import baseline, record_paths
-from archbench.workloads.training.models import spec as model_spec
+from archbench.results.figures import FIGURES
+from archbench.results.imports import mapping_files
 from archbench.results.integrity import another_run_holds_locks, quarantine_invalid
+from archbench.results.record_sets import baseline, record_paths
 from archbench.results.tables import TABLES
 from archbench.results.tables.best import choose_layouts
-from archbench.plan.experiment_types.node_scaling import best_sources
-from archbench.plan.systems import run_settings
+from archbench.workloads.training.models import spec as model_spec
 
 # mapping sidecars sit beside their CSV (data/published/<study>/); extra folders go here
 IMPORT_MAPPING_DIRS = []
