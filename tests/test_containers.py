@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import tomllib
 from pathlib import Path
 
@@ -26,9 +27,17 @@ def pyproject_pins() -> dict[str, str]:
     return {c._normalise(d.split("==")[0]): d.split("==")[1] for d in deps if "==" in d}
 
 
+# the images with PyTorch beside TensorFlow, one Horovod for both (built by the image tests)
+TORCH_CPU_IMAGES = ("x86_64-onednn", "aarch64-acl")
+TORCH_STACK = ("torch", "torchvision", "timm", "horovod")
+# Horovod 0.28.1's CMake files compile its PyTorch extension as C++14; torch >= 2.1 needs 17
+CXX17_PATCHES = ("CMakeLists.txt", "horovod/torch/CMakeLists.txt")
+
+
 def test_every_architecture_ships_a_definition():
     names = {d.stem for d in DEFS}
-    assert {"x86_64-onednn", "x86_64-cuda", "aarch64-acl", "aarch64-armpl", "ppc64le-vanilla"} <= names
+    assert {"x86_64-onednn", "x86_64-cuda", "x86_64-cuda-pytorch", "aarch64-acl", "aarch64-armpl",
+            "ppc64le-vanilla"} <= names
 
 
 @pytest.mark.parametrize("path", DEFS, ids=lambda p: p.stem)
@@ -38,25 +47,76 @@ def test_shipped_definition_is_valid_and_matches_its_name(path):
     assert d.labels["arch"] == arch
     assert d.labels["variant"] == variant
     assert d.header["Bootstrap"] == "docker"
-    assert d.environment.get("TF_USE_LEGACY_KERAS") == "1"
     assert d.sections["runscript"].strip()
-    assert "import tensorflow" in d.sections["test"]
     # the benchmark workers import inside the image
     assert "import archbench.train, archbench.workloads.kernels.cli" in d.sections["test"]
     assert "pip install --no-cache-dir --no-deps /opt/archbench" in d.sections["post"]
     pins = c.pinned_packages(d)
     assert pins["horovod"] == d.labels["horovod"]
-    # Legacy Keras must match TensorFlow 2.16+; TF 2.14 bundles Keras 2.
-    tf = pins.get("tensorflow") or pins["tensorflow-cpu"]
-    if tuple(int(x) for x in tf.split(".")[:2]) >= (2, 16):
-        assert pins["tf-keras"].split(".")[:2] == tf.split(".")[:2]
+    # every framework installed is imported by %test and stated by a label
+    assert ("torch" in pins) is ("import torch" in d.sections["test"]) is ("torch" in d.labels)
+    tf = pins.get("tensorflow") or pins.get("tensorflow-cpu")
+    assert (tf is not None) is ("import tensorflow" in d.sections["test"]) is ("tensorflow" in d.labels)
+    if tf is not None:
+        assert d.environment.get("TF_USE_LEGACY_KERAS") == "1"
+        # Legacy Keras must match TensorFlow 2.16+; TF 2.14 bundles Keras 2.
+        if tuple(int(x) for x in tf.split(".")[:2]) >= (2, 16):
+            assert pins["tf-keras"].split(".")[:2] == tf.split(".")[:2]
 
 
 def test_x86_pins_match_the_verified_stack():
     d = c.parse_definition(next(p for p in DEFS if p.stem == "x86_64-onednn"))
     assert c.pinned_packages(d) == {
-        "tensorflow-cpu": "2.18.1", "tf-keras": "2.18.0", "horovod": "0.28.1"}
+        "tensorflow-cpu": "2.18.1", "tf-keras": "2.18.0", "torch": "2.14.1",
+        "torchvision": "0.29.1", "timm": "1.0.31", "horovod": "0.28.1"}
     assert d.environment["TF_ENABLE_ONEDNN_OPTS"] == "1"
+
+
+def test_every_pytorch_image_pins_one_pytorch_stack():
+    """CPU and GPU, x86_64 and aarch64 numbers compare one torch, torchvision, timm and
+    Horovod (the GPU image's torch is the CUDA build of the same version)."""
+    stacks = {stem: {k: v for k, v in c.pinned_packages(shipped(stem)).items() if k in TORCH_STACK}
+              for stem in (*TORCH_CPU_IMAGES, "x86_64-cuda-pytorch")}
+    assert all(set(s) == set(TORCH_STACK) for s in stacks.values()), stacks
+    assert len({tuple(sorted(s.items())) for s in stacks.values()}) == 1, stacks
+    for stem in (*TORCH_CPU_IMAGES, "x86_64-cuda-pytorch"):
+        assert {k: shipped(stem).labels[k] for k in TORCH_STACK} == stacks[stem]
+
+
+def check_one_horovod_for_both_frameworks(d: c.Definition) -> None:
+    """Horovod built once, with TensorFlow and PyTorch, from its sdist patched to C++17,
+    each patch checked, and both frameworks' bindings checked by %test."""
+    env = c.install_env(d, "horovod")
+    for flag in ("TENSORFLOW", "PYTORCH", "MPI", "GLOO"):
+        assert env.get(f"HOROVOD_WITH_{flag}") == "1" and f"HOROVOD_WITHOUT_{flag}" not in env, env
+    post = d.sections["post"]
+    assert post.count("pip install --no-cache-dir --no-build-isolation /tmp/horovod/horovod-0.28.1") == 1
+    assert "--no-binary :all: --no-deps horovod==0.28.1" in post
+    for path in CXX17_PATCHES:
+        assert re.search(rf"sed -i 's/.*CMAKE_CXX_STANDARD 14.*/.*CMAKE_CXX_STANDARD 17.*' {re.escape(path)}$",
+                         post, re.M), path
+        assert re.search(rf"^ *grep -q '.*set\(CMAKE_CXX_STANDARD 17\)\$' {re.escape(path)}$", post, re.M), path
+    assert "import horovod.tensorflow as hvd" in d.sections["test"]
+    assert "import horovod.torch as hvd" in d.sections["test"]
+
+
+@pytest.mark.parametrize("stem", TORCH_CPU_IMAGES)
+def test_cpu_images_build_one_horovod_for_tensorflow_and_pytorch(stem):
+    check_one_horovod_for_both_frameworks(shipped(stem))
+
+
+@pytest.mark.parametrize("old, new", [
+    ("HOROVOD_WITH_PYTORCH=1", "HOROVOD_WITHOUT_PYTORCH=1"),
+    ("torch/CMakeLists.txt\n", "torch/CMakeLists.txt.orig\n"),  # patched the wrong file
+    ("    grep -q '^set(CMAKE_CXX_STANDARD 17)$' CMakeLists.txt\n", ""),  # a patch left unchecked
+])
+def test_a_horovod_without_pytorch_or_cxx17_fails_the_check(tmp_path, old, new):
+    path = tmp_path / "x86_64-onednn.def"
+    text = (REPO / "containers/x86_64-onednn.def").read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(AssertionError):
+        check_one_horovod_for_both_frameworks(c.parse_definition(path))
 
 
 def test_cpu_image_tensorflow_is_pyprojects():
@@ -106,6 +166,34 @@ def test_cuda_image_builds_horovod_with_nccl_and_reports_the_cuda_stack():
     assert "p.accelerator_fields()" in test
 
 
+def test_cuda_pytorch_image_builds_one_horovod_with_nccl_and_reports_the_cuda_stack():
+    d = c.validate_definition(REPO / "containers/x86_64-cuda-pytorch.def")
+    pins = c.pinned_packages(d)
+    assert "tensorflow" not in pins and "tensorflow-cpu" not in pins  # one CUDA stack, one NCCL
+    env = c.install_env(d, "horovod")
+    assert env["HOROVOD_GPU_OPERATIONS"] == "NCCL"
+    assert env["HOROVOD_WITH_PYTORCH"] == env["HOROVOD_WITH_MPI"] == env["HOROVOD_WITH_GLOO"] == "1"
+    # NCCL from the wheel torch pulls in, so torch and Horovod load the same one
+    assert env["HOROVOD_NCCL_HOME"] == "$NCCL" and env["HOROVOD_NCCL_LINK"] == "SHARED"
+    post = d.sections["post"]
+    assert "NCCL=/opt/venv/lib/python3.11/site-packages/nvidia/nccl" in post
+    assert "apt-get purge -y --allow-change-held-packages libnccl2 libnccl-dev" in post
+    assert "nvidia/nccl/lib" in d.environment["LD_LIBRARY_PATH"]
+    assert post.count("pip install --no-cache-dir --no-build-isolation /tmp/horovod/horovod-0.28.1") == 1
+    for path in CXX17_PATCHES:
+        assert re.search(rf"^ *grep -q '.*set\(CMAKE_CXX_STANDARD 17\)\$' {re.escape(path)}$", post, re.M), path
+    # one list of compute capabilities: the label's, torch's (checked by %test), Horovod's kernels'
+    capabilities = [x.replace(".", "") for x in d.labels["cuda_compute_capabilities"].split()]
+    assert env["HOROVOD_BUILD_CUDA_CC_LIST"] == ",".join(capabilities)
+    assert str([f"sm_{x}" for x in capabilities]).replace("'", '"') in d.sections["test"]
+    assert {"cuda", "cudnn", "nccl"} <= set(d.labels) and d.labels["python"] == "3.11"
+    test = d.sections["test"]
+    assert "import horovod.torch as hvd" in test and "hvd.nccl_built()" in test
+    # the NCCL and cuDNN labels are what is installed
+    assert f'm.version("nvidia-nccl-cu13"); assert v == "{d.labels["nccl"]}"' in test
+    assert f'm.version("nvidia-cudnn-cu13"); assert v == "{d.labels["cudnn"]}"' in test
+
+
 def test_every_image_pins_the_same_runtime_dependencies():
     pins = {d.stem: c.pinned_packages(c.parse_definition(d), names=RUNTIME_DEPS) for d in DEFS}
     assert all(set(p) == set(RUNTIME_DEPS) for p in pins.values()), pins
@@ -115,8 +203,8 @@ def test_every_image_pins_the_same_runtime_dependencies():
 def test_install_env_reads_the_assignments_before_pip():
     d = shipped("x86_64-onednn")
     assert c.install_env(d, "horovod") == {
-        "HOROVOD_WITH_TENSORFLOW": "1", "HOROVOD_WITH_MPI": "1", "HOROVOD_WITH_GLOO": "1",
-        "HOROVOD_WITHOUT_PYTORCH": "1", "HOROVOD_WITHOUT_MXNET": "1"}
+        "HOROVOD_WITH_TENSORFLOW": "1", "HOROVOD_WITH_PYTORCH": "1", "HOROVOD_WITH_MPI": "1",
+        "HOROVOD_WITH_GLOO": "1", "HOROVOD_WITHOUT_MXNET": "1", "MAKEFLAGS": "-j$(nproc)"}
     assert c.install_env(d, "tensorflow-cpu") == {}
 
 
@@ -159,6 +247,41 @@ def test_label_must_match_pinned_version(tmp_path):
                   labels="    arch x86_64\n    variant onednn\n    tensorflow 2.17.0\n")
     with pytest.raises(ValueError, match="label tensorflow 2.17.0"):
         c.validate_definition(path)
+    path = _write(tmp_path, "    pip install tensorflow-cpu==2.18.1 torch==2.14.1",
+                  labels="    arch x86_64\n    variant onednn\n    torch 2.14.0\n")
+    with pytest.raises(ValueError, match="label torch 2.14.0 but %post installs 2.14.1"):
+        c.validate_definition(path)
+    path = _write(tmp_path, "    pip install tensorflow-cpu==2.18.1",
+                  labels="    arch x86_64\n    variant onednn\n    timm 1.0.31\n")
+    with pytest.raises(ValueError, match="label timm 1.0.31 but %post installs none"):
+        c.validate_definition(path)
+
+
+def test_a_pytorch_only_image_is_valid_and_unpinned_torch_is_not(tmp_path):
+    c.validate_definition(_write(tmp_path, "    pip install torch==2.14.1 torchvision==0.29.1 timm==1.0.31"))
+    for post in ("    pip install torch", "    pip install torch==2.14.1 torchvision>=0.29",
+                 "    pip install torch==2.14.1 timm"):
+        with pytest.raises(ValueError, match="without an exact version"):
+            c.validate_definition(_write(tmp_path, post))
+
+
+def test_a_package_built_from_its_downloaded_source_is_pinned_by_both_commands(tmp_path):
+    """Horovod's patched sdist: ``pip download name==X`` then ``pip install .../name-X``."""
+    post = ("    pip install tensorflow-cpu==2.18.1\n"
+            "    pip download --no-binary :all: --no-deps horovod==0.28.1 -d /tmp/horovod\n"
+            "    HOROVOD_WITH_PYTORCH=1 \\\n"
+            "        pip install --no-build-isolation /tmp/horovod/horovod-0.28.1/\n"
+            "    pip install --no-deps /opt/archbench")
+    d = c.validate_definition(_write(tmp_path, post))
+    assert c.pinned_packages(d) == {"tensorflow-cpu": "2.18.1", "horovod": "0.28.1"}
+    assert c.install_env(d, "horovod") == {"HOROVOD_WITH_PYTORCH": "1"}
+    assert c.install_env(d, "archbench") == {}
+    # a download without a version, or a source tree whose name carries none, is not a pin
+    with pytest.raises(ValueError, match="'horovod' without an exact version"):
+        c.validate_definition(_write(tmp_path, post.replace("horovod==0.28.1", "horovod")))
+    d = c.parse_definition(_write(tmp_path, post.replace("horovod==0.28.1 ", "").replace(
+        "/tmp/horovod/horovod-0.28.1/", "/tmp/horovod/src")))
+    assert "horovod" not in c.pinned_packages(d)
 
 
 @pytest.mark.parametrize("runtime", ["apptainer", "singularity"])

@@ -2,11 +2,13 @@
 (archbench.execute.imagebuild: debootstrap base, %files, %post, %environment, %labels, %test, a
 SquashFS image), then archbench run inside them with Charliecloud's ch-run.
 
-- x86_64 (containers/x86_64-onednn.def, Horovod compiled): the tiny campaign through
-  Snakemake, every record carrying the image's digest.
-- aarch64 (containers/aarch64-acl.def, HOROVOD=0) under qemu-user emulation: training with
-  oneDNN on and off and one kernel; the records say arch aarch64, and the oneDNN-on run's
-  vendor evidence names the Arm Compute Library and the share of reference fallbacks.
+- x86_64 (containers/x86_64-onednn.def, one Horovod compiled for TensorFlow and PyTorch):
+  the tiny campaign through Snakemake, every record carrying the image's digest, and one
+  PyTorch training measurement whose vendor evidence is oneDNN.
+- aarch64 (containers/aarch64-acl.def, HOROVOD=0) under qemu-user emulation: TensorFlow
+  training with oneDNN on and off and one kernel; the records say arch aarch64, and the
+  oneDNN-on run's vendor evidence names the Arm Compute Library and the share of reference
+  fallbacks; and one PyTorch training measurement, its evidence the Arm Compute Library too.
 - ppc64le: no TensorFlow wheel exists for it; its Debian userland runs python3, Debian's
   NumPy and archbench's TensorFlow-free parts.
 
@@ -125,13 +127,42 @@ def aarch64_image(builds) -> dict:
     return builds["aarch64"].report()
 
 
-def ch_run(image: str, *argv: str, timeout: float = 600) -> str:
-    """stdout of argv run inside the image with ch-run and the image's environment."""
+def ch_run(image: str, *argv: str, timeout: float = 600, workdir: Path | None = None) -> str:
+    """stdout of argv run inside the image with ch-run and the image's environment;
+    ``workdir`` is bound at /mnt and is the working directory there, as the workflow runs
+    benchmarks."""
     env = {**os.environ, "USER": os.environ.get("USER") or "root"}
-    done = subprocess.run(["ch-run", "--unset-env=*", "--set-env", image, "--", *argv],
+    bind = ["-b", f"{workdir}:/mnt", "-c", "/mnt"] if workdir else []
+    done = subprocess.run(["ch-run", "--unset-env=*", "--set-env", *bind, image, "--", *argv],
                           capture_output=True, text=True, timeout=timeout, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+# One PyTorch training measurement (the TensorFlow benchmark's record, framework pytorch),
+# run by hand inside an image
+PYTORCH_TRAIN = ("python3", "-m", "archbench.train", "--framework", "pytorch", "--model", "small_cnn",
+                 "--batch-size", "8", "--image-size", "32", "--warmup-steps", "1", "--steps", "3",
+                 "--intra-threads", "1", "--output", "rec.json")
+TORCH_VERSION = "2.14.1"
+
+
+def pytorch_record(image: str, workdir: Path, *, arch: str, timeout: float) -> dict:
+    """The record of PYTORCH_TRAIN run in ``image``: a finished PyTorch measurement of the
+    image's torch on ``arch``, with the vendor evidence of its probe."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    ch_run(image, *PYTORCH_TRAIN, timeout=timeout, workdir=workdir)
+    TIMES[f"pytorch measurement in the {arch} image"] = time.monotonic() - start
+    record = json.loads((workdir / "rec.json").read_text())
+    assert record["status"] == "ok", record.get("reason")
+    assert record["framework"] == "pytorch" and record["framework_version"].split("+")[0] == TORCH_VERSION
+    assert record["kind"] == "train" and record["model"] == "small_cnn" and record["arch"] == arch
+    assert (record["batch_per_process"], record["image_size"], record["intra_threads"]) == (8, 32, 1)
+    assert record["measured_steps"] == 3 and len(record["step_times_s"]) == 3
+    assert record["throughput"] > 0 and record["throughput_unit"] == "img/s"
+    TIMES[f"{arch} pytorch ({record['throughput_unit']})"] = record["throughput"]
+    return record
 
 
 def run_campaign(tmp_path: Path, campaign: str, *targets: str, timeout: int) -> Path:
@@ -170,6 +201,28 @@ def test_x86_image_ran_every_step_of_its_definition(x86_image):
                            "/usr/local/lib/python3.11/site-packages/archbench/__init__.py"]
     # what the host lent the build stayed out of the image
     assert ch_run(image, "sh", "-c", "ls /etc/pip.conf /etc/xdg/pip 2>&1 || true").count("No such") == 2
+
+
+def test_x86_image_builds_pytorch_and_one_horovod_for_both_frameworks(x86_image):
+    image = x86_image["image"]
+    labels = json.loads(ch_run(image, "cat", "/.singularity.d/labels.json"))
+    assert (labels["torch"], labels["torchvision"], labels["timm"]) == (TORCH_VERSION, "0.29.1", "1.0.31")
+    out = ch_run(image, "python3", "-c",
+                 "import torch, torchvision, timm, numpy, horovod.torch as hvd, horovod.tensorflow as htf; "
+                 "print(torch.__version__, torchvision.__version__, timm.__version__, numpy.__version__, "
+                 "torch.backends.mkldnn.is_available(), hvd.mpi_built(), hvd.gloo_built(), "
+                 "htf.mpi_built(), hvd.__file__ == htf.__file__.replace('tensorflow', 'torch'))")
+    version, *rest = out.split()
+    # the index's x86_64 torch is its CUDA build (see the definition); TensorFlow's NumPy stayed
+    assert version.split("+")[0] == TORCH_VERSION
+    assert rest == ["0.29.1", "1.0.31", "1.26.4", "True", "True", "True", "True", "True"]
+
+
+def test_pytorch_training_runs_inside_the_x86_image_on_onednn(x86_image, tmp_path):
+    record = pytorch_record(x86_image["image"], tmp_path, arch="x86_64", timeout=900)
+    evidence = record["vendor_evidence"]
+    assert evidence["library"] == "onednn" and evidence["error"] == "", evidence
+    assert evidence["implementations"] and evidence["optimized_share"] > 0
 
 
 def test_tiny_campaign_runs_inside_the_x86_image(x86_image, tmp_path):
@@ -237,6 +290,14 @@ def test_aarch64_training_and_kernel_under_emulation_show_acl(aarch64_image, tmp
         setting = "" if kind == "kernel" else f" oneDNN {'on' if enabled else 'off'}"
         TIMES[f"aarch64 {kind}{setting} ({record['throughput_unit']}, emulated)"] = record["throughput"]
     TIMES["aarch64 oneDNN reference share"] = evidence["reference_share"]
+
+
+def test_pytorch_training_under_emulation_shows_acl(aarch64_image, tmp_path):
+    record = pytorch_record(aarch64_image["image"], tmp_path, arch="aarch64", timeout=2400)
+    evidence = record["vendor_evidence"]
+    assert evidence["library"] == "onednn+acl" and evidence["error"] == "", evidence
+    assert any(name.endswith(":acl") or name == "acl" for name in evidence["implementations"])
+    TIMES["aarch64 pytorch oneDNN reference share"] = evidence["reference_share"] or 0.0
 
 
 # ---------------------------------------------------------------- ppc64le (emulated)

@@ -20,7 +20,8 @@ def test_shipped_bases_map_to_debian():
 
 
 @pytest.mark.parametrize("name, base", [("ppc64le-vanilla", "condaforge/miniforge3:"),
-                                        ("x86_64-cuda", "nvidia/cuda:12.5.1-devel-ubuntu22.04")])
+                                        ("x86_64-cuda", "nvidia/cuda:12.5.1-devel-ubuntu22.04"),
+                                        ("x86_64-cuda-pytorch", "nvidia/cuda:13.0.2-devel-ubuntu22.04")])
 def test_unbuildable_base_is_one_line(name, base):
     with pytest.raises(b.BuildError, match=rf"^{name}\.def: From: '{base}") as err:
         b.debian_base(parse_definition(REPO / f"containers/{name}.def"))

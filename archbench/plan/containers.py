@@ -34,11 +34,18 @@ REQUIRED_HEADERS = ("Bootstrap", "From")
 REQUIRED_SECTIONS = ("post", "environment", "labels", "test")
 REQUIRED_LABELS = ("arch", "variant")
 # Packages whose version is part of what is measured: every install must pin them.
-PINNED_PACKAGES = ("tensorflow", "tensorflow-cpu", "tf-keras", "horovod")
+PINNED_PACKAGES = ("tensorflow", "tensorflow-cpu", "tf-keras", "torch", "torchvision", "timm", "horovod")
+# the frameworks an image benchmarks (at least one is installed, pinned)
+FRAMEWORKS = {"tensorflow": ("tensorflow", "tensorflow-cpu"), "torch": ("torch",)}
+# labels that state a pinned package's version (a label must equal what %post installs)
+VERSION_LABELS = {"tensorflow": ("tensorflow", "tensorflow-cpu"), "torch": ("torch",),
+                  "torchvision": ("torchvision",), "timm": ("timm",), "horovod": ("horovod",)}
 
 _SECTION = re.compile(r"^%(\w+)\s*(.*)$")
 _HEADER = re.compile(r"^(\w+):\s*(.*?)\s*$")
 _REQ = re.compile(r"^([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(.*)$")
+# a local source tree or sdist named <name>-<version> (pip install /tmp/x/horovod-0.28.1)
+_SOURCE = re.compile(r"^([A-Za-z0-9_.]+?)-(\d[\w.]*?)(\.tar\.gz|\.zip)?$")
 
 
 @dataclass
@@ -117,29 +124,51 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _requirement(arg: str, tool: str) -> tuple[str, str] | None:
+    """(normalised name, version spec) of one package argument of ``pip`` or ``conda``;
+    a local path whose last part is ``<name>-<version>`` (a patched sdist's source tree,
+    say) reads as ``<name>==<version>``; None for an option or a path without a version."""
+    if arg.startswith("-"):
+        return None
+    if tool == "pip" and "/" in arg:
+        source = _SOURCE.match(arg.rstrip("/").rsplit("/", 1)[-1])
+        return (_normalise(source.group(1)), f"=={source.group(2)}") if source else None
+    match = _REQ.match(arg)
+    return (_normalise(match.group(1)), match.group(3)) if match else None
+
+
+def _pip_or_conda(tokens: Sequence[str]) -> tuple[str, list[str]] | None:
+    """(tool, arguments) of a ``pip install|download`` or ``conda create|install`` command."""
+    if "pip" in tokens:
+        for verb in ("install", "download"):
+            if verb in tokens:
+                return "pip", list(tokens[tokens.index(verb) + 1:])
+    if "conda" in tokens:
+        for verb in ("install", "create"):
+            if verb in tokens:
+                return "conda", list(tokens[tokens.index(verb) + 1:])
+    return None
+
+
 def pinned_packages(definition: Definition, names: Sequence[str] = PINNED_PACKAGES) -> dict[str, str]:
     """Versions of the packages ``names`` (default: the measured ones) installed in
     ``%post``, by normalised name.
 
-    Reads ``pip install`` (``name==version``) and ``conda create|install``
-    (``name=version``) commands. Raises ValueError for an unpinned one of them.
+    Reads ``pip install`` and ``pip download`` (``name==version``, or a local source tree
+    or sdist ``.../name-version``) and ``conda create|install`` (``name=version``)
+    commands. Raises ValueError for an unpinned one of them.
     """
     pins: dict[str, str] = {}
     for tokens in _commands(definition.sections.get("post", "")):
-        if "pip" in tokens and "install" in tokens:
-            tool, args = "pip", tokens[tokens.index("install") + 1 :]
-        elif "conda" in tokens and ("install" in tokens or "create" in tokens):
-            verb = "install" if "install" in tokens else "create"
-            tool, args = "conda", tokens[tokens.index(verb) + 1 :]
-        else:
+        command = _pip_or_conda(tokens)
+        if command is None:
             continue
+        tool, args = command
         for arg in args:
-            if arg.startswith("-"):
+            requirement = _requirement(arg, tool)
+            if requirement is None or requirement[0] not in names:
                 continue
-            match = _REQ.match(arg)
-            if not match or _normalise(match.group(1)) not in names:
-                continue
-            name, spec = _normalise(match.group(1)), match.group(3)
+            name, spec = requirement
             pattern = r"==(\d[\w.]*)" if tool == "pip" else r"=(\d+\.\d+\.\d+[\w.]*)"
             pin = re.fullmatch(pattern, spec)
             if not pin:
@@ -158,8 +187,7 @@ def install_env(definition: Definition, package: str) -> dict[str, str]:
         if "pip" not in tokens or "install" not in tokens:
             continue
         args = tokens[tokens.index("install") + 1:]
-        if any(_REQ.match(a) and _normalise(_REQ.match(a).group(1)) == _normalise(package)
-               for a in args if not a.startswith("-")):
+        if any((_requirement(a, "pip") or ("",))[0] == _normalise(package) for a in args):
             return dict(t.split("=", 1) for t in tokens[:tokens.index("pip")] if "=" in t)
     return {}
 
@@ -169,8 +197,9 @@ def validate_definition(path: str | Path) -> Definition:
 
     Checks: ``Bootstrap`` and ``From`` headers; ``%post``, ``%environment``,
     ``%labels`` and ``%test`` sections; ``arch`` and ``variant`` labels; every measured
-    package pinned exactly, TensorFlow installed, and the ``tensorflow`` label (when
-    present) equal to the pinned version; spython's parser reads the same base image.
+    package pinned exactly, TensorFlow or PyTorch installed, and each version label
+    (``tensorflow``, ``torch``, ``torchvision``, ``timm``, ``horovod``; when present)
+    equal to the pinned version; spython's parser reads the same base image.
     """
     from spython.main.parse.parsers import SingularityParser
 
@@ -186,12 +215,14 @@ def validate_definition(path: str | Path) -> Definition:
         if not definition.labels.get(label):
             raise ValueError(f"{name}: %labels lacks '{label}'")
     pins = pinned_packages(definition)
-    tf = pins.get("tensorflow") or pins.get("tensorflow-cpu")
-    if tf is None:
-        raise ValueError(f"{name}: %post installs no pinned tensorflow")
-    label_tf = definition.labels.get("tensorflow")
-    if label_tf is not None and label_tf != tf:
-        raise ValueError(f"{name}: label tensorflow {label_tf} but %post installs {tf}")
+    if not any(pins.get(p) for packages in FRAMEWORKS.values() for p in packages):
+        raise ValueError(f"{name}: %post installs no pinned tensorflow or torch")
+    for label, packages in VERSION_LABELS.items():
+        installed = next((pins[p] for p in packages if p in pins), None)
+        stated = definition.labels.get(label)
+        if stated is not None and stated != installed:
+            raise ValueError(f"{name}: label {label} {stated} but %post installs "
+                             f"{installed or 'none'}")
     recipe = SingularityParser(str(definition.path)).recipe["spython-base"]
     if recipe.fromHeader != definition.header["From"]:
         raise ValueError(f"{name}: spython reads From {recipe.fromHeader!r}")
