@@ -14,6 +14,7 @@ from archbench.core.record import read_record
 from archbench.plan import jobs as plan
 from archbench.workloads.tfcluster import LaunchError
 from archbench.workloads.training import benchmark as train
+from archbench.workloads.training import outcome
 
 # In-process runs share one TensorFlow context: keep the default thread pools (0/0).
 TINY = ["--model", "small_cnn", "--batch-size", "4", "--image-size", "32", "--num-classes", "10",
@@ -62,7 +63,7 @@ def test_cli_names_the_bad_parameter_server_option(bad, flag, capsys):
     ([3.0, 1.0, 2.9, 1.1, 2.0, 1.2, 2.1, 1.0, 1.5], True),  # noisy but trending down
 ])
 def test_loss_trend(losses, expected):
-    assert train.loss_decreased(losses) is expected
+    assert outcome.loss_decreased(losses) is expected
 
 
 def test_synthetic_run_writes_a_complete_record(tmp_path):

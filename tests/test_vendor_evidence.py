@@ -203,3 +203,15 @@ def test_supervisor_keeps_the_workers_evidence_and_passes_the_declared_library(t
     assert r["vendor_library"] == "onednn"  # so the record does not say ArmPL
     assert r["vendor_mismatch"] == "declared armpl, evidence onednn"
     assert "MISMATCH" in (tmp_path / "rep0.log").read_text()
+
+
+def test_optimized_share_of_many_small_times_is_at_most_one():
+    """A probe whose every primitive is optimized has share 1, not 1 + rounding (a PyTorch
+    step over many implementations gave 1.0000000000000002, which the record schema
+    refused)."""
+    line = "onednn_verbose,v1,primitive,exec,cpu,convolution,jit:avx2_{},forward_training,,,,{}"
+    times = [0.174, 0.549, 0.703, 0.675, 0.375, 0.44, 0.509, 0.779, 0.521, 0.394, 0.49, 0.031,
+             0.044, 0.704, 0.983, 0.594, 0.394, 0.171, 0.503, 0.982]
+    e = ve.parse_verbose("\n".join(line.format(i, t) for i, t in enumerate(times)) + "\n")
+    assert len(e["implementations"]) == len(times)
+    assert e["optimized_share"] == 1.0 and e["reference_share"] == 0.0

@@ -137,13 +137,43 @@ def _wheel_version(name: str) -> str | None:
 
 def accelerator_fields() -> dict[str, Any]:
     """Record fields ``cuda_version``, ``cudnn_version``, ``nccl_version`` and ``gpu_models``
-    of this process, read from the TensorFlow (and Horovod) it has already imported: no
-    import, no session; all empty in a process without TensorFlow (the supervisor)."""
+    of this process, read from the PyTorch, or the TensorFlow (and Horovod), it has already
+    imported: no import, no session; all empty in a process without either (the
+    supervisor)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "version"):
+        return torch_accelerators(torch)
     tf = sys.modules.get("tensorflow")
     if tf is None or not hasattr(tf, "sysconfig"):
         return no_accelerator()
     found = _tensorflow_accelerators(tf, sys.modules.get("horovod.tensorflow"))
     return {**found, "gpu_models": list(found["gpu_models"])}
+
+
+def torch_accelerators(torch) -> dict[str, Any]:
+    """CUDA (as the build's), cuDNN and NCCL versions PyTorch reports, and the GPUs it
+    shows this process; all None on a CPU build."""
+    try:
+        cuda = torch.version.cuda
+        if not cuda:
+            return no_accelerator()
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        nccl = torch.cuda.nccl.version() if torch.distributed.is_nccl_available() else None
+        gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
+            if torch.cuda.is_available() else []
+        return {"cuda_version": str(cuda), "cudnn_version": cudnn_text(cudnn),
+                "nccl_version": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else None,
+                "gpu_models": gpus}
+    except Exception:  # noqa: BLE001 - provenance never fails a run
+        return no_accelerator()
+
+
+def cudnn_text(code: int | None) -> str | None:
+    """cuDNN's version code as PyTorch reports it (92400 = 9.24.0; 8907 = 8.9.7) as X.Y.Z."""
+    if not code:
+        return None
+    major, rest = divmod(code, 10000) if code >= 10000 else divmod(code, 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
 
 
 @lru_cache(maxsize=2)

@@ -30,6 +30,7 @@ CONFIG_FIELDS = (
     "inter_threads", "batch_per_process", "global_batch", "image_size", "problem_size",
     "tile_size", "vendor_library", "vendor_library_enabled",
     "device",  # cpu | gpu (tables read records before the field as cpu)
+    "framework",  # tensorflow | pytorch (likewise read as tensorflow)
 )
 
 DEFAULTS: dict[str, Any] = {
@@ -78,6 +79,8 @@ def config_id(configuration: dict) -> str:
             parts.append(f"ps{c['parameter_servers']}")
         if c.get("variable_update"):  # records before the field (asynchronous) keep their ids
             parts.append(c["variable_update"])
+    if c.get("framework", "tensorflow") != "tensorflow":  # TensorFlow runs keep their ids
+        parts.append(c["framework"])
     if c.get("device") == "gpu":  # CPU runs (and records before the field) keep their ids
         parts.append(f"gpu{c.get('gpus_per_node') or ''}")
     extra = dict(sorted(c.get("tuning", {}).items()))

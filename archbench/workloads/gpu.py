@@ -22,7 +22,21 @@ NO_GPU = "no GPU visible to TensorFlow"
 
 
 class NoGPUError(RuntimeError):
-    """A GPU measurement on a process that TensorFlow shows no GPU."""
+    """A GPU measurement on a process that its framework shows no GPU."""
+
+
+class DevicePlacementError(RuntimeError):
+    """A GPU run whose measured step the framework placed elsewhere (never recorded as ok)."""
+
+    def __init__(self, reason: str, devices: list[str]):
+        super().__init__(reason)
+        self.devices = devices
+
+
+def no_gpu(framework: str) -> NoGPUError:
+    """The error of a GPU run whose ``framework`` (its label, e.g. "PyTorch") sees no GPU."""
+    return NoGPUError(f"no GPU visible to {framework} (CUDA_VISIBLE_DEVICES="
+                      f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')!r})")
 
 
 def visible_device_for(rank: int, inherited: str | None) -> str:
@@ -57,8 +71,7 @@ def require_gpu(tf) -> list[str]:
     """The GPUs TensorFlow sees in this process; NoGPUError (reason :data:`NO_GPU`) if none."""
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus:
-        raise NoGPUError(f"{NO_GPU} (CUDA_VISIBLE_DEVICES="
-                         f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')!r})")
+        raise no_gpu("TensorFlow")
     return [gpu.name for gpu in gpus]
 
 

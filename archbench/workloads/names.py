@@ -2,7 +2,7 @@
 are asked for (so a model, kernel or strategy registered in one line counts everywhere at
 once): ``model`` a registered model, ``kernel`` a registered kernel, ``strategy`` a
 registered training strategy or a kernel's :data:`~archbench.workloads.kernels.spec.KERNEL_STRATEGY`,
-``variable_update`` one a registered strategy takes. Each may also be null.
+``variable_update`` one a registered strategy takes, ``framework`` a registered framework. Each may also be null.
 
 The record schema (``archbench/schemas/record.schema.json``, in core, below the registries)
 checks these fields' shape only; :func:`unregistered` is the check of their names, made
@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 # what each field names, as an error message says it
 FIELDS = {"model": "model", "kernel": "kernel", "strategy": "strategy",
-          "variable_update": "variable update"}
+          "variable_update": "variable update", "framework": "framework"}
 
 
 def registered(field: str) -> list[str]:
@@ -25,6 +25,9 @@ def registered(field: str) -> list[str]:
     if field == "model":
         from archbench.workloads.training.models import MODELS
         return list(MODELS)
+    if field == "framework":
+        from archbench.workloads.training.frameworks import FRAMEWORKS
+        return list(FRAMEWORKS)
     if field == "kernel":
         from archbench.workloads.kernels import KERNELS
         return list(KERNELS)

@@ -23,6 +23,10 @@ LOCAL_RANK_VARIABLES = ("ARCHBENCH_LOCAL_RANK", "HOROVOD_LOCAL_RANK", "OMPI_COMM
                         "SLURM_LOCALID")
 
 
+SIZE_VARIABLES = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS",
+                  "SLURM_NTASKS")
+
+
 class LaunchError(ValueError):
     """A configuration that the chosen launcher cannot start."""
 
@@ -52,6 +56,14 @@ def process_rank() -> int:
         if os.environ.get(name, "").isdigit():
             return int(os.environ[name])
     return 0
+
+
+def process_count() -> int:
+    """Processes of this run as MPI or Slurm counted them (1 when not launched by either)."""
+    for name in SIZE_VARIABLES:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 1
 
 
 def local_rank() -> int:

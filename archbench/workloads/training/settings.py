@@ -94,25 +94,37 @@ class Setting:
 ON_OFF = ("on", "off")
 ENABLED = {True: "on", False: "off"}
 
+def _framework_names() -> list[str]:
+    from archbench.workloads.training.frameworks import FRAMEWORKS
+    return list(FRAMEWORKS)
+
+
 SETTINGS: tuple[Setting, ...] = (
+    Setting(name="framework", default="tensorflow", choices=_framework_names,
+            help="training framework (archbench/workloads/training/frameworks.py)",
+            planned="framework", recorded=True, probe=True, identity=True),
     Setting(name="model", required=True, choices=lambda: sorted(MODELS), help="model to train",
             planned="model", recorded=True, probe=True, identity=True),
     Setting(name="batch_size", type=int, required=True, minimum=1, help="batch per process",
             planned="batch_per_process", recorded=True, probe=True, identity=True),
     Setting(name="intra_threads", type=int, default=0, minimum=0,
-            help="intra-op threads (0 = TF default)",
+            help="intra-op threads (0 = the framework's default)",
             planned="intra_threads", recorded=True, probe=True, identity=True),
     Setting(name="inter_threads", type=int, default=1, minimum=0,
-            help="inter-op threads (0 = TF default)",
+            help="inter-op threads (0 = the framework's default)",
             planned="inter_threads", recorded=True, probe=True, identity=True),
     Setting(name="onednn", default="on", choices=ON_OFF,
-            help="vendor library: sets TF_ENABLE_ONEDNN_OPTS before TensorFlow loads",
+            help="vendor library: TF_ENABLE_ONEDNN_OPTS before TensorFlow loads; torch.backends.mkldnn in PyTorch",
             planned="vendor_library_enabled", words=ENABLED, recorded=True, probe=True,
             identity=True),
     Setting(name="data", default="synthetic", choices=("synthetic", "real"),
             help="real = TFRecords of --data-dir (ImageNet models) or scikit-learn's digits "
                  "(digits_cnn)",
             planned="data", recorded=True, identity=True),
+    Setting(name="loader_workers", type=int, minimum=0,
+            help="PyTorch DataLoader worker processes feeding real data (0 = in the training "
+                 "process; default: its intra-op threads, at least 1)",
+            planned="tuning.loader_workers", identity=True),
     # the system's, not the measurement's: benchmark.worker_argv passes it for real data
     Setting(name="data_dir", help="TFRecord directory for --data real"),
     # recorded as the metric data_format when not NHWC

@@ -136,9 +136,9 @@ def parse_verbose(text: str, loaded: Sequence[str] = ()) -> dict:
     share = {name: (ms / total if total > 0 else None) for name, (_, ms) in totals.items()}
 
     def share_of(category: str) -> float | None:
-        if not totals or total <= 0:
+        if not totals or total <= 0:  # summed from the times, not the rounded shares
             return None
-        return sum(s for name, s in share.items() if classify(name) == category)
+        return min(1.0, sum(ms for name, (_, ms) in totals.items() if classify(name) == category) / total)
 
     return {
         "library": library_of(list(totals), loaded), "version": version, "isa": isa,

@@ -1,6 +1,7 @@
 """The vendor-library probe child (see :mod:`archbench.workloads.training.vendor_evidence`): builds the run's
-model with its batch, threads, data format and vendor flag, runs one warm-up step, then
-ONE probe step between markers, with oneDNN's verbose mode set by the parent."""
+model in its framework with its batch, threads, data format and vendor flag, runs one
+warm-up step, then ONE probe step between markers, with oneDNN's verbose mode set by the
+parent (PyTorch's CPU path runs oneDNN too, with ACL on aarch64)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,8 @@ import re
 import sys
 from typing import Sequence
 
-from archbench.workloads.training import strategies
-from archbench.workloads.training.models import build_model
+from archbench.workloads.training import frameworks
 from archbench.workloads.training.settings import TrainRun, add_arguments
-from archbench.workloads.training.step import configure_tensorflow, make_train_step, synthetic_batch
 from archbench.workloads.training.vendor_evidence import LIBRARIES_LINE, PROBE_BEGIN, PROBE_END
 
 _RUNTIMES = re.compile(r"^lib(armpl|mkl|iomp5|gomp|omp|arm_compute|dnnl|mkldnn)[^/]*\.so")
@@ -52,13 +51,7 @@ def parse_probe_args(argv: Sequence[str] | None = None) -> TrainRun:
 def run_probe(argv: Sequence[str] | None = None) -> None:
     """The probe child: one warm-up step, then the probe step between markers."""
     config = parse_probe_args(argv)
-    tf = configure_tensorflow(config)
-    backend = strategies.make_backend(tf, config)
-    with backend.scope():
-        model = build_model(config.model, config.image_size, config.num_classes,
-                            data_format=config.data_format)
-        step = make_train_step(backend, model, config.learning_rate)
-    images, labels = synthetic_batch(tf, config)
+    step, (images, labels) = frameworks.framework(config.framework).probe_step(config)
     float(step(images, labels))  # traces the step and creates its primitives
     _mark(PROBE_BEGIN)
     float(step(images, labels))

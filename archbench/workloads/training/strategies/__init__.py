@@ -2,7 +2,8 @@
 line of :data:`STRATEGIES`.
 
 * ``single``: one process.
-* ``horovod``: allreduce under mpirun, srun or horovodrun --gloo.
+* ``horovod``: allreduce under mpirun, srun or horovodrun --gloo (TensorFlow and PyTorch).
+* ``ddp``: PyTorch's DistributedDataParallel under mpirun or srun.
 * ``mirrored``: tf.distribute over a TF cluster started by srun or, on one node, by
   ``python -m archbench.workloads.spawn spawn``; ``parameter_server`` likewise, with its variable
   update (synchronous parameter_server or distributed_replicated in TF's v1 distributed
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from archbench.workloads.tfcluster import LaunchError
 from archbench.workloads.training.settings import TrainRun
-from archbench.workloads.training.strategies import horovod, mirrored, parameter_server, single
+from archbench.workloads.training.strategies import ddp, horovod, mirrored, parameter_server, single
 from archbench.workloads.training.strategies.base import Backend, Launch, Strategy
 
 STRATEGIES: dict[str, Strategy] = {
@@ -28,6 +29,7 @@ STRATEGIES: dict[str, Strategy] = {
     "horovod": horovod.STRATEGY,
     "mirrored": mirrored.STRATEGY,
     "parameter_server": parameter_server.STRATEGY,
+    "ddp": ddp.STRATEGY,
 }
 
 __all__ = ["STRATEGIES", "Backend", "Launch", "Strategy", "check", "label", "launch_rank",

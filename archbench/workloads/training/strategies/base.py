@@ -232,7 +232,9 @@ class Strategy:
     ``multi_process``: the strategy runs several processes (experiments may sweep it);
     ``trains(config)``: False for a process that only serves (a parameter server, a
     coordinator), known before TensorFlow starts: in a GPU run it gets no GPU;
-    ``label``: its name in figure legends and titles ("" = the registry name).
+    ``label``: its name in figure legends and titles ("" = the registry name);
+    ``frameworks``: the registered frameworks it trains in (``backend`` is TensorFlow's;
+    another framework's loop holds its own backend for the strategy).
     """
 
     backend: Callable[[Any, TrainRun], Backend]
@@ -244,3 +246,4 @@ class Strategy:
     multi_process: bool = True
     trains: Callable[[TrainRun], bool] = every_process_trains
     label: str = ""
+    frameworks: tuple[str, ...] = ("tensorflow",)

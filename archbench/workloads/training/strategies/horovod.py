@@ -176,4 +176,5 @@ def launch(plan: Launch) -> list[str]:
 
 
 STRATEGY = Strategy(backend=HorovodBackend, launch=launch, launch_rank=process_rank,
-                    help="Horovod allreduce (MPI or Gloo controller)", label="Horovod")
+                    help="Horovod allreduce (MPI or Gloo controller)", label="Horovod",
+                    frameworks=("tensorflow", "pytorch"))

@@ -15,4 +15,5 @@ def launch(plan: Launch) -> list[str]:
 
 
 STRATEGY = Strategy(backend=Backend, launch=launch, multi_process=False,
-                    help="one process", label="single process")
+                    help="one process", label="single process",
+                    frameworks=("tensorflow", "pytorch"))

@@ -1,0 +1,105 @@
+"""Training frameworks: one training loop each, one line each in :data:`FRAMEWORKS`.
+
+A framework is the loop that turns a :class:`~archbench.workloads.training.settings.TrainRun`
+into a record (``run(config)`` -> the record on the writing process, None elsewhere),
+with what it can train: the models it builds, the strategies it runs and their variable
+updates. Every list of framework names reads this registry: the ``--framework`` choices
+of ``archbench.train``, the experiment schema's ``framework`` axis, the names a record may
+carry, and the figures' labels (``Framework.label``).
+
+To add a framework, write its loop (a module with ``run(config)`` and
+``probe_step(config)``) and its model registry,
+and add one line below. The loop is imported only when a run asks for it: listing the
+frameworks loads neither TensorFlow nor PyTorch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+from archbench.workloads.tfcluster import LaunchError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Framework:
+    """A registered training framework.
+
+    ``loop``: the module holding ``run(config)`` and ``probe_step(config)`` (one
+    process's step and batch, for the vendor probe); ``models``: the module:attribute of
+    its model registry (a dict keyed by the model names of
+    ``archbench.workloads.training.models``); ``strategies``:
+    the registered strategies it runs; ``variable_updates``: those of its strategies'
+    variable updates it runs (None: all of them); ``label``: its name in tables and
+    figures.
+    """
+
+    label: str
+    loop: str
+    models: str
+    variable_updates: tuple[str, ...] | None = None
+    help: str = ""
+
+    def run(self, config) -> dict | None:
+        """The record of training ``config`` (None on the processes that write none)."""
+        return importlib.import_module(self.loop).run(config)
+
+    def probe_step(self, config):
+        """(step, (images, labels)): the run's training step in one process and its
+        synthetic batch, for the vendor-library probe child."""
+        return importlib.import_module(self.loop).probe_step(config)
+
+    def model_names(self) -> list[str]:
+        """The models it builds, in its registry's order."""
+        module, attribute = self.models.split(":")
+        return list(getattr(importlib.import_module(module), attribute))
+
+
+FRAMEWORKS: dict[str, Framework] = {
+    "tensorflow": Framework(
+        label="TensorFlow", loop="archbench.workloads.training.tf_loop",
+        models="archbench.workloads.training.models:MODELS",
+        help="TensorFlow 2 with legacy Keras (tf_keras), oneDNN on x86"),
+    "pytorch": Framework(
+        label="PyTorch", loop="archbench.workloads.training.pytorch.loop",
+        models="archbench.workloads.training.pytorch.models:MODELS",
+        variable_updates=(),
+        help="PyTorch with torchvision and timm models, oneDNN (mkldnn) on CPUs"),
+}
+DEFAULT = "tensorflow"  # records and configurations older than the field ran TensorFlow
+
+
+def framework(name: str) -> Framework:
+    """The registered framework ``name``; LaunchError naming the known ones otherwise."""
+    if name not in FRAMEWORKS:
+        raise LaunchError(f"unknown framework '{name}' (known: {', '.join(FRAMEWORKS)})")
+    return FRAMEWORKS[name]
+
+
+def strategies_of(name: str) -> list[str]:
+    """The registered strategies that run in framework ``name``."""
+    from archbench.workloads.training.strategies import STRATEGIES
+    return [s for s, chosen in STRATEGIES.items() if name in chosen.frameworks]
+
+
+def label(name: str) -> str:
+    """The name a reader sees for framework ``name`` (``name`` itself when unregistered)."""
+    chosen = FRAMEWORKS.get(name)
+    return chosen.label if chosen is not None else name
+
+
+def lacks(name: str, *, model: str | None = None, strategy: str | None = None,
+          variable_update: str | None = None,
+          model_names: Callable[[Framework], list[str]] = Framework.model_names) -> str:
+    """Why framework ``name`` cannot train this combination ("" when it can): a model,
+    strategy or variable update it does not have, as "framework <name> has no <what>
+    '<value>' (it has: ...)"."""
+    chosen = framework(name)
+    wanted = (("model", model, model_names(chosen)), ("strategy", strategy, strategies_of(name)),
+              ("variable update", variable_update, chosen.variable_updates))
+    for what, value, known in wanted:
+        if value is not None and known is not None and value not in known:
+            return (f"framework {name} has no {what} '{value}' "
+                    f"(it has: {', '.join(known) or 'none'})")
+    return ""

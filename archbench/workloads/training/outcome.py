@@ -1,0 +1,126 @@
+"""What every framework's training loop makes of a run: the record fields that describe
+its configuration, the record of a finished window, the failure record, and the
+training-sanity checks (loss trend, finite values). One module, so a TensorFlow and a
+PyTorch record of one configuration say the same things in the same way."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from archbench.core import metrics, provenance
+from archbench.core.record import config_id, make_record
+from archbench.workloads.training import settings, strategies
+from archbench.workloads.training.settings import TrainRun
+
+
+def loss_decreased(losses: Sequence[float]) -> bool | None:
+    """Training sanity: the mean loss of the last third of the measured steps is below
+    that of the first third (last < first for two steps; None for fewer, or non-finite)."""
+    if len(losses) < 2:
+        return None
+    if not all(math.isfinite(x) for x in losses):
+        return False
+    third = max(1, len(losses) // 3)
+    first, last = losses[:third], losses[-third:]
+    return bool(sum(last) / len(last) < sum(first) / len(first))
+
+
+def finite(x: float | None) -> float | None:
+    """``x``, or None when it is missing or not finite (JSON has no NaN)."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+def save_weights(directory: str, name: str, weights: Sequence) -> Path:
+    """Save ``weights`` (numpy arrays) as <directory>/<name>.npz."""
+    import numpy as np
+    path = Path(directory) / f"{name}.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, *weights)
+    return path
+
+
+def base_fields(config: TrainRun, *, framework_version: str = "", nodes: int | None = None,
+                processes_per_node: int | None = None, workers: int | None = None) -> dict:
+    """Record fields that describe the configuration and where it ran: the recorded
+    settings (the framework among them), the layout the run found (the planned one, where
+    it did not report its own), its strategy's settings, and stand-ins for the identity
+    only the workflow knows (experiment adhoc, system local, an id of these fields,
+    repetition 0), which the supervisor of a planned run replaces."""
+    nodes = nodes or config.nodes or 1
+    ppn = processes_per_node or config.processes_per_node or 1
+    workers = workers or nodes * ppn
+    conf = dict(kind="train", **settings.record_fields(config), nodes=nodes,
+                processes_per_node=ppn, workers=workers,
+                global_batch=metrics.global_batch(config.batch_size, workers))
+    if config.device == "gpu":  # one process per GPU
+        conf.update(gpus_per_node=ppn, gpus=workers)
+    chosen = strategies.strategy(config.strategy)
+    if chosen.parameter_servers:
+        conf["parameter_servers"] = config.parameter_servers
+    if chosen.variable_updates:
+        conf["variable_update"] = config.variable_update or chosen.variable_updates[0]
+    return {**provenance.host_fields(), **conf, "experiment": "adhoc", "system": "local",
+            "config_id": config_id(conf), "repetition": 0, "framework_version": framework_version}
+
+
+def failure_record(config: TrainRun, *, status: str, reason: str, start: str,
+                   devices: Sequence[str] = ()) -> dict:
+    """A record for a run that did not finish: status oom|failed with the reason (and the
+    devices the step was placed on, when it got that far)."""
+    return make_record(**base_fields(config), start_time=start, end_time=provenance.now(),
+                       status=status, reason=reason[:500], devices=list(devices))
+
+
+def window_metrics(config: TrainRun, *, flops_per_image: float, wall: float, images: int,
+                   spread: float | None, extra: dict) -> dict:
+    """The record metrics of a measured window: FLOPs per image, the window's wall time
+    and images, the replicas' weight spread, the settings kept as metrics, and the
+    strategy's own (``extra``)."""
+    out = {
+        "flops_per_image": {"value": flops_per_image, "unit": "FLOP"},
+        "window_s": {"value": wall, "unit": "s"},
+        "images": {"value": images, "unit": "img"},
+        **extra,
+    }
+    if spread is not None:
+        out["replica_weight_spread"] = {"value": spread, "unit": ""}
+    if config.cores:
+        out["cores"] = {"value": config.cores, "unit": "cores"}
+    if config.data_format != "NHWC":
+        out["data_format"] = {"value": config.data_format, "unit": ""}
+    if config.loader_workers is not None:
+        out["loader_workers"] = {"value": config.loader_workers, "unit": "processes"}
+    return out
+
+
+def measured_record(fields: dict, *, start: str, times: Sequence[float], losses: Sequence[float],
+                    wall: float, images: int, record_metrics: dict) -> dict:
+    """The record of a finished window (status ok, or failed when the loss is not
+    finite): throughput = images of all workers in the window / its wall time."""
+    reason = "" if all(math.isfinite(x) for x in losses) else "loss is not finite"
+    return make_record(
+        **fields, start_time=start, end_time=provenance.now(), step_times_s=list(times),
+        loss_first=finite(losses[0]), loss_last=finite(losses[-1]),
+        loss_decreased=loss_decreased(losses), reason=reason,
+        throughput=metrics.window_throughput(images, wall), throughput_unit="img/s",
+        metrics=record_metrics)
+
+
+def add_vendor_evidence(fields: dict, config: TrainRun) -> None:
+    """After the window (its timing untouched), for a CPU run with the probe on: one probe
+    step in a child process records which implementations ran (``vendor_evidence``), any
+    mismatch with the declared library, and the library that ran as ``vendor_library``."""
+    if config.vendor_probe != "on" or config.device != "cpu":
+        return
+    from archbench.workloads.training import vendor_evidence
+    evidence = vendor_evidence.probe(config)
+    fields["vendor_evidence"] = evidence
+    declared, enabled = fields["vendor_library"], fields["vendor_library_enabled"]
+    fields["vendor_mismatch"] = vendor_evidence.mismatch(declared, enabled, evidence)
+    print(f"vendor evidence: {evidence['library']} {evidence['error']}".rstrip()
+          + (f"; MISMATCH: {fields['vendor_mismatch']}" if fields["vendor_mismatch"] else ""),
+          file=sys.stderr)
+    fields["vendor_library"] = vendor_evidence.recorded_library(declared, enabled, evidence)

@@ -1,0 +1,169 @@
+"""How the PyTorch loop's processes train together: one backend per strategy the
+framework runs (``single``, ``horovod``, ``ddp``), each a
+:class:`~archbench.workloads.training.strategies.base.Backend` (so the measured window, its
+barriers, the layout and the replicas' weight spread are the TensorFlow loop's own),
+holding ``torch`` where a TensorFlow backend holds ``tf``."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+
+from archbench.workloads.tfcluster import local_rank, process_count, process_rank
+from archbench.workloads.training.settings import TrainRun
+from archbench.workloads.training.strategies import ddp
+from archbench.workloads.training.strategies.base import Backend, unique
+from archbench.workloads.training.strategies.horovod import horovod_knobs
+
+INIT_TIMEOUT = datetime.timedelta(minutes=10)  # ranks of a job step start within this
+
+def device_name(device) -> str:
+    """A torch device as the records name devices: ``cuda:0`` -> ``GPU:0``, ``cpu`` -> ``CPU:0``."""
+    kind = "GPU" if device.type == "cuda" else device.type.upper()
+    return f"{kind}:{device.index or 0}"
+
+class TorchBackend(Backend):
+    """One process (strategy ``single``)."""
+
+    def __init__(self, torch, config: TrainRun, device):
+        super().__init__(torch, config)
+        self.torch, self.device = torch, device
+
+    def wrap(self, model, optimizer):
+        """(model, optimizer) as the strategy trains them."""
+        return model, optimizer
+
+    def make_step(self, model, optimizer, loss_fn):
+        """step(images, labels) -> loss (detached): forward, backward, update."""
+        def step(images, labels):
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(images), labels)
+            loss.backward()
+            optimizer.step()
+            return loss.detach()
+        return step
+
+    def step_devices(self, model) -> list[str]:
+        """Where the last measured loss and the parameters lived (never the configuration)."""
+        tensors = [getattr(self, "last_loss", None), *model.parameters()]
+        return sorted({device_name(t.device) for t in tensors if t is not None})
+
+    def weights(self, model) -> list:
+        return [p.detach().cpu().numpy() for p in model.parameters()]
+
+    def predictor(self, model):
+        torch = self.torch
+
+        def predict(images):
+            model.eval()
+            with torch.no_grad():
+                out = model(torch.as_tensor(images, device=self.device))
+            model.train()
+            return out.cpu().numpy()
+        return predict
+
+    def gather_tensor(self, values):
+        return self.torch.tensor([list(map(float, values))], dtype=self.torch.float64)
+
+    def bytes_per_step(self, model) -> int:
+        """Gradient bytes a step averages: every trainable parameter once."""
+        return int(sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad))
+
+class HorovodTorchBackend(TorchBackend):
+    """Horovod's PyTorch binding: DistributedOptimizer allreduces the gradients."""
+
+    def __init__(self, torch, config: TrainRun, device):
+        super().__init__(torch, config, device)
+        if config.horovod_cycle_time is not None:
+            os.environ["HOROVOD_CYCLE_TIME"] = f"{config.horovod_cycle_time:g}"
+        if config.horovod_fusion_threshold is not None:
+            os.environ["HOROVOD_FUSION_THRESHOLD"] = str(config.horovod_fusion_threshold)
+        import horovod.torch as hvd
+        hvd.init()
+        self.hvd = hvd
+        self.rank, self.size = hvd.rank(), hvd.size()
+        self._hosts = unique(hvd.allgather_object(socket.gethostname()))
+
+    def wrap(self, model, optimizer):
+        return model, self.hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+
+    def start(self, model) -> None:
+        self.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+
+    def layout(self) -> tuple[int, int]:
+        if self.config.nodes is None and self.config.processes_per_node is None:
+            return self.hvd.cross_size(), self.hvd.local_size()
+        return super().layout()
+
+    def barrier(self) -> None:
+        self.hvd.allreduce(self.torch.zeros(1), name="archbench_barrier")
+
+    def gather(self, values):
+        return self.hvd.allgather(self.gather_tensor(values)).tolist()
+
+    def hosts(self) -> list[str]:
+        return self._hosts
+
+    def metrics(self, model) -> dict:
+        out = {
+            "horovod_controller": {"value": "gloo" if self.hvd.gloo_enabled() else "mpi", "unit": ""},
+            "allreduce_tensors": {"value": sum(1 for p in model.parameters() if p.requires_grad),
+                                  "unit": "tensors/step"},
+            "allreduce_bytes": {"value": self.bytes_per_step(model), "unit": "B/step"},
+        }
+        if self.config.device == "gpu":
+            out["horovod_nccl"] = {"value": "built" if self.hvd.nccl_built() else "not built", "unit": ""}
+        out.update(horovod_knobs(self.config.horovod_cycle_time, self.config.horovod_fusion_threshold))
+        return out
+
+class DDPBackend(TorchBackend):
+    """DistributedDataParallel over gloo (CPUs) or NCCL (GPUs); ranks meet at
+    :func:`archbench.workloads.training.strategies.ddp.rendezvous`."""
+
+    def __init__(self, torch, config: TrainRun, device):
+        super().__init__(torch, config, device)
+        import torch.distributed as dist
+        host, port = ddp.rendezvous()
+        self.rank, self.size = process_rank(), process_count()
+        self.local = local_rank()
+        self.kind = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(self.kind, init_method=f"tcp://{host}:{port}", rank=self.rank,
+                                world_size=self.size, timeout=INIT_TIMEOUT)
+        self.dist = dist
+        self._hosts = unique(self._objects(socket.gethostname()))
+
+    def _objects(self, value) -> list:
+        out = [None] * self.size
+        self.dist.all_gather_object(out, value)
+        return out
+
+    def wrap(self, model, optimizer):
+        from torch.nn.parallel import DistributedDataParallel
+        ids = [self.device.index or 0] if self.device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids), optimizer
+
+    def barrier(self) -> None:
+        self.dist.all_reduce(self.torch.zeros(1, device=self.device))
+
+    def gather(self, values):
+        return [row for rows in self._objects([list(map(float, values))]) for row in rows]
+
+    def hosts(self) -> list[str]:
+        return self._hosts
+
+    def metrics(self, model) -> dict:
+        return {"ddp_backend": {"value": self.kind, "unit": ""},
+                "allreduce_bytes": {"value": self.bytes_per_step(model), "unit": "B/step"}}
+
+    def close(self) -> None:
+        self.dist.destroy_process_group()
+
+BACKENDS = {"single": TorchBackend, "horovod": HorovodTorchBackend, "ddp": DDPBackend}
+
+def make_backend(torch, config: TrainRun, device) -> TorchBackend:
+    """The backend of ``config.strategy`` (initialises Horovod or the process group)."""
+    return BACKENDS[config.strategy](torch, config, device)
+
+__all__ = ["BACKENDS", "DDPBackend", "HorovodTorchBackend", "TorchBackend", "device_name",
+           "make_backend"]

@@ -1,0 +1,139 @@
+"""The PyTorch training loop (framework ``pytorch`` of
+:mod:`archbench.workloads.training.frameworks`): what Horovod's
+``pytorch_synthetic_benchmark.py`` does -- a torchvision model, SGD, cross-entropy, one
+fixed synthetic batch (or the real data the TensorFlow loop reads) -- timed over the same
+measured window, into the same record.
+
+Settings as PyTorch has them: intra-op threads ``torch.set_num_threads``, inter-op
+``torch.set_num_interop_threads`` (0 leaves PyTorch's default), the vendor library
+``torch.backends.mkldnn.enabled`` (oneDNN on x86, with ACL on aarch64), data format NHWC
+as the ``channels_last`` memory format and NCHW as contiguous tensors, the device bound by
+local rank before torch loads (:func:`archbench.workloads.gpu.bind_gpu`).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from archbench.core import provenance
+from archbench.workloads import gpu
+from archbench.workloads.tfcluster import local_rank
+from archbench.workloads.training import outcome
+from archbench.workloads.training.models import spec
+from archbench.workloads.training.pinning import pin_cores
+from archbench.workloads.training.pytorch import backends, data, models
+from archbench.workloads.training.settings import TrainRun
+
+
+def configure_torch(config: TrainRun):
+    """Bind the device, then import torch and set its thread pools, oneDNN flag and seed."""
+    gpu.bind_gpu(config.device)
+    import torch
+    if config.intra_threads > 0:
+        torch.set_num_threads(config.intra_threads)
+    if config.inter_threads > 0 and torch.get_num_interop_threads() != config.inter_threads:
+        torch.set_num_interop_threads(config.inter_threads)
+    torch.backends.mkldnn.enabled = config.onednn == "on"
+    torch.manual_seed(config.seed)
+    return torch
+
+
+def probe_step(config: TrainRun):
+    """The run's step in one process on the CPU and its synthetic batch (vendor probe)."""
+    torch = configure_torch(config)
+    device = torch.device("cpu")
+    model = models.build_model(config.model, config.image_size, config.num_classes)
+    model = model.to(device, memory_format=memory_format(torch, config))
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
+    step = backends.TorchBackend(torch, config, device).make_step(
+        model, optimizer, torch.nn.functional.cross_entropy)
+    return step, synthetic_batch(torch, config, device)
+
+
+def memory_format(torch, config: TrainRun):
+    """NHWC: ``channels_last``; NCHW: contiguous."""
+    return torch.channels_last if config.data_format == "NHWC" else torch.contiguous_format
+
+
+def synthetic_batch(torch, config: TrainRun, device, *, shard: int = 0):
+    """A fixed batch of random images and labels made on ``device`` (nothing is copied
+    from the host per step), seeded by the run's seed and the worker's shard."""
+    generator = torch.Generator().manual_seed(config.seed * 1000 + shard)
+    channels = spec(config.model).channels
+    images = torch.rand((config.batch_size, channels, config.image_size, config.image_size),
+                        generator=generator)
+    labels = torch.randint(0, config.num_classes, (config.batch_size,), generator=generator)
+    return (images.to(device).contiguous(memory_format=memory_format(torch, config)),
+            labels.to(device))
+
+
+def batches_of(torch, config: TrainRun, backend: backends.TorchBackend):
+    """This worker's batches on its device: one synthetic batch repeated, or the real data
+    through a DataLoader (``--loader-workers``, default the intra-op threads, at least 1)."""
+    if config.data == "synthetic":
+        return itertools.repeat(synthetic_batch(torch, config, backend.device, shard=backend.rank))
+    workers = config.loader_workers if config.loader_workers is not None else max(1, config.intra_threads)
+    source = data.loader(config, shard=backend.rank, shards=backend.size, workers=workers)
+    fmt = memory_format(torch, config)
+    return ((images.to(backend.device, non_blocking=True).contiguous(memory_format=fmt),
+             labels.to(backend.device, non_blocking=True)) for images, labels in source)
+
+
+def run(config: TrainRun) -> dict | None:
+    """Train ``config.model`` in PyTorch; the complete record on the writing worker, None
+    on every other worker."""
+    start = provenance.now()
+    if config.cores:
+        pin_cores(config.cores, local_rank())
+    torch = configure_torch(config)
+    if config.device == "gpu":
+        if not torch.cuda.is_available():
+            raise gpu.no_gpu("PyTorch")  # a CPU never stands in for a GPU
+        device = torch.device("cuda", 0)  # the one GPU bind_gpu left this rank
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    backend = backends.make_backend(torch, config, device)
+    model = models.build_model(config.model, config.image_size, config.num_classes)
+    model = model.to(device, memory_format=memory_format(torch, config))
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
+    backend.start(model)
+    model, optimizer = backend.wrap(model, optimizer)
+    step = backend.make_step(model, optimizer, torch.nn.functional.cross_entropy)
+    batches = batches_of(torch, config, backend)
+    if config.weights_out:  # the weights every worker starts from
+        outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
+    times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
+                                                 steps=config.steps, batch_size=config.batch_size)
+    devices = backend.step_devices(model)  # where the tensors lived, not the configuration
+    spread = backend.weight_spread(model)
+    if config.weights_out:
+        outcome.save_weights(config.weights_out, f"rank{backend.rank}", backend.weights(model))
+    nodes, ppn = backend.layout()
+    hosts = backend.hosts()
+    extra = backend.metrics(model)
+    if config.data == "real" and spec(config.model).dataset == "digits" and backend.is_writer:
+        from archbench.workloads.training.data import accuracy
+        _, _, x_test, y_test = data.digits_tensors(config.image_size)
+        extra["accuracy"] = {"value": accuracy(backend.predictor(model), x_test.numpy(), y_test.numpy()),
+                             "unit": "fraction"}
+    shape = (spec(config.model).channels, config.image_size, config.image_size)
+    flops = models.training_flops(getattr(model, "module", model), shape, device=str(device))
+    if hasattr(backend, "close"):
+        backend.close()
+    if not backend.is_writer:
+        return None
+    mismatch = gpu.device_mismatch(config.device, devices)
+    if mismatch:
+        raise gpu.DevicePlacementError(mismatch, devices)
+    record_metrics = outcome.window_metrics(config, flops_per_image=flops, wall=wall, images=images,
+                                            spread=spread, extra=extra)
+    fields = outcome.base_fields(config, framework_version=torch.__version__, nodes=nodes,
+                                 processes_per_node=ppn, workers=backend.workers)
+    fields["hosts"] = hosts
+    fields["devices"] = devices
+    outcome.add_vendor_evidence(fields, config)
+    return outcome.measured_record(fields, start=start, times=times, losses=losses, wall=wall,
+                                   images=images, record_metrics=record_metrics)
+
+

@@ -1,0 +1,103 @@
+"""The PyTorch models, by the names of :mod:`archbench.workloads.training.models` (image
+size, classes, channels and real dataset come from the same
+:class:`~archbench.workloads.training.models.ModelSpec`).
+
+ImageNet models are torchvision's (``inception_v4``: timm's), with random weights;
+``small_cnn`` and ``digits_cnn`` are written here layer for layer as the Keras ones. Where
+a definition differs from the TensorFlow one (torchvision's AlexNet has 256 filters in its
+fourth convolution and adaptive pooling; Inception-v3 without its auxiliary head), the
+parameter counts of both are listed in docs/frameworks.md.
+
+FLOPs per image count multiply-adds as 2 FLOPs in convolutions and matrix products of one
+forward pass (:class:`torch.utils.flop_counter.FlopCounterMode`), times 3 for a training
+step, as :func:`archbench.workloads.training.models.forward_flops` counts the Keras models.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from archbench.workloads.training.models import spec
+
+
+def _small_cnn(num_classes: int, channels: int):
+    """Two convolutions and a classifier (Keras: Conv 16, max-pool, Conv 32, global pool)."""
+    from torch import nn
+    return nn.Sequential(
+        nn.Conv2d(channels, 16, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Linear(32, num_classes))
+
+
+def _digits_cnn(num_classes: int, channels: int, image_size: int):
+    """The MNIST-class CNN of the Keras model: 32-32 same convolutions, pool, 64, dense 64."""
+    from torch import nn
+    side = image_size // 2
+    return nn.Sequential(
+        nn.Conv2d(channels, 32, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.Flatten(),
+        nn.Linear(64 * side * side, 64), nn.ReLU(), nn.Linear(64, num_classes))
+
+
+def _torchvision(name: str, **options) -> Callable:
+    def build(num_classes: int, channels: int, image_size: int):
+        import torchvision
+        if channels != 3:
+            raise ValueError(f"torchvision's {name} takes 3 channels, not {channels}")
+        return getattr(torchvision.models, name)(weights=None, num_classes=num_classes, **options)
+    build.__doc__ = f"torchvision.models.{name} (random weights)."
+    return build
+
+
+def _timm(name: str) -> Callable:
+    def build(num_classes: int, channels: int, image_size: int):
+        import timm
+        return timm.create_model(name, pretrained=False, num_classes=num_classes, in_chans=channels)
+    build.__doc__ = f"timm's {name} (random weights)."
+    return build
+
+
+MODELS: dict[str, Callable] = {
+    "small_cnn": lambda num_classes, channels, image_size: _small_cnn(num_classes, channels),
+    "digits_cnn": _digits_cnn,
+    "alexnet": _torchvision("alexnet"),
+    "vgg16": _torchvision("vgg16"),
+    "resnet50": _torchvision("resnet50"),
+    "resnet101": _torchvision("resnet101"),
+    "resnet152": _torchvision("resnet152"),
+    "inception_v3": _torchvision("inception_v3", aux_logits=False, init_weights=False),
+    "inception_v4": _timm("inception_v4"),
+}
+
+
+def build_model(name: str, image_size: int, num_classes: int):
+    """Model ``name`` for square ``image_size`` inputs with ``num_classes`` logits (random
+    weights from the current torch seed); ValueError for an unknown model or a too small
+    image."""
+    s = spec(name)
+    if name not in MODELS:
+        raise ValueError(f"unknown PyTorch model '{name}' (known: {', '.join(MODELS)})")
+    if image_size < s.min_image_size:
+        raise ValueError(f"model '{name}' needs image_size >= {s.min_image_size}")
+    return MODELS[name](num_classes, s.channels, image_size)
+
+
+def parameter_count(model) -> int:
+    """Trainable parameters of ``model``."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def training_flops(model, image_shape: tuple[int, int, int], device: str = "cpu") -> float:
+    """FLOPs of one training step per image: 3 x one forward pass's convolution and matrix
+    FLOPs (2 per multiply-add), counted on one image of ``image_shape`` (C, H, W)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            model(torch.zeros((1, *image_shape), device=device))
+    finally:
+        model.train(was_training)
+    return 3.0 * counter.get_total_flops()
