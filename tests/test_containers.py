@@ -30,8 +30,9 @@ def pyproject_pins() -> dict[str, str]:
 # the images with PyTorch beside TensorFlow, one Horovod for both (built by the image tests)
 TORCH_CPU_IMAGES = ("x86_64-onednn", "aarch64-acl")
 TORCH_STACK = ("torch", "torchvision", "timm", "horovod")
-# Horovod 0.28.1's CMake files compile its PyTorch extension as C++14; torch >= 2.1 needs 17
-CXX17_PATCHES = ("CMakeLists.txt", "horovod/torch/CMakeLists.txt")
+# Horovod 0.28.1's CMake files compile it as C++14: 17 overall (upstream's later fix), and 20
+# for its PyTorch extension (torch 2.14's headers refuse anything older)
+CXX_PATCHES = {"CMakeLists.txt": "17", "horovod/torch/CMakeLists.txt": "20"}
 
 
 def test_every_architecture_ships_a_definition():
@@ -84,18 +85,20 @@ def test_every_pytorch_image_pins_one_pytorch_stack():
 
 
 def check_one_horovod_for_both_frameworks(d: c.Definition) -> None:
-    """Horovod built once, with TensorFlow and PyTorch, from its sdist patched to C++17,
-    each patch checked, and both frameworks' bindings checked by %test."""
+    """Horovod built once, with TensorFlow and PyTorch, from its sdist patched to C++17 (its
+    PyTorch extension to C++20), each patch checked, and both frameworks' bindings checked
+    by %test."""
     env = c.install_env(d, "horovod")
     for flag in ("TENSORFLOW", "PYTORCH", "MPI", "GLOO"):
         assert env.get(f"HOROVOD_WITH_{flag}") == "1" and f"HOROVOD_WITHOUT_{flag}" not in env, env
     post = d.sections["post"]
     assert post.count("pip install --no-cache-dir --no-build-isolation /tmp/horovod/horovod-0.28.1") == 1
     assert "--no-binary :all: --no-deps horovod==0.28.1" in post
-    for path in CXX17_PATCHES:
-        assert re.search(rf"sed -i 's/.*CMAKE_CXX_STANDARD 14.*/.*CMAKE_CXX_STANDARD 17.*' {re.escape(path)}$",
+    for path, standard in CXX_PATCHES.items():
+        assert re.search(rf"sed -i 's/.*CMAKE_CXX_STANDARD 14.*/.*CMAKE_CXX_STANDARD {standard}.*' "
+                         rf"{re.escape(path)}$", post, re.M), path
+        assert re.search(rf"^ *grep -q '.*set\(CMAKE_CXX_STANDARD {standard}\)\$' {re.escape(path)}$",
                          post, re.M), path
-        assert re.search(rf"^ *grep -q '.*set\(CMAKE_CXX_STANDARD 17\)\$' {re.escape(path)}$", post, re.M), path
     assert "import horovod.tensorflow as hvd" in d.sections["test"]
     assert "import horovod.torch as hvd" in d.sections["test"]
 
@@ -110,7 +113,7 @@ def test_cpu_images_build_one_horovod_for_tensorflow_and_pytorch(stem):
     ("torch/CMakeLists.txt\n", "torch/CMakeLists.txt.orig\n"),  # patched the wrong file
     ("    grep -q '^set(CMAKE_CXX_STANDARD 17)$' CMakeLists.txt\n", ""),  # a patch left unchecked
 ])
-def test_a_horovod_without_pytorch_or_cxx17_fails_the_check(tmp_path, old, new):
+def test_a_horovod_without_pytorch_or_a_newer_cxx_fails_the_check(tmp_path, old, new):
     path = tmp_path / "x86_64-onednn.def"
     text = (REPO / "containers/x86_64-onednn.def").read_text()
     assert old in text
@@ -180,8 +183,9 @@ def test_cuda_pytorch_image_builds_one_horovod_with_nccl_and_reports_the_cuda_st
     assert "apt-get purge -y --allow-change-held-packages libnccl2 libnccl-dev" in post
     assert "nvidia/nccl/lib" in d.environment["LD_LIBRARY_PATH"]
     assert post.count("pip install --no-cache-dir --no-build-isolation /tmp/horovod/horovod-0.28.1") == 1
-    for path in CXX17_PATCHES:
-        assert re.search(rf"^ *grep -q '.*set\(CMAKE_CXX_STANDARD 17\)\$' {re.escape(path)}$", post, re.M), path
+    for path, standard in CXX_PATCHES.items():
+        assert re.search(rf"^ *grep -q '.*set\(CMAKE_CXX_STANDARD {standard}\)\$' {re.escape(path)}$",
+                         post, re.M), path
     # one list of compute capabilities: the label's, torch's (checked by %test), Horovod's kernels'
     capabilities = [x.replace(".", "") for x in d.labels["cuda_compute_capabilities"].split()]
     assert env["HOROVOD_BUILD_CUDA_CC_LIST"] == ",".join(capabilities)
