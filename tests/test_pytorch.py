@@ -160,7 +160,9 @@ def test_a_gpu_run_without_a_gpu_is_a_failure_record_not_a_cpu_number(tmp_path):
     r = read_record(tmp_path / "r.json")
     assert r["status"] == "failed" and r["throughput"] is None
     assert "no GPU visible to PyTorch" in r["reason"] and "Traceback" not in done.stderr
+    import torch
     assert (r["framework"], r["device"], r["gpus"]) == ("pytorch", "gpu", 1)
+    assert r["framework_version"] == torch.__version__  # read without loading torch
 
 
 # ---------------------------------------------------------------- two ranks

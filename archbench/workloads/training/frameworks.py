@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Callable
 
 from archbench.workloads.tfcluster import LaunchError
@@ -38,6 +39,8 @@ class Framework:
     label: str
     loop: str
     models: str
+    module: str
+    distributions: tuple[str, ...]
     variable_updates: tuple[str, ...] | None = None
     help: str = ""
 
@@ -50,6 +53,19 @@ class Framework:
         synthetic batch, for the vendor-library probe child."""
         return importlib.import_module(self.loop).probe_step(config)
 
+    def installed_version(self) -> str:
+        """The framework's version as it reports it (``__version__``) where this process has
+        imported it, else its installed package's ("" when neither)."""
+        loaded = sys.modules.get(self.module)
+        if getattr(loaded, "__version__", None):
+            return loaded.__version__
+        for name in self.distributions:
+            try:
+                return metadata.version(name)
+            except metadata.PackageNotFoundError:
+                continue
+        return ""
+
     def model_names(self) -> list[str]:
         """The models it builds, in its registry's order."""
         module, attribute = self.models.split(":")
@@ -60,10 +76,12 @@ FRAMEWORKS: dict[str, Framework] = {
     "tensorflow": Framework(
         label="TensorFlow", loop="archbench.workloads.training.tf_loop",
         models="archbench.workloads.training.models:MODELS",
+        module="tensorflow", distributions=("tensorflow-cpu", "tensorflow", "tensorflow-aarch64"),
         help="TensorFlow 2 with legacy Keras (tf_keras), oneDNN on x86"),
     "pytorch": Framework(
         label="PyTorch", loop="archbench.workloads.training.pytorch.loop",
         models="archbench.workloads.training.pytorch.models:MODELS",
+        module="torch", distributions=("torch",),
         variable_updates=(),
         help="PyTorch with torchvision and timm models, oneDNN (mkldnn) on CPUs"),
 }

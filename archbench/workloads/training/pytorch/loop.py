@@ -6,7 +6,8 @@ measured window, into the same record.
 
 Settings as PyTorch has them: intra-op threads ``torch.set_num_threads``, inter-op
 ``torch.set_num_interop_threads`` (0 leaves PyTorch's default), the vendor library
-``torch.backends.mkldnn.enabled`` (oneDNN on x86, with ACL on aarch64), data format NHWC
+``torch.backends.mkldnn.enabled`` (oneDNN on x86, with ACL on aarch64), cuDNN's autotuner
+on (fixed shapes, as Horovod's benchmark sets it), data format NHWC
 as the ``channels_last`` memory format and NCHW as contiguous tensors, the device bound by
 local rank before torch loads (:func:`archbench.workloads.gpu.bind_gpu`).
 """
@@ -34,6 +35,7 @@ def configure_torch(config: TrainRun):
     if config.inter_threads > 0 and torch.get_num_interop_threads() != config.inter_threads:
         torch.set_num_interop_threads(config.inter_threads)
     torch.backends.mkldnn.enabled = config.onednn == "on"
+    torch.backends.cudnn.benchmark = True  # as Horovod's PyTorch benchmark: fixed shapes
     torch.manual_seed(config.seed)
     return torch
 
