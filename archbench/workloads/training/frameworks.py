@@ -16,6 +16,7 @@ frameworks loads neither TensorFlow nor PyTorch.
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Callable
