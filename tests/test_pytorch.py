@@ -235,3 +235,19 @@ def test_the_record_json_is_the_tensorflow_one(tmp_path):
     p, t = (json.loads((tmp_path / n).read_text()) for n in ("p.json", "t.json"))
     assert set(p) == set(t) and (p["framework"], t["framework"]) == ("pytorch", "tensorflow")
     assert p["config_id"] == t["config_id"] + "_pytorch"
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "digits_cnn", "alexnet", "resnet50"])
+def test_the_parameter_table_of_the_docs_is_what_the_code_builds(name):
+    """docs/frameworks.md states each framework's trainable parameters per model."""
+    from pathlib import Path
+
+    from archbench.workloads.training.models import build_model
+    text = (Path(__file__).resolve().parents[1] / "docs/frameworks.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith(f"| {name} |"))
+    stated_tf, stated_torch = (int(cell.strip().replace(",", "")) for cell in row.split("|")[2:4])
+    spec = MODELS[name]
+    keras_model = build_model(name, spec.native_image_size, spec.num_classes)
+    assert sum(v.shape.num_elements() for v in keras_model.trainable_variables) == stated_tf
+    torch_model = torch_models.build_model(name, spec.native_image_size, spec.num_classes)
+    assert torch_models.parameter_count(torch_model) == stated_torch
