@@ -20,7 +20,7 @@ from archbench.plan.experiment_types.node_scaling import best_sources
 from archbench.results.tables.common import empty, sort_rows, summary_of
 from archbench.results.tables.training import best_per_group, hybrid_configurations
 
-GROUP = ("experiment", "system", "model", "data", "vendor_library_enabled")
+GROUP = ("experiment", "system", "framework", "model", "data", "vendor_library_enabled")
 LAYOUT_FIELDS = ("processes_per_node", "intra_threads", "inter_threads", "batch_per_process")
 BEST_HYBRID_COLUMNS = (
     *GROUP, "configuration", *LAYOUT_FIELDS, "global_batch", "statistic", "img_s", "error",
@@ -48,7 +48,7 @@ def best_layout(best: pd.DataFrame, measurement: dict) -> dict | None:
     sources = best_sources(measurement["best_of"])
     rows = best[best["status"].eq("ok") & best["experiment"].isin(sources)
                 & best["system"].eq(measurement["system"]) & best["model"].eq(measurement["model"])]
-    for column in ("data", "vendor_library_enabled"):
+    for column in ("framework", "data", "vendor_library_enabled"):
         value = measurement.get(column)
         same = rows[column].eq(value).fillna(False).astype(bool)
         if value is not None and same.any():

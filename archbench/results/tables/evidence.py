@@ -10,7 +10,8 @@ import pandas as pd
 
 from archbench.results.tables.common import empty, group_ids, of_kind, sort_rows
 
-GROUP = ("experiment", "system", "arch", "model", "vendor_library", "vendor_library_enabled")
+GROUP = ("experiment", "system", "arch", "framework", "model", "vendor_library",
+         "vendor_library_enabled")
 VENDOR_EVIDENCE_COLUMNS = (
     *GROUP, "library", "version", "n_runs", "n_probed", "optimized_share", "reference_share",
     "gemm_api_share", "implementations", "mismatch", "mismatch_reason", "status",

@@ -24,7 +24,7 @@ from archbench.results.tables.common import (
 )
 
 GROUP = (
-    "experiment", "system", "model", "data", "vendor_library_enabled", "nodes",
+    "experiment", "system", "framework", "model", "data", "vendor_library_enabled", "nodes",
     "batch_per_process", "inter_threads", "variant",
 )
 PROCESS_LAYOUT_COLUMNS = (
