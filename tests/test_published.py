@@ -176,3 +176,19 @@ def test_malformed_claims_name_file_row_and_column(tmp_path, text, column):
     message = str(info.value)
     assert "\n" not in message and str(path) in message and f"column '{column}'" in message
     assert re.search(r"row \d", message)
+
+
+def test_a_claim_naming_no_framework_is_tensorflows(tmp_path):
+    path = tmp_path / "x-claims.csv"
+    path.write_text("metric,system,framework,model,nodes,value,unit,source\n"
+                    "throughput,s,,resnet50,1,10,img/s,p\n"
+                    "throughput,s,pytorch,resnet50,1,8,img/s,p\n")
+    claims = published.read_claims(path)
+    assert claims["framework"].tolist() == ["tensorflow", "pytorch"]
+    rows = pd.DataFrame([run(v, system="s", model="resnet50", nodes=1, workers=1,
+                             processes_per_node=1, intra_threads=4, batch_per_process=32,
+                             framework=f, repetition=0)
+                         for f, v in (("tensorflow", 10.5), ("pytorch", 7.0))])
+    table = build_table("vs_published", rows, published=claims)
+    assert table["archbench"].tolist() == [10.5, 7.0]
+    assert table["configuration"].str.startswith("system=s, framework=").all()

@@ -2,10 +2,9 @@
 published by the ``hybrid_best`` table and run by node scaling's ``best: <hybrid
 experiment>``.
 
-Per hybrid experiment, system, model, data and vendor-library setting, the processes x
-threads x batch configuration with the highest img/s (the campaign's statistic, mean by
-default) over its successful runs; ties
-go to the first in table order (fewer processes, then fewer threads, inter-op threads,
+Per hybrid experiment, system, framework, model, data and vendor-library setting, the
+processes x threads x batch configuration with the highest img/s (the campaign's
+statistic, mean by default) over its successful runs; ties go to the first in table order (fewer processes, then fewer threads, inter-op threads,
 smaller batch). A group whose configurations all failed keeps a row with status
 "all failed" and no layout.
 """
@@ -29,8 +28,9 @@ BEST_HYBRID_COLUMNS = (
 
 
 def best_hybrid(df: pd.DataFrame) -> pd.DataFrame:
-    """The best processes x threads configuration per hybrid experiment, system, model,
-    data and vendor setting (highest img/s); "all failed" when none has a value."""
+    """The best processes x threads configuration per hybrid experiment, system,
+    framework, model, data and vendor setting (highest img/s); "all failed" when none has
+    a value."""
     table = hybrid_configurations(df)
     if table.empty:
         return empty(BEST_HYBRID_COLUMNS)

@@ -44,6 +44,7 @@ SETTING_METRICS = {
     "horovod_cycle_time_ms": "metric_horovod_cycle_time",
     "horovod_fusion_threshold_bytes": "metric_horovod_fusion_threshold",
     "cores": "metric_cores",  # cores the process was pinned to (inter/intra sweep)
+    "loader_workers": "metric_loader_workers",  # PyTorch DataLoader workers, where set
 }
 # settings recorded as text, by summary column: the value of the ok runs (of any run when
 # none is ok); runs that disagree give their values joined by " | "

@@ -124,8 +124,8 @@ def inter_intra_sweep(df: pd.DataFrame) -> pd.DataFrame:
 
 def inter_intra_best(df: pd.DataFrame) -> pd.DataFrame:
     """Best configuration per inter-op thread setting (experiment 3; CESGA 2018 Table 2):
-    per system, model, data, vendor flag, batch, MKL/OpenMP environment and inter-op
-    setting (0, 1, 2, ... or ``cores``), the highest img/s over the intra-op settings and
+    per system, framework, model, data, vendor flag, batch, MKL/OpenMP environment and
+    inter-op setting (0, 1, 2, ... or ``cores``), the highest img/s over the intra-op settings and
     core counts of the sweep, with the intra-op setting and the cores that reached it
     (ties: fewer cores). A configuration in two series ("1 = cores") counts in both; a
     setting whose configurations all failed keeps a row with status "all failed"."""

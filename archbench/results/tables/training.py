@@ -62,8 +62,8 @@ def _train(summary: pd.DataFrame) -> pd.DataFrame:
 
 def thread_efficiency(df: pd.DataFrame) -> pd.DataFrame:
     """Thread scaling of one process: img/s per thread count and e_t = p_t / (t * p_1)
-    (:func:`metrics.thread_efficiency`), per experiment, system, model, data, vendor
-    library on/off, batch size and inter-op threads. ``threads`` 0 (TensorFlow decides)
+    (:func:`metrics.thread_efficiency`), per experiment, system, framework, model, data,
+    vendor library on/off, batch size and inter-op threads. ``threads`` 0 (TensorFlow decides)
     is left out; without a run at 1 thread the efficiency is empty ("no baseline")."""
     s = _train(summary_of(df))
     single = s["nodes"].eq(1) & s["processes_per_node"].eq(1)
