@@ -53,7 +53,7 @@ def framework_comparison(df: pd.DataFrame) -> Figure:
     ylabel = value_label(table, df)
 
     def axes(panel: Panel, _looks: dict) -> None:
-        panel.ax.set(ylabel=ylabel, ylim=(0, None))
+        panel.ax.set(ylabel=ylabel, ylim=(0, panel.ax.get_ylim()[1] * 1.08))  # room for the ratios
         for tick in panel.ax.get_xticklabels():  # a configuration's name, one setting a line
             tick.set(rotation=0, ha="center", fontsize=7)
 
