@@ -183,6 +183,18 @@ def test_the_hybrid_best_table_names_the_layout_node_scaling_runs():
     assert set(table["configuration"]) == {"2x4", "4x2"}  # one winner per vendor setting
 
 
+def test_resolve_best_takes_the_layout_of_the_same_framework():
+    tensorflow = hybrid_runs([("resnet50", 1, 8, 64, 10.0), ("resnet50", 2, 4, 64, 12.0)])
+    pytorch = hybrid_runs([("resnet50", 4, 2, 64, 9.0), ("resnet50", 8, 1, 64, 11.0)])
+    tidy = pd.concat([tensorflow, pytorch.assign(framework="pytorch")], ignore_index=True)
+    ms = expand({"type": "node_scaling", "models": ["resnet50"], "best": "hyb", "nodes": [2],
+                 "framework": ["tensorflow", "pytorch"]})
+    layouts_ = {m["framework"]: (m["processes_per_node"], m["intra_threads"])
+                for m in resolve_best(ms, tidy)}
+    assert layouts_ == {"tensorflow": (2, 4), "pytorch": (8, 1)}
+    assert len(tables.best_hybrid(tidy)) == 2  # one best layout per framework
+
+
 def test_resolve_best_without_results_raises_or_drops():
     ms = expand({"type": "node_scaling", "models": ["vgg16"], "best": "hyb", "nodes": [1]})
     with pytest.raises(ValueError, match="no successful run of 'hyb'.*vgg16"):
