@@ -33,8 +33,9 @@ class Framework:
     its model registry (a dict keyed by the model names of
     ``archbench.workloads.training.models``); ``strategies``:
     the registered strategies it runs; ``variable_updates``: those of its strategies'
-    variable updates it runs (None: all of them); ``label``: its name in tables and
-    figures.
+    variable updates it runs (None: all of them); ``tuning``: the experiment keys only
+    its configurations take, each planned under their ``tuning`` as the training setting
+    of the same name; ``label``: its name in tables and figures.
     """
 
     label: str
@@ -43,6 +44,7 @@ class Framework:
     module: str
     distributions: tuple[str, ...]
     variable_updates: tuple[str, ...] | None = None
+    tuning: tuple[str, ...] = ()
     help: str = ""
 
     def run(self, config) -> dict | None:
@@ -83,7 +85,7 @@ FRAMEWORKS: dict[str, Framework] = {
         label="PyTorch", loop="archbench.workloads.training.pytorch.loop",
         models="archbench.workloads.training.pytorch.models:MODELS",
         module="torch", distributions=("torch",),
-        variable_updates=(),
+        variable_updates=(), tuning=("loader_workers",),
         help="PyTorch with torchvision and timm models, oneDNN (mkldnn) on CPUs"),
 }
 DEFAULT = "tensorflow"  # records and configurations older than the field ran TensorFlow
