@@ -19,8 +19,8 @@ tolerance             no        how far archbench may differ before it is flagge
 source                yes       where the paper prints it: paper, section, table/figure
 note                  no        free text (e.g. what the paper's wording was)
 identity columns      no        the configuration the value belongs to (:data:`IDENTITY`),
-                                named as in the import format: system, model, kernel,
-                                data, batch, nodes, workers, gpus, threads, ...
+                                named as in the import format: system, framework, model,
+                                kernel, data, batch, nodes, workers, gpus, threads, ...
 baseline              no        for speedup and kernel_speedup: the count the ratio is
                                 relative to (e.g. 2 for "from two to four GPUs")
 ====================  ========  ===========================================================
@@ -115,7 +115,7 @@ INT_IDENTITY = ("batch", "nodes", "workers", "gpus", "gpus_per_node", "processes
                 "threads", "inter_threads", "problem_size", "tile_size", "parameter_servers",
                 "cores", "baseline")
 BOOL_IDENTITY = ("vendor_library_enabled",)
-TEXT_IDENTITY = ("system", "model", "kernel", "data", "strategy", "vendor_library",
+TEXT_IDENTITY = ("system", "framework", "model", "kernel", "data", "strategy", "vendor_library",
                  "variable_update", "inter_setting", "intra_setting", "mkl_env",
                  "transport", "memory")
 IDENTITY = TEXT_IDENTITY + INT_IDENTITY + BOOL_IDENTITY
