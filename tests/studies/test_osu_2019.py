@@ -164,7 +164,8 @@ def test_gpu_runs_as_the_paper_ran_them(measurements):
     assert sorted({m["gpus"] for m in fig16}) == [1, 2, 4]
     assert {m["model"] for m in fig16} == set(FIG16_MODELS)
     ids = {f: {m["config_id"] for m in fig16 if m["framework"] == f} for f in ("tensorflow", "pytorch")}
-    assert ids["pytorch"] == {config_id + "_pytorch" for config_id in ids["tensorflow"]}
+    # a PyTorch id is the TensorFlow one with the framework before its GPU part
+    assert ids["pytorch"] == {config_id.replace("_gpu1", "_pytorch_gpu1") for config_id in ids["tensorflow"]}
     fig15 = of(measurements, "gpu_single")
     assert {(m["gpus"], m["strategy"], m["framework"]) for m in fig15} == {(1, "single", "tensorflow")}
 
