@@ -34,6 +34,19 @@ def test_default_campaign_has_data_for_every_table(default):
     assert {"synthetic", "real"} <= data  # the I/O overhead pair
 
 
+def test_default_campaign_compares_the_frameworks(default):
+    """Configurations run in both frameworks (the framework_comparison table) and a PyTorch
+    synthetic/real pair (a PyTorch row of the I/O overhead table)."""
+    ms = load_campaign(default).measurements
+    digits = [m for m in ms if m["experiment"] == "digits"]
+    tensorflow = {m["config_id"] for m in digits if m["framework"] == "tensorflow"}
+    pytorch = {m["config_id"] for m in digits if m["framework"] == "pytorch"}
+    assert tensorflow and pytorch == {c + "_pytorch" for c in tensorflow}
+    pairs = {(m["framework"], m["data"]) for m in ms if m["experiment"] == "io_pytorch"}
+    assert pairs == {("pytorch", "synthetic"), ("pytorch", "real")}
+    assert {m["framework"] for m in ms if m["kind"] == "kernel"} == {"tensorflow"}
+
+
 def test_repetitions_share_config_id_and_differ_in_path(default):
     ms = [m for m in load_campaign(default).measurements if m["experiment"] == "threads"]
     first = [m for m in ms if m["config_id"] == ms[0]["config_id"]]

@@ -1,6 +1,6 @@
 """Multi-process training for real: 2-rank Horovod (MPI and Gloo) whose ranks must end
-with identical weights, MultiWorkerMirrored with 2 workers, synchronous parameter
-servers with 2 PS + 2 workers on real data; plus the process identity helpers (the launchers are in test_launch.py).
+with identical weights, and the same Horovod summing torch tensors; MultiWorkerMirrored
+with 2 workers, synchronous parameter servers with 2 PS + 2 workers on real data; plus the process identity helpers (the launchers are in test_launch.py).
 
 Horovod tests are marked ``horovod``; without Horovod (or mpirun) they skip, except under
 CI (CI=true) where they fail.
@@ -9,6 +9,7 @@ CI (CI=true) where they fail.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import shutil
@@ -131,6 +132,36 @@ def test_horovod_gloo_two_ranks_on_real_data_agree(tmp_path):
     assert r["metrics"]["allreduce_tensors_timeline"]["value"] == 6
     assert 1 <= r["metrics"]["allreduces_per_step"]["value"] <= 3
     assert_identical_weights(tmp_path / "weights", 2)
+
+
+# Each rank imports both frameworks' Horovod, then sums a torch tensor over the 2 ranks.
+TORCH_ALLREDUCE = """
+import horovod.tensorflow as hvd_tf
+import torch
+import horovod.torch as hvd
+assert hvd_tf.mpi_built() and hvd_tf.gloo_built(), "horovod.tensorflow without MPI or Gloo"
+assert hvd.mpi_built() and hvd.gloo_built(), "horovod.torch without MPI or Gloo"
+hvd.init()
+total = hvd.allreduce(torch.tensor([hvd.rank() + 1.0, 10.0]), op=hvd.Sum)
+print(f"rank {hvd.rank()} of {hvd.size()}: {total.tolist()}", flush=True)
+"""
+
+
+@pytest.mark.horovod
+def test_one_horovod_serves_tensorflow_and_torch():
+    """The environment's one Horovod imports for both frameworks, and 2 real torch ranks
+    under mpirun sum a tensor."""
+    require(importlib.util.find_spec("horovod") is not None, "Horovod")
+    require(shutil.which("mpirun") is not None, "mpirun")
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    proc = subprocess.run(["mpirun", *root, "-np", "2", "--bind-to", "none", sys.executable, "-c",
+                           TORCH_ALLREDUCE], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+                               "OMPI_MCA_rmaps_base_oversubscribe": "1"},
+                          start_new_session=True)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    lines = sorted(line for line in proc.stdout.splitlines() if line.startswith("rank "))
+    assert lines == ["rank 0 of 2: [3.0, 20.0]", "rank 1 of 2: [3.0, 20.0]"]
 
 
 def test_multi_worker_mirrored_two_workers_agree(tmp_path):

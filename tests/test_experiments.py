@@ -3,6 +3,7 @@ resolution from (fabricated) hybrid records, and schema errors."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pandas as pd
@@ -182,6 +183,18 @@ def test_the_hybrid_best_table_names_the_layout_node_scaling_runs():
     assert set(table["configuration"]) == {"2x4", "4x2"}  # one winner per vendor setting
 
 
+def test_resolve_best_takes_the_layout_of_the_same_framework():
+    tensorflow = hybrid_runs([("resnet50", 1, 8, 64, 10.0), ("resnet50", 2, 4, 64, 12.0)])
+    pytorch = hybrid_runs([("resnet50", 4, 2, 64, 9.0), ("resnet50", 8, 1, 64, 11.0)])
+    tidy = pd.concat([tensorflow, pytorch.assign(framework="pytorch")], ignore_index=True)
+    ms = expand({"type": "node_scaling", "models": ["resnet50"], "best": "hyb", "nodes": [2],
+                 "framework": ["tensorflow", "pytorch"]})
+    layouts_ = {m["framework"]: (m["processes_per_node"], m["intra_threads"])
+                for m in resolve_best(ms, tidy)}
+    assert layouts_ == {"tensorflow": (2, 4), "pytorch": (8, 1)}
+    assert len(tables.best_hybrid(tidy)) == 2  # one best layout per framework
+
+
 def test_resolve_best_without_results_raises_or_drops():
     ms = expand({"type": "node_scaling", "models": ["vgg16"], "best": "hyb", "nodes": [1]})
     with pytest.raises(ValueError, match="no successful run of 'hyb'.*vgg16"):
@@ -232,6 +245,121 @@ def test_digits_experiment_at_the_digits_size():
 def test_schema_rejects_bad_experiments(experiment, message):
     with pytest.raises(ConfigError, match=message):
         expand(experiment)
+
+
+# one small experiment of every training type (on the 8-core, 4-node SYSTEM)
+TRAINING = {
+    "thread_scaling": {"models": ["alexnet"], "batch_sizes": [8], "threads": [1, 8]},
+    "batch_sweep": {"models": ["alexnet"], "batch_sizes": [8, 16]},
+    "hybrid": {"models": ["alexnet"], "batch_sizes": [8], "processes": [1, 2]},
+    "inter_intra": {"models": ["alexnet"], "batch_sizes": [8], "cores": [2, 4]},
+    "ppn_sweep": {"models": ["alexnet"], "batch_sizes": [8], "processes_per_node": [1, 2],
+                  "nodes": [1, 2]},
+    "node_scaling": {"models": ["alexnet"], "batch_sizes": [8], "nodes": [1, 2]},
+    "horovod_tuning": {"models": ["alexnet"], "batch_sizes": [8], "cycle_time_ms": [1, 5],
+                       "fusion_threshold_mb": [0, 64]},
+}
+
+
+def pytorch_id(tensorflow_id: str) -> str:
+    """The id of a TensorFlow configuration's PyTorch twin: _pytorch before the hash of
+    its settings, if it has one."""
+    return re.sub(r"(_[0-9a-f]{8})?$", r"_pytorch\1", tensorflow_id, count=1)
+
+
+def without(m: dict, *keys: str) -> dict:
+    return {k: v for k, v in m.items() if k not in keys}
+
+
+@pytest.mark.parametrize("kind", list(TRAINING))
+def test_the_framework_axis_runs_each_configuration_once_per_framework(kind):
+    """TensorFlow keeps the ids it had; PyTorch runs the same configurations, ids ending
+    in _pytorch, and its workers are started with --framework pytorch."""
+    alone = expand({"type": kind, **TRAINING[kind]})
+    both = expand({"type": kind, **TRAINING[kind], "framework": ["tensorflow", "pytorch"]})
+    assert {m["framework"] for m in alone} == {"tensorflow"}
+    assert len(both) == 2 * len(alone) >= 4
+    tf = [m for m in both if m["framework"] == "tensorflow"]
+    pt = [m for m in both if m["framework"] == "pytorch"]
+    assert tf == alone
+    assert [m["config_id"] for m in pt] == [pytorch_id(m["config_id"]) for m in alone]
+    for a, b in zip(alone, pt):
+        assert without(a, "framework", "config_id") == without(b, "framework", "config_id")
+        argv = command_for(b, SYSTEM)
+        assert argv[argv.index("--framework") + 1] == "pytorch"
+    assert len({raw_path(m) for m in both}) == len(both)
+
+
+def test_pytorch_alone_and_the_framework_order():
+    ms = expand({"type": "thread_scaling", "models": ["alexnet"], "batch_sizes": [8],
+                 "threads": [1], "framework": ["pytorch", "tensorflow"]})
+    assert [m["framework"] for m in ms] == ["pytorch", "tensorflow"]
+    (m,) = expand({"type": "thread_scaling", "models": ["alexnet"], "batch_sizes": [8],
+                   "threads": [1], "framework": ["pytorch"]})
+    assert m["config_id"] == "alexnet_b8_N1_p1_t1_i1_vlon_synthetic_single_pytorch"
+
+
+def test_loader_workers_are_planned_for_pytorch_configurations_only():
+    ms = expand({"type": "thread_scaling", "models": ["alexnet"], "batch_sizes": [8],
+                 "threads": [2], "data": ["synthetic", "real"], "loader_workers": 3,
+                 "framework": ["tensorflow", "pytorch"]})
+    tuning = {(m["framework"], m["data"]): m.get("tuning") for m in ms}
+    assert tuning == {("tensorflow", "synthetic"): None, ("tensorflow", "real"): None,
+                      ("pytorch", "synthetic"): {"loader_workers": 3},
+                      ("pytorch", "real"): {"loader_workers": 3}}
+    real = next(m for m in ms if (m["framework"], m["data"]) == ("pytorch", "real"))
+    argv = command_for(real, SYSTEM)
+    assert argv[argv.index("--loader-workers") + 1] == "3"
+    tf = next(m for m in ms if m["framework"] == "tensorflow")
+    assert "--loader-workers" not in command_for(tf, SYSTEM)
+    # the synthetic and real PyTorch runs keep one variant: the I/O-overhead table pairs them
+    ids = [m["config_id"] for m in ms if m["framework"] == "pytorch"]
+    assert len({i.rsplit("_", 1)[1] for i in ids}) == 1
+
+
+def test_kernels_stay_tensorflow():
+    config = {"campaign": "t", "systems": ["s"], "system_definitions": {"s": SYSTEM},
+              "defaults": {"repetitions": 1},
+              "experiments": {"e": {"type": "kernel", "kernels": ["matmul"], "sizes": [64],
+                                    "workers": [1, 2]}}}
+    ms = load_campaign(config).measurements
+    assert len(ms) == 2 and {m["framework"] for m in ms} == {"tensorflow"}
+    assert not any("pytorch" in m["config_id"] for m in ms)
+
+
+@pytest.mark.parametrize("experiment, message", [
+    ({"type": "node_scaling", "strategies": ["parameter_server"], "framework": ["pytorch"]},
+     "framework: framework pytorch has no strategy 'parameter_server' (it has: single, horovod, ddp)"),
+    ({"type": "node_scaling", "variable_update": ["ps_async"], "framework": ["tensorflow", "pytorch"]},
+     "framework: framework pytorch has no strategy 'parameter_server' (it has: single, horovod, ddp)"),
+    ({"type": "node_scaling", "strategies": ["mirrored"], "framework": ["pytorch"]},
+     "framework: framework pytorch has no strategy 'mirrored' (it has: single, horovod, ddp)"),
+    ({"type": "node_scaling", "strategies": ["ddp"]},
+     "framework: framework tensorflow has no strategy 'ddp' (it has: single, horovod, mirrored, "
+     "parameter_server)"),
+    ({"type": "thread_scaling", "loader_workers": 2, "data": ["real"]},
+     "loader_workers: only pytorch configurations take it (add pytorch to framework)"),
+    ({"type": "thread_scaling", "loader_workers": 2, "framework": ["pytorch"]},
+     "loader_workers: the loader feeds real data only (add real to data)"),
+])
+def test_a_framework_without_what_the_experiment_asks_is_refused(experiment, message):
+    experiment = {"models": ["alexnet"], "batch_sizes": [8], "nodes": [1], **experiment}
+    if experiment["type"] != "node_scaling":
+        del experiment["nodes"]
+    with pytest.raises(ConfigError) as info:
+        expand(experiment)
+    assert str(info.value) == f"experiments.e.{message}"
+
+
+def test_a_framework_without_a_model_is_refused(monkeypatch):
+    from archbench.workloads.training.pytorch import models as pytorch_models
+    monkeypatch.delitem(pytorch_models.MODELS, "vgg16")
+    assert expand({"type": "thread_scaling", "models": ["vgg16"], "batch_sizes": [8],
+                   "threads": [1]})
+    with pytest.raises(ConfigError, match=r"^experiments\.e\.framework: framework pytorch has no "
+                                          r"model 'vgg16' \(it has: [a-z0-9_, ]+\)$"):
+        expand({"type": "thread_scaling", "models": ["vgg16"], "batch_sizes": [8],
+                "threads": [1], "framework": ["tensorflow", "pytorch"]})
 
 
 def test_every_training_type_has_a_described_schema():

@@ -91,3 +91,37 @@ def test_the_registry_imports_matplotlib_only_to_draw():
             "for m, f in (s.function.rsplit('.', 1) for s in FIGURES.values())]; "
             "assert 'matplotlib' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def two_frameworks() -> pd.DataFrame:
+    """Thread scaling of one configuration, 1 and 2 threads, in TensorFlow and PyTorch."""
+    from test_tables import runs
+    return pd.DataFrame([row for f, scale in (("tensorflow", 1.0), ("pytorch", 0.8)) for t in (1, 2)
+                         for row in runs([10.0 * t * scale, 11.0 * t * scale], intra_threads=t,
+                                         framework=f)])
+
+
+def legend_texts(figure: Figure) -> list[str]:
+    return [t.get_text() for lg in figure.legends for t in lg.get_texts()]
+
+
+def test_a_figure_mixing_frameworks_names_them_in_its_legend():
+    legend = legend_texts(build_figure("thread_scaling", two_frameworks()))
+    assert len(legend) == 2
+    assert any("TensorFlow" in t for t in legend) and any("PyTorch" in t for t in legend)
+    # one framework: the legend need not say it
+    alone = two_frameworks().query("framework == 'tensorflow'")
+    assert not any("TensorFlow" in t for t in legend_texts(build_figure("thread_scaling", alone)))
+
+
+def test_framework_comparison_draws_a_bar_per_framework_and_the_ratio():
+    figure = build_figure("framework_comparison", two_frameworks())
+    (ax,) = [ax for ax in figure.axes if ax.get_visible()]
+    bars = {c.get_label(): [p.get_height() for p in c.patches] for c in ax.containers
+            if c.get_label() in ("TensorFlow", "PyTorch")}
+    assert bars == {"TensorFlow": [10.5, 21.0], "PyTorch": [pytest.approx(8.4), pytest.approx(16.8)]}
+    assert sorted(legend_texts(figure)) == ["PyTorch", "TensorFlow"]
+    assert texts(figure).count("0.80x") == 2  # the ratio PyTorch / TensorFlow above each pair
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["resnet50\nbatch 32\n1 node x 1 ppn\nintra 1",
+                     "resnet50\nbatch 32\n1 node x 1 ppn\nintra 2"]

@@ -1,7 +1,8 @@
 """No figure merges two series: built from a campaign with two values on every axis its
 table varies (``archbench.results.fabricated.axis_configurations``: system, model, data, vendor
 library on/off, batch, threads, inter-op threads, processes per node, nodes, strategy and
-parameter servers, MKL settings, cores, Horovod knobs, two experiments of a type, ...),
+parameter servers, MKL settings, cores, Horovod knobs, two experiments of a type, the
+framework, ...),
 every figure draws as many lines (bar groups, heat-map rows, points) as its table has
 series, counted here from the table itself, and no two of them share a legend label.
 """
@@ -32,6 +33,9 @@ RESULTS = {
     "n_configurations", "n_failed_configurations", "relative_to_best", "allreduces_per_step",
     "gflops", "gflops_min", "gflops_max", "gflops_baseline", "baseline_workers",
     "bandwidth_gb_s", "bandwidth_min", "bandwidth_max", "unit", "n_choices",
+    *(f"{c}_{f}" for f in ("tensorflow", "pytorch") for c in ("n", "img_s", "img_s_min",
+                                                               "img_s_max", "cv")),
+    "ratio", "ratio_ci95_low", "ratio_ci95_high",
 }
 
 
@@ -86,6 +90,7 @@ CASES = {
     "horovod_tuning": Case(None, kind="points", rows=lambda t: t[
         t["img_s"].notna() & t["allreduces_per_step"].notna()]),
     "horovod_cycle_time": Case("img_s", along=("cycle_time_ms",)),
+    "framework_comparison": Case(None, kind="bars"),  # counted by framework_bars below
     "kernel_gflops": Case("gflops", along=("workers",)),
     "stream_bandwidth": Case("bandwidth_gb_s", along=("problem_size",)),
 }
@@ -117,6 +122,8 @@ def expected_series(name: str, table: pd.DataFrame) -> int:
         return len(table)
     if name == "io_overhead":
         return io_series(table)
+    if name == "framework_comparison":
+        return framework_bars(table)
     columns = list(case.series) or [c for c in table.columns
                                     if c not in RESULTS and c not in case.along]
     return len(_key(table[columns]).drop_duplicates())
@@ -130,6 +137,12 @@ def io_series(table: pd.DataFrame) -> int:
     one = table.loc[~scaled, [c for c in table.columns if c not in RESULTS
                               and c not in ("intra_threads", "series", "count")]]
     return lines + len(_key(one).drop_duplicates())
+
+
+def framework_bars(table: pd.DataFrame) -> int:
+    """TensorFlow vs PyTorch: two series (a bar each) in every panel (system and device),
+    each configuration a group of the two."""
+    return 2 * len(_key(table[["system", "device"]]).drop_duplicates())
 
 
 def drawn(figure: Figure, kind: str) -> list[list[str]]:
@@ -178,31 +191,37 @@ def test_a_line_visits_each_x_once(name, summary):
 
 # the axes each table varies in the fixture (two values each)
 AXES = {
-    "thread_efficiency": ("experiment", "system", "model", "data", "vendor_library_enabled",
-                          "batch_per_process", "inter_threads", "threads"),
+    "thread_efficiency": ("experiment", "system", "framework", "model", "data",
+                          "vendor_library_enabled", "batch_per_process", "inter_threads", "threads"),
+    # (PyTorch runs with the vendor library on only: no PyTorch pair of on and off)
     "vendor_speedup": ("experiment", "system", "model", "data", "batch_per_process",
                        "inter_threads", "intra_threads"),
-    "batch_scaling": ("experiment", "system", "model", "data", "vendor_library_enabled",
-                      "intra_threads", "inter_threads", "batch_per_process"),
-    "hybrid_configurations": ("system", "model", "data", "vendor_library_enabled",
+    "batch_scaling": ("experiment", "system", "framework", "model", "data",
+                      "vendor_library_enabled", "intra_threads", "inter_threads",
+                      "batch_per_process"),
+    "hybrid_configurations": ("system", "framework", "model", "data", "vendor_library_enabled",
                               "batch_per_process", "inter_threads", "processes_per_node"),
-    "process_layout": ("experiment", "system", "model", "data", "vendor_library_enabled",
-                       "batch_per_process", "inter_threads", "nodes", "processes_per_node"),
-    "inter_intra_sweep": ("system", "model", "data", "vendor_library_enabled",
+    "process_layout": ("experiment", "system", "framework", "model", "data",
+                       "vendor_library_enabled", "batch_per_process", "inter_threads", "nodes",
+                       "processes_per_node"),
+    "inter_intra_sweep": ("system", "framework", "model", "data", "vendor_library_enabled",
                           "batch_per_process", "mkl_env", "cores", "inter_setting",
                           "intra_setting"),
-    "inter_intra_best": ("system", "model", "data", "vendor_library_enabled",
+    "inter_intra_best": ("system", "framework", "model", "data", "vendor_library_enabled",
                          "batch_per_process", "mkl_env", "inter_setting"),
-    "node_scaling": ("experiment", "system", "model", "data", "vendor_library_enabled",
-                     "batch_per_process", "strategy", "processes_per_node", "scaling_unit",
-                     "count", "parameter_servers"),
-    "efficiency_heatmap": ("experiment", "system", "model", "data", "vendor_library_enabled",
-                           "series"),
-    "io_overhead": ("experiment", "system", "model", "vendor_library_enabled",
+    "node_scaling": ("experiment", "system", "framework", "model", "data",
+                     "vendor_library_enabled", "batch_per_process", "strategy",
+                     "processes_per_node", "scaling_unit", "count", "parameter_servers"),
+    "efficiency_heatmap": ("experiment", "system", "framework", "model", "data",
+                           "vendor_library_enabled", "series"),
+    "io_overhead": ("experiment", "system", "framework", "model", "vendor_library_enabled",
                     "batch_per_process", "strategy", "processes_per_node", "intra_threads",
                     "count"),
-    "horovod_tuning": ("system", "model", "data", "vendor_library_enabled", "batch_per_process",
-                       "nodes", "cycle_time_ms", "fusion_threshold_mb"),
+    "horovod_tuning": ("system", "framework", "model", "data", "vendor_library_enabled",
+                       "batch_per_process", "nodes", "cycle_time_ms", "fusion_threshold_mb"),
+    "framework_comparison": ("experiment", "system", "model", "data", "layout", "nodes",
+                             "processes_per_node", "strategy", "intra_threads", "inter_threads",
+                             "batch_per_process", "cores"),
     "kernel_gflops": ("system", "problem_size", "tile_size", "nodes", "workers"),
     "stream_bandwidth": ("system", "problem_size", "workers"),
 }

@@ -74,7 +74,8 @@ def test_cscs_efficiencies_and_io_overheads_follow_from_tables_1_to_3():
     off = efficiency[efficiency["difference"].abs() >= 0.01]
     # Sect. 5.3.2 prints 94.44 % for 8 GPUs on p2.8xlarge; Table 3 gives 230.75 / (8 x 30.55)
     assert off["configuration"].tolist() == [
-        "system=aws-p2-8xlarge, model=inception_v3, data=synthetic, batch=64, gpus=8"]
+        "system=aws-p2-8xlarge, framework=tensorflow, model=inception_v3, data=synthetic, batch=64, "
+        "gpus=8"]
     assert off["archbench"].iloc[0] == pytest.approx(94.41, abs=0.005)
     io = table[table["metric"] == "io_overhead"]
     daint = io[io["configuration"].str.contains("piz-daint") & (io["published"] == "11")]
@@ -104,7 +105,8 @@ def bsc_scaling(p1: float, p2: float) -> pd.DataFrame:
 @pytest.mark.parametrize(("p2", "status"), [(160.0, "ok"), (165.0, "ok"), (120.0, "beyond tolerance")])
 def test_vs_published_flags_bsc_table4_efficiency_beyond_tolerance(p2, status):
     table = build_table("vs_published", bsc_scaling(100.0, p2), published=claims_of("bsc-2019"))
-    row = table[table["configuration"].str.contains("marenostrum4, model=alexnet, data=synthetic, batch=8192, nodes=2,")]
+    row = table[table["configuration"].str.contains(
+        "marenostrum4, framework=tensorflow, model=alexnet, data=synthetic, batch=8192, nodes=2,")]
     assert len(row) == 1
     assert row["published"].iloc[0] == "0.8" and row["archbench"].iloc[0] == pytest.approx(p2 / 200)
     assert row["status"].iloc[0] == status  # 10% of 0.80: 0.72..0.88
@@ -135,7 +137,7 @@ def test_vs_published_divides_by_the_baseline_count_of_the_same_series():
                          for w, g in ((2, 100.0), (4, 160.0), (8, 208.0), (16, 400.0))])
     table = build_table("vs_published", rows, published=claims_of("kth-ornl-2019"))
     cg = table[(table["metric"] == "kernel_speedup") & table["configuration"].str.contains(
-        "kebnekaise-k80, kernel=cg")].set_index("published")
+        "kebnekaise-k80, framework=tensorflow, kernel=cg")].set_index("published")
     assert cg.loc["1.6", "archbench"] == pytest.approx(1.6)      # 4 vs 2 GPUs
     assert cg.loc["1.3", "archbench"] == pytest.approx(1.3)      # 8 vs 4
     assert cg.loc["1.36", "archbench"] == pytest.approx(400 / 208)  # 16 vs 8: 1.92
@@ -174,3 +176,19 @@ def test_malformed_claims_name_file_row_and_column(tmp_path, text, column):
     message = str(info.value)
     assert "\n" not in message and str(path) in message and f"column '{column}'" in message
     assert re.search(r"row \d", message)
+
+
+def test_a_claim_naming_no_framework_is_tensorflows(tmp_path):
+    path = tmp_path / "x-claims.csv"
+    path.write_text("metric,system,framework,model,nodes,value,unit,source\n"
+                    "throughput,s,,resnet50,1,10,img/s,p\n"
+                    "throughput,s,pytorch,resnet50,1,8,img/s,p\n")
+    claims = published.read_claims(path)
+    assert claims["framework"].tolist() == ["tensorflow", "pytorch"]
+    rows = pd.DataFrame([run(v, system="s", model="resnet50", nodes=1, workers=1,
+                             processes_per_node=1, intra_threads=4, batch_per_process=32,
+                             framework=f, repetition=0)
+                         for f, v in (("tensorflow", 10.5), ("pytorch", 7.0))])
+    table = build_table("vs_published", rows, published=claims)
+    assert table["archbench"].tolist() == [10.5, 7.0]
+    assert table["configuration"].str.startswith("system=s, framework=").all()

@@ -53,14 +53,17 @@ def two_node_run(slurm_env, tmp_path_factory):
 
 
 def test_two_node_training_runs_as_one_srun_step_over_both_nodes(two_node_run, slurm_env):
-    """Horovod (MPI via PMIx) and MultiWorkerMirroredStrategy over n1 and n2: each one
-    Slurm job of two nodes whose srun step's two tasks train together; throughput counts
-    both workers' images."""
+    """Horovod (MPI via PMIx) and MultiWorkerMirroredStrategy in TensorFlow, Horovod and
+    DDP in PyTorch, over n1 and n2: each one Slurm job of two nodes whose srun step's two
+    tasks train together; throughput counts both workers' images."""
     records = [json.loads(p.read_text()) for p in (two_node_run / "results/raw").rglob("rep*.json")]
-    assert sorted(r["strategy"] for r in records) == ["horovod", "mirrored"]
+    assert sorted((r["framework"], r["strategy"]) for r in records) == [
+        ("pytorch", "ddp"), ("pytorch", "horovod"), ("tensorflow", "horovod"), ("tensorflow", "mirrored")]
     for r in records:
         assert r["status"] == "ok", r["reason"]
         assert (r["nodes"], r["workers"], r["global_batch"]) == (2, 2, 8)
+        if r["framework"] == "pytorch":  # the two replicas agree after every step
+            assert r["metrics"]["replica_weight_spread"]["value"] == 0.0
         assert r["throughput"] > 0 and r["loss_first"] is not None
         out = subprocess.run(["sacct", "-n", "-P", "-j", r["slurm_job_id"], "-o",
                               "JobID,NNodes,NTasks,State"], capture_output=True, text=True,
@@ -71,10 +74,11 @@ def test_two_node_training_runs_as_one_srun_step_over_both_nodes(two_node_run, s
         assert any(s[0].split(".")[-1].isdigit() and s[1:] == ["2", "2", "COMPLETED"]
                    for s in steps), out
     table = pd.read_csv(two_node_run / "results/tables/node_scaling.csv")
-    assert sorted(table["strategy"]) == ["horovod", "mirrored"] and set(table["nodes"]) == {2}
-    by_strategy = {r["strategy"]: r["throughput"] for r in records}
+    assert sorted(zip(table["framework"], table["strategy"])) == sorted(
+        (r["framework"], r["strategy"]) for r in records) and set(table["nodes"]) == {2}
+    by_strategy = {(r["framework"], r["strategy"]): r["throughput"] for r in records}
     for row in table.itertuples():
-        assert row.img_s == pytest.approx(by_strategy[row.strategy])
+        assert row.img_s == pytest.approx(by_strategy[row.framework, row.strategy])
 
 
 @pytest.fixture(scope="module")

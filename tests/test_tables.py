@@ -481,3 +481,94 @@ def test_host_outliers_report_the_campaigns_statistic():
     assert not only(median, hosts="a")["outlier"]  # median 100 against 100
     assert only(mean, hosts="a")["value"] == pytest.approx(80.0)
     assert bool(only(mean, hosts="b")["outlier"])  # 100 against 85: +17.6 %
+
+
+# --------------------------------------------------------------- TensorFlow and PyTorch
+def test_a_tensorflow_and_a_pytorch_run_of_one_configuration_are_two_rows():
+    # rows without a framework (records before the field) are TensorFlow's
+    df = frame(runs([10.0, 12.0]), runs([8.0, 9.0], framework="pytorch"),
+               runs([20.0, 22.0], intra_threads=2),
+               runs([16.0, 18.0], intra_threads=2, framework="pytorch"))
+    summary = build_table("summary", df)
+    assert len(summary) == 4
+    assert only(summary, framework="tensorflow", intra_threads=1)["mean"] == pytest.approx(11.0)
+    assert only(summary, framework="pytorch", intra_threads=1)["mean"] == pytest.approx(8.5)
+    eff = build_table("thread_efficiency", df)  # e_t = p_t / (t p_1) within each framework
+    assert only(eff, framework="tensorflow", threads=2)["efficiency"] == pytest.approx(21 / (2 * 11))
+    assert only(eff, framework="pytorch", threads=2)["efficiency"] == pytest.approx(17 / (2 * 8.5))
+    batches = build_table("batch_scaling", frame(
+        runs([10.0], batch_per_process=8), runs([30.0], batch_per_process=16),
+        runs([5.0], batch_per_process=8, framework="pytorch"),
+        runs([20.0], batch_per_process=16, framework="pytorch")).assign(experiment_type="batch_sweep"))
+    assert only(batches, framework="pytorch", batch_per_process=16)["relative"] == pytest.approx(4.0)
+    assert only(batches, framework="tensorflow", batch_per_process=16)["relative"] == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("name", [n for n, spec in TABLES.items()  # (one pair of them a row)
+                                  if not spec.uses_published and n != "framework_comparison"])
+def test_every_table_says_which_framework_a_row_ran_in(name):
+    assert "framework" in build_table(name, pd.DataFrame()), name
+
+
+def test_io_overhead_of_pytorch_runs():
+    df = frame(runs([100.0, 100.0]), runs([80.0, 80.0], data="real"),
+               runs([50.0, 50.0], framework="pytorch"),
+               runs([45.0, 45.0], data="real", framework="pytorch"))
+    t = build_table("io_overhead", df)
+    assert len(t) == 2
+    assert only(t, framework="tensorflow")["io_overhead_percent"] == pytest.approx(20.0)
+    assert only(t, framework="pytorch")["io_overhead_percent"] == pytest.approx(10.0)
+    assert "PyTorch" in only(t, framework="pytorch")["series"]
+
+
+def test_vendor_evidence_of_each_framework_apart():
+    evidence = {"vendor_evidence_library": "onednn", "vendor_optimized_share": 1.0,
+                "vendor_reference_share": 0.0}
+    df = frame(runs([10.0], vendor_evidence_version="3.5.0", **evidence),
+               runs([8.0], framework="pytorch", vendor_evidence_version="3.12.0", **evidence))
+    t = build_table("vendor_evidence", df)
+    assert only(t, framework="tensorflow")["version"] == "3.5.0"
+    assert only(t, framework="pytorch")["version"] == "3.12.0"
+    assert set(t["status"]) == {"ok"}
+
+
+def test_framework_comparison_ratio_and_its_interval():
+    """ratio = mean PyTorch / mean TensorFlow = 9 / 11; interval: Welch's t on ln img/s,
+    d = mean ln(8, 9, 10) - mean ln(10, 11, 12) = -0.2020453, se = 0.0832209 (variances of
+    the means of the logs 0.0030747 and 0.0038510), dof = 3.846889, t(0.975, dof) =
+    2.820574: exp(d -/+ t se) = 0.646116 .. 1.033225."""
+    df = frame(runs([10.0, 11.0, 12.0]), runs([8.0, 9.0, 10.0], framework="pytorch"),
+               runs([20.0, 21.0], intra_threads=2),  # no PyTorch twin: no row
+               runs([5.0], batch_per_process=64), runs([4.0], batch_per_process=64, framework="pytorch"),
+               runs([7.0, 7.0], model="alexnet"),
+               [run(None, "oom", model="alexnet", framework="pytorch", repetition=i) for i in (0, 1)])
+    t = build_table("framework_comparison", df)
+    assert len(t) == 3
+    row = only(t, model="resnet50", batch_per_process=32)
+    assert (row["n_tensorflow"], row["n_pytorch"]) == (3, 3)
+    assert (row["img_s_tensorflow"], row["img_s_pytorch"]) == (11.0, 9.0)
+    assert (row["img_s_min_pytorch"], row["img_s_max_pytorch"]) == (8.0, 10.0)
+    assert row["cv_tensorflow"] == pytest.approx(1.0 / 11.0)  # std 1 / mean 11
+    assert row["cv_pytorch"] == pytest.approx(1.0 / 9.0)
+    assert row["ratio"] == pytest.approx(9.0 / 11.0)
+    assert row["ratio_ci95_low"] == pytest.approx(0.6461162, rel=1e-6)
+    assert row["ratio_ci95_high"] == pytest.approx(1.0332255, rel=1e-6)
+    assert row["layout"] == "1 node x 1 ppn" and row["status"] == "ok"
+    one = only(t, batch_per_process=64)  # one run a side: a ratio without an interval
+    assert one["ratio"] == pytest.approx(0.8) and pd.isna(one["ratio_ci95_low"])
+    failed = only(t, model="alexnet")
+    assert pd.isna(failed["ratio"]) and failed["status"] == "pytorch oom"
+    median = build_table("framework_comparison", df, statistic="median")
+    assert only(median, model="resnet50", batch_per_process=32)["statistic"] == "median"
+
+
+def test_framework_comparison_pairs_pytorch_loader_workers_with_tensorflow():
+    """A PyTorch configuration's own setting (loader_workers) is part of its hash, not its
+    twin's: the twins pair by the settings the runs record."""
+    real = dict(data="real")
+    df = frame(runs([10.0, 10.0], config_id="c_real", **real),
+               runs([12.0, 12.0], framework="pytorch", metric_loader_workers=2,
+                    config_id="c_real_pytorch_0123abcd", **real))
+    row = only(build_table("framework_comparison", df), data="real")
+    assert row["ratio"] == pytest.approx(1.2) and row["loader_workers"] == 2
+    assert pd.isna(row["variant"])

@@ -345,6 +345,15 @@ def test_platform_row_per_system_defined_and_recorded():
     assert "partition" not in t
 
 
+def test_platform_names_the_version_of_each_framework():
+    runs = pd.concat([platform_runs(), pd.DataFrame([run(
+        8.0, repetition=0, experiment="torch", framework="pytorch", framework_version="2.7.1",
+        config_id="x_pytorch")])], ignore_index=True)
+    a = only(build_table("platform", runs, systems={}), system="sysa")
+    assert (a["framework"], a["framework_version"]) == ("pytorch | tensorflow",
+                                                        "pytorch 2.7.1 | tensorflow 2.16.1")
+
+
 def test_platform_through_the_workflow_adapter(tmp_path):
     source = tmp_path / "measurements.csv"
     source.write_text(to_csv(platform_runs()))

@@ -35,6 +35,8 @@ EXPERIMENTS = {  # between them, every planned setting
     "horovod": {"type": "horovod_tuning", "models": ["alexnet"], "batch_sizes": [8],
                 "cycle_time_ms": [2.5, 5], "fusion_threshold_mb": [0, 64], "processes_per_node": 2},
     "pinned": {"type": "inter_intra", "models": ["alexnet"], "batch_sizes": [8], "cores": [2, 4]},
+    "torch": {"type": "ppn_sweep", "models": ["resnet50"], "batch_sizes": [8], "processes_per_node": [1, 2],
+              "framework": ["tensorflow", "pytorch"], "data": ["synthetic", "real"], "loader_workers": 2},
 }
 WORKFLOW = set(supervisor.WORKFLOW_FIELDS) | {"env"}
 

@@ -61,6 +61,17 @@ def vendor_speedup(with_vendor: float, without_vendor: float) -> float:
     return with_vendor / without_vendor
 
 
+def framework_ratio(pytorch: float, tensorflow: float) -> float:
+    """Framework ratio = img/s in PyTorch / img/s in TensorFlow of one configuration (above 1:
+    PyTorch is faster)."""
+    return pytorch / tensorflow
+
+
+def coefficient_of_variation(std: float, mean: float) -> float:
+    """CV = s / mean: the sample standard deviation of the repetitions over their mean."""
+    return std / mean
+
+
 def matmul_flops(n: int) -> float:
     """Floating-point operations of an N x N matrix multiply: 2N^3 - N^2."""
     return 2.0 * n**3 - n**2

@@ -20,11 +20,12 @@ from archbench.core.record import config_id, raw_path
 from archbench.core.validate import ConfigError, check, key_path, load_schema, schema_error
 from archbench.core.yamlio import check_values, load_yaml_file
 from archbench.plan.experiment_types import EXPERIMENT_TYPES
-from archbench.plan.experiment_types.base import expand_with_skips
+from archbench.plan.experiment_types.base import expand_with_skips, per_framework
 from archbench.plan.experiment_types.node_scaling import best_sources
 from archbench.plan.slurm_requests import gpu_resources
 from archbench.plan.systems import resolve_system
 from archbench.workloads.kernels import KERNELS
+from archbench.workloads.training.frameworks import FRAMEWORKS
 from archbench.workloads.training.models import MODELS
 from archbench.workloads.training.strategies import STRATEGIES, multi_process, update_strategies
 from archbench.workloads.training.strategies.base import ps_nodes
@@ -41,7 +42,7 @@ THREAD_FIELDS = {"processes_per_node": "processes per node",
 def experiment_schema() -> dict:
     """The whole experiment schema: the shared definitions of
     archbench/schemas/experiment.schema.yaml, each registered type's own definition, and every
-    list of names from its registry: experiment types, models, kernels, multi-process
+    list of names from its registry: experiment types, frameworks, models, kernels, multi-process
     strategies and the variable-update axis (the updates the strategies register, and the
     multi-process strategies that register none). Cached: a test that registers an entry
     clears it (``experiment_schema.cache_clear()``)."""
@@ -51,6 +52,9 @@ def experiment_schema() -> dict:
     defs["common"] = {**common, "properties": {**common["properties"], "type": {
         **common["properties"]["type"], "enum": list(EXPERIMENT_TYPES)}}}
     defs["model_name"] = {**defs["model_name"], "enum": sorted(MODELS)}
+    helps = "; ".join(f"{name}: {f.help}" for name, f in FRAMEWORKS.items())
+    defs["framework_name"] = {"description": f"{defs['framework_name']['description']} {helps}.",
+                              "enum": list(FRAMEWORKS)}
     defs["kernel_name"] = {**defs["kernel_name"], "enum": list(KERNELS)}
     helps = "; ".join(f"{name}: {STRATEGIES[name].help}" for name in multi_process())
     defs["multi_process_strategy"] = {
@@ -85,6 +89,7 @@ def _measurements(name: str, experiment: dict, *, system: dict) -> list[dict]:
     if not configurations:
         reasons = "; ".join(skipped) or "an axis is empty"
         raise ExperimentError(f"plans no measurement on system '{system['name']}' ({reasons})")
+    configurations = per_framework(experiment, configurations)
     out = []
     for conf in configurations:
         check_fits_node(conf, system)

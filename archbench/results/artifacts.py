@@ -37,6 +37,10 @@ LABELS = {
     "intra_threads": "intra", "inter_threads": "inter", "global_batch": "global batch",
     "problem_size": "size", "tile_size": "tile", "experiment_type": "type",
     "io_overhead_percent": "I/O overhead %", "bandwidth_gb_s": "GB/s", "gflops": "GFLOP/s",
+    # framework_comparison: each framework's side
+    **{f"{column}_{name}": f"{short} {text}" for name, short in (("tensorflow", "TF"), ("pytorch", "PT"))
+       for column, text in (("n", "n"), ("img_s", "img/s"), ("img_s_min", "min"),
+                            ("img_s_max", "max"), ("cv", "CV"))},
 }
 
 

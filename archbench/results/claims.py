@@ -19,8 +19,8 @@ tolerance             no        how far archbench may differ before it is flagge
 source                yes       where the paper prints it: paper, section, table/figure
 note                  no        free text (e.g. what the paper's wording was)
 identity columns      no        the configuration the value belongs to (:data:`IDENTITY`),
-                                named as in the import format: system, model, kernel,
-                                data, batch, nodes, workers, gpus, threads, ...
+                                named as in the import format: system, framework, model,
+                                kernel, data, batch, nodes, workers, gpus, threads, ...
 baseline              no        for speedup and kernel_speedup: the count the ratio is
                                 relative to (e.g. 2 for "from two to four GPUs")
 ====================  ========  ===========================================================
@@ -29,7 +29,10 @@ A claim applies to every configuration of the campaign that agrees with the iden
 columns it gives (and only those it gives: a claim without ``model`` holds for every
 model). A text cell ``!x`` matches anything but ``x`` (e.g. ``mkl_env`` ``!none``: any MKL
 setting). An identity column that the metric's table does not have (e.g. ``transport``,
-which archbench does not record) matches nothing, so the claim stays unmatched.
+which archbench does not record) matches nothing, so the claim stays unmatched. The
+framework is the exception: a claim (or an imported throughput) that names none is
+TensorFlow's (:data:`DEFAULT_FRAMEWORK`), as every claim was before PyTorch ran beside it;
+a PyTorch claim says ``framework`` ``pytorch``.
 
 A malformed file raises :class:`archbench.results.imports.ImportFormatError` with one line naming
 the file, row and column. The file checks of :mod:`archbench.importer` apply (a missing,
@@ -56,6 +59,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from archbench.core.csvfile import ImportFormatError, at_row, clean_text, parse_number, read_rows, show
+from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
 from archbench.results.imports import (
     INT_COLUMNS,
     MAX_VALUE,
@@ -115,7 +119,7 @@ INT_IDENTITY = ("batch", "nodes", "workers", "gpus", "gpus_per_node", "processes
                 "threads", "inter_threads", "problem_size", "tile_size", "parameter_servers",
                 "cores", "baseline")
 BOOL_IDENTITY = ("vendor_library_enabled",)
-TEXT_IDENTITY = ("system", "model", "kernel", "data", "strategy", "vendor_library",
+TEXT_IDENTITY = ("system", "framework", "model", "kernel", "data", "strategy", "vendor_library",
                  "variable_update", "inter_setting", "intra_setting", "mkl_env",
                  "transport", "memory")
 IDENTITY = TEXT_IDENTITY + INT_IDENTITY + BOOL_IDENTITY
@@ -206,7 +210,7 @@ def _checked(claim: dict, where: str, file: str) -> dict:
         raise ImportFormatError(f"{where}: column 'low': above high")
     if "baseline" in claim and not metric.series:
         raise ImportFormatError(f"{where}: column 'baseline': {claim['metric']} takes no baseline")
-    return {**claim, "file": file}
+    return {"framework": DEFAULT_FRAMEWORK, **claim, "file": file}
 
 
 def import_claims(path: str | os.PathLike, mapping: dict | None = None) -> pd.DataFrame:
@@ -224,7 +228,8 @@ def import_claims(path: str | os.PathLike, mapping: dict | None = None) -> pd.Da
                                     "has no published-value metric")
         unit = scaling_unit(values)
         skipped = set(IMPORT_SKIPPED) | set(NOT_IDENTITY.get(unit or "", ()))
-        identity = {k: v for k, v in values.items() if k in IDENTITY and k not in skipped}
+        identity = {"framework": DEFAULT_FRAMEWORK,
+                    **{k: v for k, v in values.items() if k in IDENTITY and k not in skipped}}
         if unit:
             identity[unit] = values.get(unit)
         claims.append({**identity, "metric": metric, "value": values["throughput"],

@@ -21,6 +21,8 @@ from archbench.core.hardware import cores_of
 from archbench.core.metrics import global_batch
 from archbench.core.record import config_id
 from archbench.core.validate import ConfigError
+from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
+from archbench.workloads.training.frameworks import FRAMEWORKS, lacks
 
 Expander = Callable[[dict, dict], list[dict]]
 MAX_CONFIGURATIONS = 100_000  # of one experiment's axes on one system
@@ -137,6 +139,50 @@ def training_axes(experiment: dict) -> dict[str, list]:
     return dict(model=experiment["models"],
                 vendor=on_off_axis(experiment, "vendor_library", ["on"]),
                 data=experiment.get("data", ["synthetic"]))
+
+
+def frameworks(experiment: dict) -> list[str]:
+    """The experiment's ``framework`` axis (default [tensorflow])."""
+    return list(experiment.get("framework", [DEFAULT_FRAMEWORK]))
+
+
+def check_framework_keys(experiment: dict, names: list[str]) -> None:
+    """ConfigError naming a key only some frameworks take (``Framework.tuning``, e.g.
+    loader_workers) when none of the experiment's frameworks ``names`` takes it, or when
+    it is loader_workers and the experiment reads no real data (it feeds only that)."""
+    for key in sorted({k for f in FRAMEWORKS.values() for k in f.tuning}):
+        if key not in experiment:
+            continue
+        takers = [name for name, f in FRAMEWORKS.items() if key in f.tuning]
+        if not set(takers) & set(names):
+            raise ConfigError(f"{key}: only {' and '.join(takers)} configurations take it "
+                              f"(add {' or '.join(takers)} to framework)")
+    if "loader_workers" in experiment and "real" not in experiment.get("data", ["synthetic"]):
+        raise ConfigError("loader_workers: the loader feeds real data only (add real to data)")
+
+
+def per_framework(experiment: dict, configurations: list[dict]) -> list[dict]:
+    """Every training configuration once per framework of the experiment's ``framework``
+    axis, the frameworks outermost; the keys a framework alone takes
+    (``Framework.tuning``) go under its configurations' ``tuning``, so they are part of
+    their ids. Kernel configurations pass unchanged (they run in TensorFlow).
+
+    ConfigError naming ``framework`` when a framework lacks a model, strategy or variable
+    update a configuration asks for (:func:`archbench.workloads.training.frameworks.lacks`)."""
+    names = frameworks(experiment)
+    check_framework_keys(experiment, names)
+    training = [c for c in configurations if c["kind"] == "train"]
+    out = [c for c in configurations if c["kind"] != "train"]
+    for name in names:
+        own = {k: experiment[k] for k in FRAMEWORKS[name].tuning if k in experiment}
+        for conf in training:
+            why = lacks(name, model=conf["model"], strategy=conf["strategy"],
+                        variable_update=conf.get("variable_update"))
+            if why:
+                raise ConfigError(f"framework: {why}")
+            tuning = {**conf.get("tuning", {}), **own}
+            out.append({**conf, "framework": name, **({"tuning": tuning} if tuning else {})})
+    return out
 
 
 def devices(experiment: dict) -> list[str]:

@@ -104,5 +104,6 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 
 TYPE = ExperimentType(
     "hybrid", expand, SCHEMA,
-    tables=("summary", "hybrid_configurations", "hybrid_best", "vendor_speedup", "io_overhead"),
-    figures=("hybrid_configurations",))
+    tables=("summary", "hybrid_configurations", "hybrid_best", "vendor_speedup", "io_overhead",
+            "framework_comparison"),
+    figures=("hybrid_configurations", "framework_comparison"))

@@ -344,5 +344,6 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 TYPE = ExperimentType(
     "node_scaling", expand, SCHEMA,
     tables=("summary", "node_scaling", "best_per_size", "efficiency_heatmap", "io_overhead",
-            "vendor_speedup"),
-    figures=("node_scaling", "scaling_speedup", "efficiency_heatmap", "io_overhead"))
+            "vendor_speedup", "framework_comparison"),
+    figures=("node_scaling", "scaling_speedup", "efficiency_heatmap", "io_overhead",
+             "framework_comparison"))

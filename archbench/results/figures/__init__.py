@@ -135,6 +135,13 @@ FIGURES: dict[str, FigureSpec] = {
         "img/s (left axis, solid) and allreduce operations per step (right axis, dashed) "
         "against HOROVOD_CYCLE_TIME, a line per model, fusion threshold and setting, a "
         "panel per system and layout (OSU 2019 Fig. 18). " + STAT, "horovod_tuning"),
+    "framework_comparison": FigureSpec(
+        "frameworks.framework_comparison",
+        "TensorFlow vs PyTorch: img/s of every configuration run in both frameworks (the "
+        "same model, batch, layout = nodes x processes or GPUs per node, threads, data and "
+        "settings), a bar per framework, a panel per system and device; above each pair "
+        "the ratio = img/s PyTorch / img/s TensorFlow (above 1: PyTorch is faster; its 95 % "
+        "interval is in the framework_comparison table). " + STAT, "framework_comparison"),
     "kernel_gflops": FigureSpec(
         "kernels.kernel_gflops",
         "HPC kernels in TensorFlow (matmul 2N^3 - N^2, CG iterations x 2N^2, FFT 5 N log2 N "

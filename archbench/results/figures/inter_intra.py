@@ -21,8 +21,8 @@ from archbench.results.figures.style import Panel, no_data, value_label
 SETTINGS = " = "  # how the tables join two settings of one configuration
 GROUP = ["experiment", "data", "vendor_library_enabled", "batch_per_process"]
 # what identifies one sweep in both tables
-SWEEP = ["experiment", "system", "model", "data", "vendor_library_enabled", "batch_per_process",
-         "mkl_env"]
+SWEEP = ["experiment", "system", "framework", "model", "data", "vendor_library_enabled",
+         "batch_per_process", "mkl_env"]
 
 
 def _explode(table: pd.DataFrame, column: str) -> pd.DataFrame:

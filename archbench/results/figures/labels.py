@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from archbench.workloads.training import strategies
+from archbench.workloads.training import frameworks, strategies
 
 VENDOR_NAMES = {"onednn": "oneDNN", "mkl": "MKL", "mkldnn": "MKL-DNN", "mkl-dnn": "MKL-DNN",
                 "armpl": "ArmPL", "acl": "ACL", "onednn-acl": "oneDNN+ACL",
@@ -63,6 +63,7 @@ FORMATS: dict[str, Callable[[object], str]] = {
     "experiment": str,
     "system": str,
     "device": lambda v: "GPU" if v == "gpu" else "CPU",
+    "framework": lambda v: frameworks.label(str(v)),  # the registry's ``Framework.label``
     "model": str,
     "kernel": str,
     "series": str,
@@ -94,11 +95,14 @@ FORMATS: dict[str, Callable[[object], str]] = {
     "cycle_time_ms": lambda v: f"cycle {number(v)} ms",
     "n_choices": lambda v: f"{number(v)} choices",
 }
+# named in a series label wherever a panel mixes its values, even where other columns
+# would tell the rows apart: a reader never has to guess which framework a line ran in
+NAMED = ("framework",)
 # every column a figure may split by, in the order labels list them
 IDENTITY = (
-    "experiment", "system", "device", "model", "kernel", "data", "vendor_library_enabled",
-    "strategy", "series", "layout", "mkl_settings", "inter_setting", "intra_setting", "processes_per_node",
-    "gpus_per_node", "intra_threads", "inter_threads", "threads", "cores", "batch_per_process",
+    "experiment", "system", "device", "framework", "model", "kernel", "data",
+    "vendor_library_enabled", "strategy", "series", "layout", "mkl_settings", "inter_setting",
+    "intra_setting", "processes_per_node", "gpus_per_node", "intra_threads", "inter_threads", "threads", "cores", "batch_per_process",
     "parameter_servers", "variable_update", "problem_size", "tile_size", "fusion_threshold_mb",
     "cycle_time_ms", "nodes", "workers", "gpus", "global_batch", "scaling_unit", "variant",
 )

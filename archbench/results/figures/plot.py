@@ -19,7 +19,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from archbench.plan.experiment_types import EXPERIMENT_TYPES
-from archbench.results.figures.labels import IDENTITY, label, series_columns, steady, varying
+from archbench.results.figures.labels import IDENTITY, NAMED, label, series_columns, steady, varying
 from archbench.results.figures.style import (
     DASHES,
     FAILED,
@@ -143,8 +143,9 @@ class Layout:
     """How a table becomes panels and series.
 
     ``panels`` (and ``cols``, the columns of a panel matrix) choose the panels; the legend
-    label of a row is ``always`` plus every column of ``series`` that varies inside a
-    panel (then ``fallback`` columns, only if needed to keep two rows apart); colours
+    label of a row is ``always`` plus every column of ``labels.NAMED`` (the framework) and
+    of ``series`` that varies inside a panel (then ``fallback`` columns, only if needed to
+    keep two rows apart); colours
     follow the label's columns except ``style``, which choose markers and dashes."""
 
     panels: Sequence[str]
@@ -186,7 +187,8 @@ def labelled(table: pd.DataFrame, layout: Layout, x: Sequence[str]) -> tuple[pd.
     """``table`` with its legend label in ``_label``, and the :class:`Look` of each label."""
     always = [c for c in layout.always if c in table]
     within = [*layout.panels, *layout.cols]
-    columns = series_columns(table, columns=[*always, *layout.series], within=within, x=x,
+    series = [*(c for c in NAMED if c not in layout.series), *layout.series]
+    columns = series_columns(table, columns=[*always, *series], within=within, x=x,
                              fallback=[c for c in layout.fallback if c not in within],
                              group=layout.group)
     columns = list(dict.fromkeys([*always, *columns]))

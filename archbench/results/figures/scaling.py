@@ -21,7 +21,7 @@ WIDE = 16  # counts spanning more than this factor are drawn on log axes
 # a scaling series is named by the table (``series``, unique within experiment, system and
 # model); its legend label names the settings that tell the series of a panel apart
 GROUP = ["experiment", "system", "model", "series"]
-SETTINGS = ["experiment", "data", "strategy", "vendor_library_enabled", "processes_per_node",
+SETTINGS = ["experiment", "framework", "data", "strategy", "vendor_library_enabled", "processes_per_node",
             "gpus_per_node", "intra_threads", "inter_threads", "batch_per_process", "variant"]
 
 
@@ -189,7 +189,7 @@ def io_overhead(df: pd.DataFrame) -> Figure:
                      ylabel=f"I/O overhead (%, {statistic} img/s)")
 
     # a series: the table's for scaling rows; for one process, all but the threads
-    one = ["strategy", "vendor_library_enabled", "nodes", "processes_per_node", "gpus_per_node",
+    one = ["framework", "strategy", "vendor_library_enabled", "nodes", "processes_per_node", "gpus_per_node",
            "inter_threads", "batch_per_process", "variant"]
     table["_group"] = table["series"].astype(object).where(
         scaled, label(table, [c for c in one if c in table]))

@@ -21,6 +21,7 @@ from archbench.results.tables import (
     batches,
     best,
     evidence,
+    frameworks,
     hosts,
     inter_intra,
     kernels,
@@ -33,6 +34,7 @@ from archbench.results.tables import (
 from archbench.results.tables.batches import batch_scaling
 from archbench.results.tables.best import best_hybrid
 from archbench.results.tables.common import is_summary, normalise, summarise, summary_of
+from archbench.results.tables.frameworks import framework_comparison
 from archbench.results.tables.inter_intra import inter_intra_best, inter_intra_sweep
 from archbench.results.tables.kernels import fraction_of_peak, kernel_gflops, peak_gflops, stream_bandwidth
 from archbench.results.tables.platforms import platform
@@ -88,6 +90,8 @@ TABLES: dict[str, TableSpec] = {
     "efficiency_heatmap": TableSpec(scaling.efficiency_heatmap),
     "io_overhead": TableSpec(scaling.io_overhead),
     "horovod_tuning": TableSpec(training.horovod_tuning),
+    "framework_comparison": TableSpec(frameworks.framework_comparison, uses_runs=True,
+                                      uses_statistic=True),
     "kernel_gflops": TableSpec(kernels.kernel_gflops),
     "stream_bandwidth": TableSpec(kernels.stream_bandwidth),
     "fraction_of_peak": TableSpec(kernels.fraction_of_peak, uses_peak=True),
@@ -136,5 +140,5 @@ __all__ = [
     "best_per_size", "node_scaling", "efficiency_heatmap", "io_overhead", "horovod_tuning",
     "kernel_gflops", "stream_bandwidth", "fraction_of_peak", "peak_gflops",
     "inter_intra_sweep", "inter_intra_best", "process_layout", "batch_scaling", "platform",
-    "vs_published",
+    "vs_published", "framework_comparison",
 ]

@@ -19,7 +19,7 @@ from archbench.results.tables.common import (
 )
 
 GROUP = (
-    "experiment", "system", "model", "data", "vendor_library_enabled", "nodes",
+    "experiment", "system", "framework", "model", "data", "vendor_library_enabled", "nodes",
     "processes_per_node", "intra_threads", "inter_threads",
 )
 BATCH_SCALING_COLUMNS = (
@@ -29,8 +29,8 @@ BATCH_SCALING_COLUMNS = (
 
 
 def batch_scaling(df: pd.DataFrame) -> pd.DataFrame:
-    """img/s per batch size (OSU 2019 Figs. 1b, 11): per system, model, data, vendor
-    setting, intra-op and inter-op threads, nodes and processes per node, img/s at each
+    """img/s per batch size (OSU 2019 Figs. 1b, 11): per system, framework, model, data,
+    vendor setting, intra-op and inter-op threads, nodes and processes per node, img/s at each
     batch per process and relative = img/s / img/s(b0), b0 the smallest batch run with
     that layout. A failed smallest batch leaves the ratios empty ("baseline oom")."""
     s = summary_of(df)

@@ -2,10 +2,9 @@
 published by the ``hybrid_best`` table and run by node scaling's ``best: <hybrid
 experiment>``.
 
-Per hybrid experiment, system, model, data and vendor-library setting, the processes x
-threads x batch configuration with the highest img/s (the campaign's statistic, mean by
-default) over its successful runs; ties
-go to the first in table order (fewer processes, then fewer threads, inter-op threads,
+Per hybrid experiment, system, framework, model, data and vendor-library setting, the
+processes x threads x batch configuration with the highest img/s (the campaign's
+statistic, mean by default) over its successful runs; ties go to the first in table order (fewer processes, then fewer threads, inter-op threads,
 smaller batch). A group whose configurations all failed keeps a row with status
 "all failed" and no layout.
 """
@@ -20,7 +19,7 @@ from archbench.plan.experiment_types.node_scaling import best_sources
 from archbench.results.tables.common import empty, sort_rows, summary_of
 from archbench.results.tables.training import best_per_group, hybrid_configurations
 
-GROUP = ("experiment", "system", "model", "data", "vendor_library_enabled")
+GROUP = ("experiment", "system", "framework", "model", "data", "vendor_library_enabled")
 LAYOUT_FIELDS = ("processes_per_node", "intra_threads", "inter_threads", "batch_per_process")
 BEST_HYBRID_COLUMNS = (
     *GROUP, "configuration", *LAYOUT_FIELDS, "global_batch", "statistic", "img_s", "error",
@@ -29,8 +28,9 @@ BEST_HYBRID_COLUMNS = (
 
 
 def best_hybrid(df: pd.DataFrame) -> pd.DataFrame:
-    """The best processes x threads configuration per hybrid experiment, system, model,
-    data and vendor setting (highest img/s); "all failed" when none has a value."""
+    """The best processes x threads configuration per hybrid experiment, system,
+    framework, model, data and vendor setting (highest img/s); "all failed" when none has
+    a value."""
     table = hybrid_configurations(df)
     if table.empty:
         return empty(BEST_HYBRID_COLUMNS)
@@ -48,7 +48,7 @@ def best_layout(best: pd.DataFrame, measurement: dict) -> dict | None:
     sources = best_sources(measurement["best_of"])
     rows = best[best["status"].eq("ok") & best["experiment"].isin(sources)
                 & best["system"].eq(measurement["system"]) & best["model"].eq(measurement["model"])]
-    for column in ("data", "vendor_library_enabled"):
+    for column in ("framework", "data", "vendor_library_enabled"):
         value = measurement.get(column)
         same = rows[column].eq(value).fillna(False).astype(bool)
         if value is not None and same.any():

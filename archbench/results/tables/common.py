@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from archbench.core import metrics
-from archbench.plan.experiment_types import feeding
 from archbench.core.record import CONFIG_FIELDS
+from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
+from archbench.plan.experiment_types import feeding
 
 FAILURE_STATUSES = ("oom", "timeout", "failed")
 HAS_MEAN = ("ok", "partial")  # summary statuses whose mean is a measurement
@@ -25,7 +26,7 @@ STRING_FIELDS = (
     "experiment", "experiment_type", "system", "arch", "kind", "model", "kernel", "data",
     "strategy", "vendor_library", "status", "reason", "throughput_unit", "config_id",
     "run_id", "source", "variable_update", "scaling_unit", "env", "mkl_env", "kmp_read_by",
-    "device", "devices",
+    "device", "devices", "framework",
 )
 INT_FIELDS = (
     "nodes", "processes_per_node", "workers", "intra_threads", "inter_threads",
@@ -43,6 +44,7 @@ SETTING_METRICS = {
     "horovod_cycle_time_ms": "metric_horovod_cycle_time",
     "horovod_fusion_threshold_bytes": "metric_horovod_fusion_threshold",
     "cores": "metric_cores",  # cores the process was pinned to (inter/intra sweep)
+    "loader_workers": "metric_loader_workers",  # PyTorch DataLoader workers, where set
 }
 # settings recorded as text, by summary column: the value of the ok runs (of any run when
 # none is ok); runs that disagree give their values joined by " | "
@@ -54,8 +56,9 @@ FLOAT_FIELDS = ("throughput", "reported_error", *SUMMARY_METRICS.values())
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False,
               "yes": True, "no": False}
 
-# The identity of a configuration: the record's CONFIG_FIELDS (the device among them: a GPU
-# and a CPU run never share a row), what GPU and parameter-
+# The identity of a configuration: the record's CONFIG_FIELDS (the device and framework
+# among them: a GPU and a CPU run, or a TensorFlow and a PyTorch run, never share a row),
+# what GPU and parameter-
 # server studies add (GPUs, the parameter-server count, the variable update) and the
 # scaling unit, plus the variant, the hash suffix campaign.config_id appends when a
 # configuration carries tuning or environment settings (e.g. MKL settings on/off); those
@@ -112,8 +115,9 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
         if name not in out:
             out[name] = np.nan
         out[name] = pd.to_numeric(out[name], errors="raise").astype(float)
-    # records written before the field ran on CPUs: one configuration, old or new
+    # records written before the fields ran on CPUs, in TensorFlow: one configuration, old or new
     out["device"] = out["device"].fillna("cpu")
+    out["framework"] = out["framework"].fillna(DEFAULT_FRAMEWORK)
     variant = out["config_id"].str.extract(r"_([0-9a-f]{8})$", expand=False)
     out["variant"] = variant.fillna("").astype("string")
     return out

@@ -1,6 +1,6 @@
 """Which vendor library really ran (docs/metrics.md, "Vendor-library speedup and its
-evidence": evidence, not a label): per system, model and vendor setting, the probe's
-library, oneDNN version and the shares of oneDNN time in optimized and reference
+evidence": evidence, not a label): per system, framework, model and vendor setting, the
+probe's library, oneDNN version and the shares of oneDNN time in optimized and reference
 implementations, against the library the system declares (:mod:`archbench.workloads.training.vendor_evidence`).
 """
 
@@ -10,7 +10,8 @@ import pandas as pd
 
 from archbench.results.tables.common import empty, group_ids, of_kind, sort_rows
 
-GROUP = ("experiment", "system", "arch", "model", "vendor_library", "vendor_library_enabled")
+GROUP = ("experiment", "system", "arch", "framework", "model", "vendor_library",
+         "vendor_library_enabled")
 VENDOR_EVIDENCE_COLUMNS = (
     *GROUP, "library", "version", "n_runs", "n_probed", "optimized_share", "reference_share",
     "gemm_api_share", "implementations", "mismatch", "mismatch_reason", "status",
@@ -50,9 +51,10 @@ def _status(n_probed: int, mismatch: bool, errors: str | None) -> str:
 
 
 def vendor_evidence(df: pd.DataFrame) -> pd.DataFrame:
-    """Vendor library evidence per experiment, system, model and vendor setting (declared
-    ``vendor_library``, flag on/off): ``library`` the probe step saw (onednn, onednn+acl,
-    armpl, none; runs that disagree joined by " | "), oneDNN ``version``, runs and probed
+    """Vendor library evidence per experiment, system, framework (each its own oneDNN),
+    model and vendor setting (declared ``vendor_library``, flag on/off): ``library`` the
+    probe step saw (onednn, onednn+acl, armpl, none; runs that disagree joined by " | "),
+    oneDNN ``version``, runs and probed
     runs, mean ``optimized_share`` / ``reference_share`` / ``gemm_api_share`` of the probe
     step's oneDNN time (reference = ``gemm:ref``-like implementations; gemm_api = oneDNN's
     sgemm as Eigen calls it, flag on or off), the top implementations, and ``mismatch``

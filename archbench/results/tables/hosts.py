@@ -11,7 +11,7 @@ from archbench.core import metrics
 from archbench.results.tables.common import KEYS, check_statistic, empty, group_ids, sort_rows
 
 HOST_OUTLIER_COLUMNS = (
-    "experiment", "system", "config_id", "hosts", "n", "statistic", "value", "config_value",
+    "experiment", "system", "framework", "config_id", "hosts", "n", "statistic", "value", "config_value",
     "deviation_pct", "outlier", "n_hosts", "unit",
 )
 
@@ -37,7 +37,7 @@ def host_outliers(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     per_host = runs.groupby(["_cid", "hosts"])["throughput"].agg(["count", statistic])
     out = per_host.rename(columns={"count": "n", statistic: "value"}).reset_index()
     first = runs.drop_duplicates("_cid").set_index("_cid")
-    for name in ("experiment", "system", "config_id"):
+    for name in ("experiment", "system", "framework", "config_id"):
         out[name] = out["_cid"].map(first[name])
     out["unit"] = out["_cid"].map(first["throughput_unit"])
     out["statistic"] = statistic

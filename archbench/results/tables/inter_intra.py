@@ -35,7 +35,7 @@ from archbench.results.tables.training import best_per_group
 
 CORES = "cores"  # the setting "as many threads as pinned cores"
 SWEEP_GROUP = (
-    "experiment", "system", "model", "data", "vendor_library_enabled", "batch_per_process",
+    "experiment", "system", "framework", "model", "data", "vendor_library_enabled", "batch_per_process",
     "mkl_env",
 )
 STATS = ("statistic", "n", "img_s", "img_s_min", "img_s_max", "error")
@@ -124,8 +124,8 @@ def inter_intra_sweep(df: pd.DataFrame) -> pd.DataFrame:
 
 def inter_intra_best(df: pd.DataFrame) -> pd.DataFrame:
     """Best configuration per inter-op thread setting (experiment 3; CESGA 2018 Table 2):
-    per system, model, data, vendor flag, batch, MKL/OpenMP environment and inter-op
-    setting (0, 1, 2, ... or ``cores``), the highest img/s over the intra-op settings and
+    per system, framework, model, data, vendor flag, batch, MKL/OpenMP environment and
+    inter-op setting (0, 1, 2, ... or ``cores``), the highest img/s over the intra-op settings and
     core counts of the sweep, with the intra-op setting and the cores that reached it
     (ties: fewer cores). A configuration in two series ("1 = cores") counts in both; a
     setting whose configurations all failed keeps a row with status "all failed"."""

@@ -28,18 +28,18 @@ BANDWIDTH_UNITS = {"b/s": 1e-9, "kb/s": 1e-6, "mb/s": 1e-3, "gb/s": 1.0, "tb/s":
                    "kib/s": 2**10 / 1e9, "mib/s": 2**20 / 1e9, "gib/s": 2**30 / 1e9}
 
 GFLOPS_COLUMNS = (
-    "experiment", "system", "kernel", "device", "problem_size", "tile_size", "nodes", "workers",
+    "experiment", "system", "framework", "kernel", "device", "problem_size", "tile_size", "nodes", "workers",
     "gpus_per_node", "statistic", "n",
     "gflops", "gflops_min", "gflops_max", "error", "baseline_workers", "gflops_baseline",
     "speedup", "status",
 )
 STREAM_COLUMNS = (
-    "experiment", "system", "kernel", "device", "problem_size", "tile_size", "nodes", "workers",
+    "experiment", "system", "framework", "kernel", "device", "problem_size", "tile_size", "nodes", "workers",
     "statistic", "n",
     "bandwidth_gb_s", "bandwidth_min", "bandwidth_max", "error", "unit", "status",
 )
 PEAK_COLUMNS = (
-    "experiment", "system", "kind", "model", "kernel", "problem_size", "batch_per_process",
+    "experiment", "system", "kind", "framework", "model", "kernel", "problem_size", "batch_per_process",
     "nodes", "workers", "intra_threads", "achieved_gflops", "peak_gflops",
     "fraction_of_peak", "status",
 )
@@ -98,7 +98,8 @@ def kernel_gflops(df: pd.DataFrame) -> pd.DataFrame:
     s["gflops_baseline"] = s["baseline_value"]
     s["speedup"] = metrics.speedup(s["gflops"], s["gflops_baseline"])
     s["status"] = derived_status(s["status"], s["baseline_status"], "baseline")
-    order = ("experiment", "system", "kernel", "problem_size", "tile_size", "workers", "nodes")
+    order = ("experiment", "system", "framework", "kernel", "problem_size", "tile_size", "workers",
+             "nodes")
     return sort_rows(s[list(GFLOPS_COLUMNS)], order)
 
 
@@ -111,7 +112,8 @@ def stream_bandwidth(df: pd.DataFrame) -> pd.DataFrame:
     s = s.rename(columns={"bandwidth_gb_s_min": "bandwidth_min",
                           "bandwidth_gb_s_max": "bandwidth_max"})
     s["unit"] = "GB/s"
-    order = ("experiment", "system", "kernel", "workers", "nodes", "problem_size", "tile_size")
+    order = ("experiment", "system", "framework", "kernel", "workers", "nodes", "problem_size",
+             "tile_size")
     return sort_rows(s[list(STREAM_COLUMNS)], order)
 
 
@@ -154,4 +156,4 @@ def fraction_of_peak(df: pd.DataFrame, peak: dict | None = None) -> pd.DataFrame
     rows["status"] = rows["status"].astype(object)
     rows["achieved_gflops"] = rows["achieved_gflops"].astype(float)
     rows.loc[rows["peak_gflops"].isna() & rows["status"].isin(["ok", "partial"]), "status"] = "no peak"
-    return sort_rows(rows[list(PEAK_COLUMNS)], PEAK_COLUMNS[:10])
+    return sort_rows(rows[list(PEAK_COLUMNS)], PEAK_COLUMNS[:11])

@@ -54,10 +54,22 @@ def defined(system: Mapping) -> dict:
     return row
 
 
+def _versions(runs: pd.DataFrame) -> pd.Series:
+    """The runs' framework versions, each named by its framework ("pytorch 2.7.1") where the
+    runs ran more than one framework."""
+    versions = _text(runs["framework_version"])
+    names = _text(runs["framework"]) if "framework" in runs else pd.Series(pd.NA, index=runs.index)
+    if names.dropna().nunique() < 2:
+        return versions
+    return (names.fillna("?") + " " + versions).mask(versions.isna())
+
+
 def recorded(runs: pd.DataFrame) -> dict:
     """The platform columns the runs of one system (or one import) show."""
     row = {out: _distinct(_text(runs[col])) if col in runs else pd.NA
            for col, out in RECORDED.items()}
+    if "framework_version" in runs:
+        row["framework_version"] = _distinct(_versions(runs))
     hosts = _text(runs["hosts"]).dropna().str.split(",") if "hosts" in runs else pd.Series([])
     row["n_hosts"] = len({h.strip() for names in hosts for h in names if h.strip()})
     nodes = pd.to_numeric(runs["nodes"], errors="coerce") if "nodes" in runs else pd.Series([])
@@ -81,8 +93,9 @@ def platform(df: pd.DataFrame, *, systems: Mapping[str, Mapping] | None = None) 
     """Platforms: one row per system of the campaign with what its system file says
     (CPU, sockets x cores per socket = cores per node, threads per core, memory,
     network, vendor library, launcher, image) and what its records show: CPU model,
-    architecture, framework and version, image and its sha256, vendor library (distinct
-    values joined by " | "), hosts seen, the most nodes a run used, runs (ok), experiments.
+    architecture, framework and version (each version named by its framework where the
+    runs ran several), image and its sha256, vendor library (distinct values joined by
+    " | "), hosts seen, the most nodes a run used, runs (ok), experiments.
     Systems only seen in the records or in an import (``source``: what the import says)
     get a row of their own; status names an architecture that differs from the
     definition, or "no runs"."""

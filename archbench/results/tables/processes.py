@@ -3,8 +3,8 @@ and 10).
 
 A ppn sweep runs 1, 2, 4, ... processes per node with intra-op threads = cores / ppn - 1;
 its table gives each layout's img/s and the speedup over one process per node (SP) of the
-same system, model, data, vendor setting, node count, batch per process, inter-op
-threads and variant.
+same system, framework, model, data, vendor setting, node count, batch per process,
+inter-op threads and variant.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from archbench.results.tables.common import (
 )
 
 GROUP = (
-    "experiment", "system", "model", "data", "vendor_library_enabled", "nodes",
+    "experiment", "system", "framework", "model", "data", "vendor_library_enabled", "nodes",
     "batch_per_process", "inter_threads", "variant",
 )
 PROCESS_LAYOUT_COLUMNS = (
@@ -38,8 +38,8 @@ _LAYOUT = ("processes_per_node", "intra_threads", "workers", "global_batch")
 def process_layout(df: pd.DataFrame) -> pd.DataFrame:
     """Processes per node (experiment 5; OSU 2019 Figs. 6, 10): img/s per processes per
     node (ppn) with its intra-op threads, and the speedup of multi over single process
-    = img/s / img/s(ppn 1) of the same system, model, data, vendor setting, nodes, batch
-    per process, inter-op threads and variant (the hash of other settings, e.g. the
+    = img/s / img/s(ppn 1) of the same system, framework, model, data, vendor setting,
+    nodes, batch per process, inter-op threads and variant (the hash of other settings, e.g. the
     Horovod controller; empty when there are none). Without a ppn 1 run the speedup is
     empty ("no single process"); a failed one is named ("single process oom")."""
     s = summary_of(df)

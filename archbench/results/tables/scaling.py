@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd
 
 from archbench.core import metrics
+from archbench.workloads.training import frameworks
+from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
 from archbench.results.tables.common import (
     of_kind,
     KEYS,
@@ -53,7 +55,7 @@ _LABELS = {
 }
 
 SERIES_COLUMNS = (
-    "experiment", "system", "device", "model", "data", "strategy", "vendor_library_enabled",
+    "experiment", "system", "device", "framework", "model", "data", "strategy", "vendor_library_enabled",
     "processes_per_node", "gpus_per_node", "intra_threads", "inter_threads",
     "batch_per_process", "variant", "series", "scaling_unit", "count", "nodes", "workers",
     "gpus", "global_batch", "parameter_servers", "variable_update", "n_choices",
@@ -63,9 +65,10 @@ BEST_PER_SIZE_COLUMNS = SERIES_COLUMNS + RESULT_COLUMNS + ("status",)
 SCALING_COLUMNS = SERIES_COLUMNS + RESULT_COLUMNS + (
     "baseline_count", "img_s_baseline", "speedup", "efficiency", "status")
 HEATMAP_INDEX = (
-    "experiment", "system", "device", "model", "data", "vendor_library_enabled", "series", "scaling_unit")
+    "experiment", "system", "device", "framework", "model", "data", "vendor_library_enabled",
+    "series", "scaling_unit")
 IO_COLUMNS = (
-    "experiment", "system", "device", "model", "strategy", "vendor_library_enabled",
+    "experiment", "system", "device", "framework", "model", "strategy", "vendor_library_enabled",
     "processes_per_node", "gpus_per_node", "intra_threads", "inter_threads",
     "batch_per_process", "variant", "series", "scaling_unit", "count", "nodes", "workers",
     "gpus", "statistic", "img_s_synthetic", "img_s_real", "io_overhead_percent", "status",
@@ -123,11 +126,12 @@ def series_labels(ident: pd.DataFrame) -> pd.Series:
 
 
 def _labels(ident: pd.DataFrame) -> list[str]:
-    always = ("device", "data", "batch_per_process")  # device: a GPU series always says so
+    # device and framework: a GPU or PyTorch series always says so, the others where mixed
+    always = ("device", "framework", "data", "batch_per_process")
     varying = [c for c in ident if c not in FACETS and c not in always
                and ident[c].astype(object).where(ident[c].notna(), None).nunique(dropna=False) > 1]
     parts = [c for c in (*always, *varying) if c in ident]
-    mixed = "device" in ident and ident["device"].nunique() > 1
+    mixed = {c: c in ident and ident[c].nunique() > 1 for c in ("device", "framework")}
     labels = []
     for _, row in ident.iterrows():
         text = []
@@ -136,8 +140,11 @@ def _labels(ident: pd.DataFrame) -> list[str]:
             if value is pd.NA or value is None or (isinstance(value, float) and np.isnan(value)):
                 continue
             if column == "device":
-                if value == "gpu" or mixed:
+                if value == "gpu" or mixed["device"]:
                     text.append("GPUs" if value == "gpu" else "CPUs")
+            elif column == "framework":
+                if value != DEFAULT_FRAMEWORK or mixed["framework"]:
+                    text.append(frameworks.label(value))
             elif column == "vendor_library_enabled":
                 text.append(f"{row.get('vendor_library') or 'vendor library'} {'on' if value else 'off'}")
             else:

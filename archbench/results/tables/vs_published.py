@@ -25,10 +25,10 @@ VS_PUBLISHED_COLUMNS = (
     "relative_difference", "tolerance", "beyond_tolerance", "status", "source", "note",
 )
 # the columns that tell matched configurations apart (those the claim leaves open)
-DESCRIBE = ("experiment", "system", "model", "kernel", "data", "vendor_library_enabled",
-            "mkl_env", "batch_per_process", "nodes", "processes_per_node", "intra_threads",
-            "threads", "inter_threads", "workers", "gpus", "problem_size", "tile_size",
-            "inter_setting", "intra_setting", "cores", "count")
+DESCRIBE = ("experiment", "system", "framework", "model", "kernel", "data",
+            "vendor_library_enabled", "mkl_env", "batch_per_process", "nodes",
+            "processes_per_node", "intra_threads", "threads", "inter_threads", "workers", "gpus",
+            "problem_size", "tile_size", "inter_setting", "intra_setting", "cores", "count")
 _BUILDERS = {
     "best_configuration": lambda s: best_choice(s[s["value"].notna()]),
     "inter_intra_best": inter_intra_best, "node_scaling": node_scaling,

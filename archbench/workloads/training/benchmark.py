@@ -41,11 +41,13 @@ __all__ = ["EXIT_BENCHMARK_FAILED", "base_fields", "check", "command_for", "main
 
 def parser() -> argparse.ArgumentParser:
     """The command line: one option per training setting (:mod:`archbench.workloads.training.settings`),
-    the strategies registry naming the strategies and their variable updates."""
+    the registries naming the frameworks, the strategies and their variable updates."""
     p = argparse.ArgumentParser(prog="python -m archbench.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     updates = ", ".join(strategies.strategy("parameter_server").variable_updates)
     settings.add_arguments(p, registered={
+        "framework": dict(choices=list(frameworks.FRAMEWORKS),
+                          help="; ".join(f"{name}: {f.help}" for name, f in frameworks.FRAMEWORKS.items())),
         "strategy": dict(choices=list(strategies.STRATEGIES),
                          help="; ".join(f"{name}: {s.help}" for name, s in strategies.STRATEGIES.items())),
         "variable_update": dict(help=f"how strategy parameter_server updates variables: {updates} "

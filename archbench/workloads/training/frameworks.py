@@ -16,7 +16,9 @@ frameworks loads neither TensorFlow nor PyTorch.
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Callable
 
 from archbench.workloads.tfcluster import LaunchError
@@ -31,14 +33,18 @@ class Framework:
     its model registry (a dict keyed by the model names of
     ``archbench.workloads.training.models``); ``strategies``:
     the registered strategies it runs; ``variable_updates``: those of its strategies'
-    variable updates it runs (None: all of them); ``label``: its name in tables and
-    figures.
+    variable updates it runs (None: all of them); ``tuning``: the experiment keys only
+    its configurations take, each planned under their ``tuning`` as the training setting
+    of the same name; ``label``: its name in tables and figures.
     """
 
     label: str
     loop: str
     models: str
+    module: str
+    distributions: tuple[str, ...]
     variable_updates: tuple[str, ...] | None = None
+    tuning: tuple[str, ...] = ()
     help: str = ""
 
     def run(self, config) -> dict | None:
@@ -50,6 +56,19 @@ class Framework:
         synthetic batch, for the vendor-library probe child."""
         return importlib.import_module(self.loop).probe_step(config)
 
+    def installed_version(self) -> str:
+        """The framework's version as it reports it (``__version__``) where this process has
+        imported it, else its installed package's ("" when neither)."""
+        loaded = sys.modules.get(self.module)
+        if getattr(loaded, "__version__", None):
+            return loaded.__version__
+        for name in self.distributions:
+            try:
+                return metadata.version(name)
+            except metadata.PackageNotFoundError:
+                continue
+        return ""
+
     def model_names(self) -> list[str]:
         """The models it builds, in its registry's order."""
         module, attribute = self.models.split(":")
@@ -60,11 +79,13 @@ FRAMEWORKS: dict[str, Framework] = {
     "tensorflow": Framework(
         label="TensorFlow", loop="archbench.workloads.training.tf_loop",
         models="archbench.workloads.training.models:MODELS",
+        module="tensorflow", distributions=("tensorflow-cpu", "tensorflow", "tensorflow-aarch64"),
         help="TensorFlow 2 with legacy Keras (tf_keras), oneDNN on x86"),
     "pytorch": Framework(
         label="PyTorch", loop="archbench.workloads.training.pytorch.loop",
         models="archbench.workloads.training.pytorch.models:MODELS",
-        variable_updates=(),
+        module="torch", distributions=("torch",),
+        variable_updates=(), tuning=("loader_workers",),
         help="PyTorch with torchvision and timm models, oneDNN (mkldnn) on CPUs"),
 }
 DEFAULT = "tensorflow"  # records and configurations older than the field ran TensorFlow

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from archbench.core import metrics, provenance
 from archbench.core.record import config_id, make_record
-from archbench.workloads.training import settings, strategies
+from archbench.workloads.training import frameworks, settings, strategies
 from archbench.workloads.training.settings import TrainRun
 
 
@@ -70,8 +70,10 @@ def failure_record(config: TrainRun, *, status: str, reason: str, start: str,
                    devices: Sequence[str] = ()) -> dict:
     """A record for a run that did not finish: status oom|failed with the reason (and the
     devices the step was placed on, when it got that far)."""
-    return make_record(**base_fields(config), start_time=start, end_time=provenance.now(),
-                       status=status, reason=reason[:500], devices=list(devices))
+    version = frameworks.framework(config.framework).installed_version()
+    return make_record(**base_fields(config, framework_version=version), start_time=start,
+                       end_time=provenance.now(), status=status, reason=reason[:500],
+                       devices=list(devices))
 
 
 def window_metrics(config: TrainRun, *, flops_per_image: float, wall: float, images: int,

@@ -94,13 +94,9 @@ class Setting:
 ON_OFF = ("on", "off")
 ENABLED = {True: "on", False: "off"}
 
-def _framework_names() -> list[str]:
-    from archbench.workloads.training.frameworks import FRAMEWORKS
-    return list(FRAMEWORKS)
-
-
 SETTINGS: tuple[Setting, ...] = (
-    Setting(name="framework", default="tensorflow", choices=_framework_names,
+    # choices: the frameworks registry (benchmark.parser)
+    Setting(name="framework", default="tensorflow",
             help="training framework (archbench/workloads/training/frameworks.py)",
             planned="framework", recorded=True, probe=True, identity=True),
     Setting(name="model", required=True, choices=lambda: sorted(MODELS), help="model to train",

@@ -37,7 +37,7 @@ class TorchBackend(Backend):
     def make_step(self, model, optimizer, loss_fn):
         """step(images, labels) -> loss (detached): forward, backward, update."""
         def step(images, labels):
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()  # gradients to None (PyTorch 2 default; Horovod takes no argument)
             loss = loss_fn(model(images), labels)
             loss.backward()
             optimizer.step()

@@ -6,8 +6,9 @@ measured window, into the same record.
 
 Settings as PyTorch has them: intra-op threads ``torch.set_num_threads``, inter-op
 ``torch.set_num_interop_threads`` (0 leaves PyTorch's default), the vendor library
-``torch.backends.mkldnn.enabled`` (oneDNN on x86, with ACL on aarch64), data format NHWC
-as the ``channels_last`` memory format and NCHW as contiguous tensors, the device bound by
+``torch.backends.mkldnn.enabled`` (oneDNN on x86, with ACL on aarch64), cuDNN's autotuner
+on (fixed shapes, as Horovod's benchmark sets it), data format NHWC
+as input batches in the ``channels_last`` memory format and NCHW as contiguous ones, the device bound by
 local rank before torch loads (:func:`archbench.workloads.gpu.bind_gpu`).
 """
 
@@ -34,6 +35,7 @@ def configure_torch(config: TrainRun):
     if config.inter_threads > 0 and torch.get_num_interop_threads() != config.inter_threads:
         torch.set_num_interop_threads(config.inter_threads)
     torch.backends.mkldnn.enabled = config.onednn == "on"
+    torch.backends.cudnn.benchmark = True  # as Horovod's PyTorch benchmark: fixed shapes
     torch.manual_seed(config.seed)
     return torch
 
@@ -43,7 +45,7 @@ def probe_step(config: TrainRun):
     torch = configure_torch(config)
     device = torch.device("cpu")
     model = models.build_model(config.model, config.image_size, config.num_classes)
-    model = model.to(device, memory_format=memory_format(torch, config))
+    model = model.to(device)  # weights keep PyTorch's layout: see memory_format
     optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
     step = backends.TorchBackend(torch, config, device).make_step(
         model, optimizer, torch.nn.functional.cross_entropy)
@@ -51,7 +53,9 @@ def probe_step(config: TrainRun):
 
 
 def memory_format(torch, config: TrainRun):
-    """NHWC: ``channels_last``; NCHW: contiguous."""
+    """The layout of the input batches: NHWC ``channels_last``, NCHW contiguous. The
+    convolutions follow their input's layout; the weights (and so their gradients, which
+    Horovod's allreduce and broadcast need contiguous) keep PyTorch's default one."""
     return torch.channels_last if config.data_format == "NHWC" else torch.contiguous_format
 
 
@@ -95,7 +99,7 @@ def run(config: TrainRun) -> dict | None:
         device = torch.device("cpu")
     backend = backends.make_backend(torch, config, device)
     model = models.build_model(config.model, config.image_size, config.num_classes)
-    model = model.to(device, memory_format=memory_format(torch, config))
+    model = model.to(device)  # weights keep PyTorch's layout: see memory_format
     optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
     backend.start(model)
     model, optimizer = backend.wrap(model, optimizer)

@@ -1,0 +1,147 @@
+"""TensorFlow against PyTorch (docs/metrics.md, "Framework ratio"): every configuration
+run in both frameworks, side by side.
+
+Two configurations are twins when their identity (:data:`common.KEYS`) agrees in all but
+the framework: experiment, system, device, model, data, strategy, vendor setting, layout
+(nodes x processes per node, GPUs), threads, batch, image size. Their variants (the hash
+of each configuration's tuning and environment) are compared through the settings the
+runs record (pinned cores, Horovod cycle time and fusion threshold, the MKL/OpenMP
+environment), not as hashes: a PyTorch configuration's own setting (``loader_workers``)
+enters its hash and never its twin's. Where one framework has several configurations
+that agree on all of that (e.g. two Horovod controllers), the variants must be equal too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from archbench.core import metrics
+from archbench.results.tables.common import (
+    KEYS,
+    empty,
+    group_ids,
+    is_summary,
+    normalise,
+    of_kind,
+    of_type,
+    pair_status,
+    sort_rows,
+    summary_of,
+)
+
+BASE, OTHER = "tensorflow", "pytorch"  # ratio = OTHER / BASE
+# recorded settings that stand for the variant (summary columns)
+SETTINGS = ("cores", "horovod_cycle_time_ms", "horovod_fusion_threshold_bytes", "mkl_env")
+IDENTITY = (
+    "experiment", "system", "device", "model", "data", "strategy", "vendor_library",
+    "vendor_library_enabled", "layout", "nodes", "processes_per_node", "gpus_per_node",
+    "workers", "intra_threads", "inter_threads", "batch_per_process", "global_batch",
+    "image_size", "cores", "variant", "loader_workers",
+)
+SIDE = ("n", "img_s", "img_s_min", "img_s_max", "cv")
+FRAMEWORK_COMPARISON_COLUMNS = (
+    *IDENTITY, "statistic", *(f"{c}_{f}" for f in (BASE, OTHER) for c in SIDE),
+    "ratio", "ratio_ci95_low", "ratio_ci95_high", "status",
+)
+
+
+def layout_text(frame: pd.DataFrame) -> pd.Series:
+    """The layout of each row: "1 node x 2 ppn" (processes per node), on GPUs "2 nodes x
+    4 GPUs" (one process per GPU)."""
+    def text(nodes: object, per_node: object, device: object) -> str:
+        unit = "GPUs" if device == "gpu" else "ppn"
+        return f"{nodes} node{'' if nodes == 1 else 's'} x {per_node} {unit}"
+    return pd.Series([text(n, p, d) for n, p, d in zip(
+        frame["nodes"], frame["processes_per_node"], frame["device"])], index=frame.index,
+        dtype=object)
+
+
+def _identity(frame: pd.DataFrame) -> pd.Series:
+    """Each row's configuration identity (KEYS) as a tuple, missing values as None."""
+    keys = frame[list(KEYS)].astype(object)
+    return keys.where(keys.notna(), None).apply(tuple, axis=1)
+
+
+def _run_values(runs: pd.DataFrame | None) -> dict[tuple, list[float]]:
+    """The throughputs of the ok runs of every configuration of the tidy table ``runs``."""
+    if runs is None or runs.empty:
+        return {}
+    ok = runs[runs["status"].eq("ok").fillna(False).astype(bool) & runs["throughput"].notna()]
+    values: dict[tuple, list[float]] = {}
+    for key, value in zip(_identity(ok), ok["throughput"]):
+        values.setdefault(key, []).append(float(value))
+    return values
+
+
+def _matched(s: pd.DataFrame) -> pd.DataFrame:
+    """``s`` (configurations of the two frameworks) with ``_gid``, one id per pair of twins."""
+    keys = [k for k in KEYS if k not in ("framework", "variant")] + [c for c in SETTINGS if c in s]
+    s = s.assign(_gid=group_ids(s, keys))
+    several = s.groupby(["_gid", "framework"])["framework"].transform("size").gt(1)
+    ambiguous = several.groupby(s["_gid"]).transform("any").astype(bool)
+    s["_variant"] = s["variant"].astype(object).where(ambiguous, "")
+    return s.assign(_gid=group_ids(s, [*keys, "_variant"]))
+
+
+def _side(s: pd.DataFrame, framework: str) -> pd.DataFrame:
+    """The configurations of ``framework``, one per pair id, their columns named for it."""
+    part = s[s["framework"].eq(framework).fillna(False).astype(bool)].drop_duplicates("_gid")
+    out = pd.DataFrame({"_gid": part["_gid"], "n": part["n"], "img_s": part["value"],
+                        "img_s_min": part["min"], "img_s_max": part["max"],
+                        "cv": metrics.coefficient_of_variation(part["std"], part["mean"]),
+                        "status": part["status"], "_key": _identity(part)})
+    return out.set_index("_gid").add_suffix(f"_{framework}")
+
+
+def _interval(tf: list[float], pt: list[float]) -> tuple[float, float]:
+    """The 95% interval of the ratio (:func:`metrics.ratio_interval`), NaN without two
+    positive values a side."""
+    if min(len(tf), len(pt)) < metrics.MIN_REPETITIONS_TO_COMPARE or min(*tf, *pt) <= 0:
+        return np.nan, np.nan
+    _, low, high, _ = metrics.ratio_interval(tf, pt, 0.95)
+    return low, high
+
+
+def framework_comparison(df: pd.DataFrame, statistic: str | None = None) -> pd.DataFrame:
+    """TensorFlow vs PyTorch: every configuration run in both frameworks (the same
+    experiment, system, device, model, data, strategy, vendor setting, layout = nodes x
+    processes per node or GPUs per node, threads, batch and settings), each framework's
+    img/s (the campaign's statistic of its ok runs) with ``n``, min, max and the
+    coefficient of variation ``cv`` = std / mean of its repetitions, and
+    ratio = img/s PyTorch / img/s TensorFlow (:func:`metrics.framework_ratio`; above 1:
+    PyTorch is faster) with its 95% interval (Welch's t interval on ln img/s,
+    :func:`metrics.ratio_interval`; empty with fewer than 2 ok runs a side).
+    ``loader_workers``: PyTorch's DataLoader workers where the experiment sets them;
+    ``variant``: TensorFlow's. Status names a failed side ("pytorch oom")."""
+    summary = summary_of(df, statistic)
+    runs = None if is_summary(df) else (df if "variant" in df else normalise(df))
+    s = of_type(of_kind(summary, "train"), "framework_comparison")
+    s = s[s["framework"].isin([BASE, OTHER]).fillna(False).astype(bool)]
+    if s.empty:
+        return empty(FRAMEWORK_COMPARISON_COLUMNS)
+    s = _matched(s.reset_index(drop=True))
+    both = _side(s, BASE).join(_side(s, OTHER), how="inner")
+    if both.empty:
+        return empty(FRAMEWORK_COMPARISON_COLUMNS)
+    rows = s[s["framework"].eq(BASE).fillna(False).astype(bool)].drop_duplicates("_gid")
+    rows = rows.set_index("_gid").loc[both.index]
+    pytorch = s[s["framework"].eq(OTHER).fillna(False).astype(bool)].drop_duplicates("_gid")
+    out = rows.join(both)
+    out["loader_workers"] = pytorch.set_index("_gid")["loader_workers"].reindex(out.index)
+    out["layout"] = layout_text(out)
+    for name in ("cores", "loader_workers"):  # counts the runs recorded as metrics
+        out[name] = out[name].astype(float).round().astype("Int64")
+    out["ratio"] = metrics.framework_ratio(out[f"img_s_{OTHER}"].astype(float),
+                                           out[f"img_s_{BASE}"].astype(float))
+    values = _run_values(runs)
+    intervals = [_interval(values.get(a, []), values.get(b, []))
+                 for a, b in zip(out[f"_key_{BASE}"], out[f"_key_{OTHER}"])]
+    out["ratio_ci95_low"] = [low for low, _ in intervals]
+    out["ratio_ci95_high"] = [high for _, high in intervals]
+    out["status"] = pair_status(out[f"status_{BASE}"], out[f"status_{OTHER}"], labels=(BASE, OTHER))
+    out["variant"] = out["variant"].astype("string").mask(out["variant"].eq("").fillna(False))
+    order = ("experiment", "system", "device", "model", "data", "strategy",
+             "vendor_library_enabled", "nodes", "processes_per_node", "gpus_per_node",
+             "intra_threads", "inter_threads", "batch_per_process", "cores", "variant")
+    return sort_rows(out.reset_index(drop=True)[list(FRAMEWORK_COMPARISON_COLUMNS)], order)
