@@ -84,6 +84,14 @@ def test_every_pytorch_image_pins_one_pytorch_stack():
         assert {k: shipped(stem).labels[k] for k in TORCH_STACK} == stacks[stem]
 
 
+def test_pytorch_images_pin_pyprojects_pytorch():
+    expected = {k: v for k, v in pyproject_pins().items() if k in ("torch", "torchvision", "timm")}
+    assert set(expected) == {"torch", "torchvision", "timm"}
+    for stem in (*TORCH_CPU_IMAGES, "x86_64-cuda-pytorch"):
+        pins = c.pinned_packages(shipped(stem))
+        assert {k: pins[k] for k in expected} == expected, stem
+
+
 def check_one_horovod_for_both_frameworks(d: c.Definition) -> None:
     """Horovod built once, with TensorFlow and PyTorch, from its sdist patched to C++17 (its
     PyTorch extension to C++20), each patch checked, and both frameworks' bindings checked
