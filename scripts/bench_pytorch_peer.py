@@ -124,7 +124,7 @@ def main() -> int:
     p.add_argument("--model", default="resnet50")
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--threads", type=int, default=2, help="threads of the whole run (split over ranks)")
+    p.add_argument("--threads", type=int, default=2, help="threads of the whole run (split over ranks; one rank: all)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repetitions", type=int, default=3)
