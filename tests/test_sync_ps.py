@@ -20,6 +20,7 @@ from archbench.core.record import read_record
 from archbench.workloads.tfenv import FRAMEWORK_ENV
 from archbench.workloads.training import benchmark as train
 from archbench.workloads.training.settings import TrainRun
+from archbench.workloads.training.step import synthetic_batch
 
 SYSTEM = {"launcher": "local", "sockets": 1, "cores_per_socket": 2, "nodes": 1}
 WARMUP, STEPS, BATCH, LEARNING_RATE = 1, 3, 4, 0.1
@@ -58,7 +59,7 @@ def one_process_reference(initial: list, steps: int) -> list:
     from archbench.workloads.training.models import build_model
     config = TrainRun(model="small_cnn", batch_size=BATCH, output="-", image_size=32,
                       num_classes=10)
-    parts = [train.synthetic_batch(tf, config, shard) for shard in (0, 1)]
+    parts = [synthetic_batch(tf, config, shard) for shard in (0, 1)]
     images = tf.concat([p[0] for p in parts], 0)
     labels = tf.concat([p[1] for p in parts], 0)
     model = build_model("small_cnn", 32, 10)
