@@ -31,8 +31,16 @@ fi
 PIP="$VENV/bin/python -m pip"
 $PIP install -q --upgrade pip wheel setuptools
 $PIP install -q -e '.[test]'
-# tf_keras without its dependencies: a plain install pulls the full tensorflow wheel.
-$PIP install -q --no-deps tf_keras==2.18.0
+# Then, without their dependencies, the packages pyproject lists under [tool.archbench]
+# install-without-deps: tf_keras (a plain install pulls the full tensorflow wheel) and the
+# Slurm executor plugin (it declares numpy>=2.4.5, TensorFlow 2.18 needs numpy<2.1, and it
+# uses numpy for np.inf alone; pyproject's dependencies carry its other requirements).
+# tests/test_slurm_plugin.py checks the versions, the imports and what `pip check` says.
+mapfile -t WITHOUT_DEPS < <("$VENV/bin/python" -c 'import tomllib
+with open("pyproject.toml", "rb") as f:
+    print("\n".join(tomllib.load(f)["tool"]["archbench"]["install-without-deps"]))')
+[ ${#WITHOUT_DEPS[@]} -gt 0 ] || { echo "setup: no [tool.archbench] install-without-deps in pyproject.toml" >&2; exit 1; }
+$PIP install -q --no-deps "${WITHOUT_DEPS[@]}"
 
 # One Horovod for TensorFlow and PyTorch, CPU collectives only (the GPU image builds its
 # own), from the 0.28.1 sdist patched three ways: C++17 instead of C++14 overall (the fix

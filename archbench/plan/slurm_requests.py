@@ -35,8 +35,14 @@ def check_slurm_extra(text: str) -> None:
     """Raise ValueError naming the option and the system key to use instead when the
     user-written ``text`` sets an option the plugin manages or a system key sets."""
     # imported here: images install archbench without the workflow's packages, and their
-    # workers import archbench.plan.systems (which checks systems through this module)
-    from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
+    # workers import archbench.plan.systems (which checks systems through this module);
+    # `pip install .` leaves the plugin out too (setup_env.sh installs it without its deps)
+    try:
+        from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
+    except ImportError as exc:
+        raise ValueError("cannot be checked: the Slurm executor plugin is not installed "
+                         "(pip install --no-deps snakemake-executor-plugin-slurm, at the version "
+                         "pyproject.toml pins; scripts/setup_env.sh does)") from exc
     for pattern, name in get_forbidden_slurm_options().items():
         if re.search(pattern, text):
             key = PLUGIN_OPTION_KEYS.get(name)
