@@ -41,6 +41,7 @@ from typing import Callable, Iterator, NoReturn, Sequence
 from archbench.core import provenance, storage
 from archbench.core.failures import exit_failure
 from archbench.core.files import discard, sweep_temporary
+from archbench.core.marks import mark
 from archbench.core.record import RecordError, make_record, raw_path, run_id, schema, write_record
 from archbench.execute import hostguard, lifeline
 from archbench.execute.specfiles import SpecError, read_spec
@@ -196,12 +197,15 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
     settings_env = measurement.get("env", {})
     with hostguard.held(output, check=check) as guard:  # the wait is not the run's time
         start = provenance.now()
+        mark("guard-held")
         try:  # an interrupted run (Interrupted) leaves neither scratch file nor record
             for attempt in range(1 + int(measurement.get("retries", 0))):
                 scratch.unlink(missing_ok=True)
+                mark("worker-start")
                 code, log_text = run_worker(argv, env=env, timeout_s=timeout_s, log_path=log_path,
                                             memory_limit_mb=measurement.get("memory_limit_mb"),
                                             keep_fds=(guard,), check=check)
+                mark("worker-end")
                 refused = ""  # why a record the worker left may not count
                 try:
                     worker_record = read_counted(scratch)
@@ -232,6 +236,7 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
             discard(scratch)
             sweep_temporary([output.parent])
         write_record(output, record)
+        mark("record-written")
     return record
 
 
@@ -318,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--output", required=True, type=Path)
     p.add_argument("--log", required=True, type=Path, help="worker output is appended here")
     args = p.parse_args(argv)
+    mark("supervisor-imported")
     spec = json.loads(args.spec) if args.spec else spec_from_file(args.spec_file, args.output)
     try:
         with stop_signals():

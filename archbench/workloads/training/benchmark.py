@@ -27,6 +27,7 @@ from typing import Sequence
 
 from archbench.core import provenance, storage
 from archbench.core.failures import exception_failure
+from archbench.core.marks import mark
 from archbench.core.record import write_record
 from archbench.workloads import gpu
 from archbench.workloads.training import frameworks, settings, strategies
@@ -115,6 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: run, write the record; on OOM or error the writing worker writes a
     failure record (other workers only report the error and exit non-zero). A record the
     file system refuses raises storage.Unwritable."""
+    mark("worker-imported")
     config = parse_args(argv)
     start = provenance.now()
     writer = strategies.launch_rank(config.strategy) == 0
@@ -133,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if record is None:
         return 0
     write_record(config.output, record)
+    mark("record-written")
     trend = {True: "decreasing", False: "NOT decreasing", None: "n/a"}[record["loss_decreased"]]
     print(f"{record['model']}: {record['throughput']:.2f} img/s, {record['strategy']} x "
           f"{record['workers']} (loss {record['loss_first']} -> {record['loss_last']}, {trend})")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 
 from archbench.core import provenance
+from archbench.core.marks import mark
 from archbench.workloads import gpu
 from archbench.workloads.tfcluster import local_rank
 from archbench.workloads.training import outcome
@@ -90,6 +91,7 @@ def run(config: TrainRun) -> dict | None:
     if config.cores:
         pin_cores(config.cores, local_rank())
     torch = configure_torch(config)
+    mark("framework-imported")
     if config.device == "gpu":
         if not torch.cuda.is_available():
             raise gpu.no_gpu("PyTorch")  # a CPU never stands in for a GPU
@@ -105,6 +107,7 @@ def run(config: TrainRun) -> dict | None:
     model, optimizer = backend.wrap(model, optimizer)
     step = backend.make_step(model, optimizer, torch.nn.functional.cross_entropy)
     batches = batches_of(torch, config, backend)
+    mark("model-built")
     if config.weights_out:  # the weights every worker starts from
         outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
     times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
@@ -136,7 +139,9 @@ def run(config: TrainRun) -> dict | None:
                                  processes_per_node=ppn, workers=backend.workers)
     fields["hosts"] = hosts
     fields["devices"] = devices
+    mark("record-fields")
     outcome.add_vendor_evidence(fields, config)
+    mark("vendor-probe")
     return outcome.measured_record(fields, start=start, times=times, losses=losses, wall=wall,
                                    images=images, record_metrics=record_metrics)
 
