@@ -15,6 +15,10 @@ process, the floor, in the same session:
   workers and its set-up) and runs one step.
 - ratio = overhead / floor (goal: at most 1.3).
 
+Both in wall seconds and in CPU seconds (the process tree's, from the kernel's accounting
+of the children this script waited for; the window's and warm-up's CPU from the marks of
+every process that trained), the latter steadier on a busy machine.
+
 Where the seconds go comes from the phase marks the supervisor, the worker and the floor
 write with ``ARCHBENCH_MARKS=1`` (:mod:`archbench.core.marks`), not from estimates.
 ``--checkout DIR`` (repeatable) runs the supervisor of another checkout too (e.g. a
@@ -32,6 +36,7 @@ import argparse
 import copy
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -160,36 +165,56 @@ def environment(checkout: Path, lock: Path) -> dict:
     return env
 
 
-def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, float, str]:
-    """(started, wall s, stderr) of running argv (time.time() start: marks' clock)."""
-    started, t0 = time.time(), time.perf_counter()
+def children_cpu() -> float:
+    """CPU seconds of every descendant this process has waited for (and theirs)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, float, float, str]:
+    """(started, wall s, CPU s of the process tree, its output) of running argv
+    (``started``: time.time(), the marks' clock)."""
+    started, t0, cpu0 = time.time(), time.perf_counter(), children_cpu()
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, children_cpu() - cpu0
     if done.returncode != 0:
         raise RuntimeError(f"{argv[:4]}... exited {done.returncode}: {done.stderr[-2000:]}")
-    return started, wall, done.stdout + done.stderr
+    return started, wall, cpu, done.stdout + done.stderr
 
 
 def floor_run(measurement: dict, system: dict, *, env: dict, cwd: Path) -> dict:
-    """Wall time of one floor process and its phases."""
-    started, wall, text = timed(floor_argv(measurement, system), env, cwd)
+    """Wall and CPU time of one floor process and its phases."""
+    started, wall, cpu, text = timed(floor_argv(measurement, system), env, cwd)
     marks = first_marks(read_marks(text))
     phases, before = {}, started
     for label, name in FLOOR_PHASES:
         if name in marks:
-            phases[label] = marks[name] - before
-            before = marks[name]
+            phases[label] = marks[name][0] - before
+            before = marks[name][0]
     phases["exit"] = started + wall - before
-    return {"wall": wall, "phases": phases}
+    return {"wall": wall, "cpu": cpu, "phases": phases}
 
 
-def first_marks(marks, pid: int | None = None) -> dict[str, float]:
-    """The first time of each phase mark (of process ``pid`` when given)."""
-    out: dict[str, float] = {}
-    for name, when, who in marks:
+def first_marks(marks, pid: int | None = None) -> dict[str, tuple[float, float]]:
+    """The first (time, CPU s) of each phase mark (of process ``pid`` when given)."""
+    out: dict[str, tuple[float, float]] = {}
+    for name, when, who, cpu in marks:
         if pid is None or who == pid:
-            out.setdefault(name, when)
+            out.setdefault(name, (when, cpu))
     return out
+
+
+def measured_cpu(marks) -> tuple[float, float]:
+    """(CPU s of the warm-up after the first step, of the window), summed over every
+    process that marked them (each rank of a multi-process run)."""
+    warmup = window = 0.0
+    for pid in {who for _, _, who, _ in marks}:
+        own = first_marks(marks, pid)
+        if "warmup" in own and "window" in own:
+            window += own["window"][1] - own["warmup"][1]
+            if "first-step" in own:
+                warmup += own["warmup"][1] - own["first-step"][1]
+    return warmup, window
 
 
 def measurement_run(measurement: dict, system: dict, *, rep: int, env: dict, results: Path) -> dict:
@@ -200,30 +225,32 @@ def measurement_run(measurement: dict, system: dict, *, rep: int, env: dict, res
     log = results / "logs" / raw_path(m).replace(".json", ".worker.log")
     output.parent.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
-    started, wall, text = timed([sys.executable, "-m", "archbench.run", "--spec",
+    started, wall, cpu, text = timed([sys.executable, "-m", "archbench.run", "--spec",
                                  json.dumps({"measurement": m, "system": system}),
-                                 "--output", str(output.relative_to(results)),
-                                 "--log", str(log.relative_to(results))], env, results)
+                                      "--output", str(output.relative_to(results)),
+                                      "--log", str(log.relative_to(results))], env, results)
     record = json.loads(output.read_text())
     if record["status"] != "ok":
         raise RuntimeError(f"{output}: {record['status']} {record['reason']}")
     sup = first_marks(read_marks(text))
     worker_marks = read_marks(log.read_text())
-    writer = next(pid for name, _, pid in worker_marks if name == "record-written")
+    writer = next(pid for name, _, pid, _ in worker_marks if name == "record-written")
     worker = first_marks(worker_marks, writer)
     window = (record["metrics"]["window_s"]["value"] if "window_s" in record["metrics"]
               else sum(record["step_times_s"]))
-    warmup = worker["warmup"] - worker["first-step"] if "first-step" in worker else 0.0
+    warmup = worker["warmup"][0] - worker["first-step"][0] if "first-step" in worker else 0.0
+    warmup_cpu, window_cpu = measured_cpu(worker_marks)
     phases, before = {}, started
     for label, source, name in PHASES:
         when = (sup if source == "sup" else worker).get(name)
         if when is None:
             continue
-        phases[label] = when - before
-        before = when
+        phases[label] = when[0] - before
+        before = when[0]
     phases["supervisor exit"] = started + wall - before
     evidence = record.get("vendor_evidence") or {}
     return {"wall": wall, "window": window, "warmup": warmup, "overhead": wall - warmup - window,
+            "cpu": cpu, "cpu_overhead": cpu - warmup_cpu - window_cpu,
             "phases": phases, "evidence_source": evidence.get("source"),
             "probed": bool(record.get("vendor_evidence")) and not evidence.get("source")}
 
@@ -233,20 +260,25 @@ def report(results: dict, checkouts: list[Path]) -> None:
     """Per configuration and checkout: overhead, floor and ratio (medians over rounds), then
     where the seconds of each went."""
     print("\noverhead = supervisor wall - warm-up after the first step - window; "
-          "floor = bare process: import, build, one step (medians over rounds)\n")
+          "floor = bare process: import, build, one step (medians over rounds); "
+          "cpu: the same in CPU seconds of the process trees\n")
     print(f"{'configuration':<18} {'checkout':<14} {'rep':>3} {'wall s':>7} {'warm-up s':>9} "
-          f"{'window s':>8} {'overhead s':>10} {'floor s':>7} {'ratio':>6}  evidence")
+          f"{'window s':>8} {'overhead s':>10} {'floor s':>7} {'ratio':>6} {'cpu ovh s':>9} "
+          f"{'cpu floor':>9} {'cpu ratio':>9}  evidence")
     for name, per in results.items():
         floor = statistics.median(f["wall"] for f in per["floor"])
+        floor_cpu = statistics.median(f["cpu"] for f in per["floor"])
         for checkout in checkouts:
             for rep, runs in sorted(per[str(checkout)].items()):
                 med = {k: statistics.median(r[k] for r in runs)
-                       for k in ("wall", "warmup", "window", "overhead")}
+                       for k in ("wall", "warmup", "window", "overhead", "cpu_overhead")}
                 source = runs[-1]["evidence_source"]
-                evidence = f"from {source}" if source else ("probed" if runs[-1]["probed"] else "none")
+                evidence = (f"from {source.rpartition('/')[2]}" if source
+                            else ("probed" if runs[-1]["probed"] else "none"))
                 print(f"{name:<18} {checkout.name[:14]:<14} {rep:>3} {med['wall']:7.1f} "
                       f"{med['warmup']:9.2f} {med['window']:8.2f} {med['overhead']:10.1f} "
-                      f"{floor:7.1f} {med['overhead'] / floor:6.2f}  {evidence}")
+                      f"{floor:7.1f} {med['overhead'] / floor:6.2f} {med['cpu_overhead']:9.1f} "
+                      f"{floor_cpu:9.1f} {med['cpu_overhead'] / floor_cpu:9.2f}  {evidence}")
     for name, per in results.items():
         print(f"\n{name}: where the seconds go (median s over rounds)")
         columns = [(str(c), rep) for c in checkouts for rep in sorted(per[str(c)])]
@@ -263,7 +295,8 @@ def report(results: dict, checkouts: list[Path]) -> None:
         print("  floor: " + ", ".join(
             f"{label} {statistics.median(f['phases'].get(label, 0.0) for f in per['floor']):.2f}"
             for label in floor_labels)
-            + f"; wall {statistics.median(f['wall'] for f in per['floor']):.2f}")
+            + f"; wall {statistics.median(f['wall'] for f in per['floor']):.2f}"
+            + f", CPU {statistics.median(f['cpu'] for f in per['floor']):.2f}")
 
 
 def main() -> None:
@@ -296,7 +329,8 @@ def main() -> None:
                         run = measurement_run(measurement, system, rep=rep, env=env, results=work)
                         per.setdefault(str(checkout), {}).setdefault(rep, []).append(run)
                         print(f"{name} {checkout.name} rep{rep}: wall {run['wall']:.1f} s, "
-                              f"overhead {run['overhead']:.1f} s", file=sys.stderr, flush=True)
+                              f"overhead {run['overhead']:.1f} s, CPU overhead {run['cpu_overhead']:.1f} s",
+                              file=sys.stderr, flush=True)
                 per["floor"].append(floor_run(measurement, system, env=environment(ROOT, tmp / "host.lock"),
                                                 cwd=tmp))
                 print(f"{name} floor: {per['floor'][-1]['wall']:.1f} s", file=sys.stderr, flush=True)
