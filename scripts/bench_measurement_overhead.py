@@ -240,18 +240,20 @@ def measurement_run(measurement: dict, system: dict, *, rep: int, env: dict, res
               else sum(record["step_times_s"]))
     warmup = worker["warmup"][0] - worker["first-step"][0] if "first-step" in worker else 0.0
     warmup_cpu, window_cpu = measured_cpu(worker_marks)
-    phases, before = {}, started
+    phases, phase_cpu, before, last = {}, {}, started, None
     for label, source, name in PHASES:
         when = (sup if source == "sup" else worker).get(name)
         if when is None:
             continue
         phases[label] = when[0] - before
-        before = when[0]
+        if last is not None and last[0] == source:  # CPU of one process between its marks
+            phase_cpu[label] = when[1] - last[1]
+        before, last = when[0], (source, when[1])
     phases["supervisor exit"] = started + wall - before
     evidence = record.get("vendor_evidence") or {}
     return {"wall": wall, "window": window, "warmup": warmup, "overhead": wall - warmup - window,
             "cpu": cpu, "cpu_overhead": cpu - warmup_cpu - window_cpu,
-            "phases": phases, "evidence_source": evidence.get("source"),
+            "phases": phases, "phase_cpu": phase_cpu, "evidence_source": evidence.get("source"),
             "probed": bool(record.get("vendor_evidence")) and not evidence.get("source")}
 
 
@@ -280,16 +282,19 @@ def report(results: dict, checkouts: list[Path]) -> None:
                       f"{floor:7.1f} {med['overhead'] / floor:6.2f} {med['cpu_overhead']:9.1f} "
                       f"{floor_cpu:9.1f} {med['cpu_overhead'] / floor_cpu:9.2f}  {evidence}")
     for name, per in results.items():
-        print(f"\n{name}: where the seconds go (median s over rounds)")
+        print(f"\n{name}: where the seconds go (median wall s over rounds; in brackets the CPU s "
+              "of the process in that phase, where one process marks both its ends)")
         columns = [(str(c), rep) for c in checkouts for rep in sorted(per[str(c)])]
         labels = [label for label, _, _ in PHASES] + ["supervisor exit"]
-        header = "".join(f"{Path(c).name[:10] + ' r' + str(rep):>14}" for c, rep in columns)
+        header = "".join(f"{Path(c).name[:10] + ' r' + str(rep):>18}" for c, rep in columns)
         print(f"  {'phase':<58}{header}")
         for label in labels:
             cells = []
             for c, rep in columns:
                 values = [r["phases"][label] for r in per[c][rep] if label in r["phases"]]
-                cells.append(f"{statistics.median(values):14.2f}" if values else f"{'-':>14}")
+                cpus = [r["phase_cpu"][label] for r in per[c][rep] if label in r.get("phase_cpu", {})]
+                cpu = f" ({statistics.median(cpus):5.2f})" if cpus else " " * 8
+                cells.append(f"{statistics.median(values):10.2f}{cpu}" if values else f"{'-':>18}")
             print(f"  {label:<58}{''.join(cells)}")
         floor_labels = [label for label, _ in FLOOR_PHASES] + ["exit"]
         print("  floor: " + ", ".join(
