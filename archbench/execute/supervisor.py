@@ -42,7 +42,14 @@ from archbench.core import provenance, storage
 from archbench.core.failures import exit_failure
 from archbench.core.files import discard, sweep_temporary
 from archbench.core.marks import mark
-from archbench.core.record import RecordError, make_record, raw_path, run_id, schema, write_record
+from archbench.core.record import (
+    RecordError,
+    make_record,
+    raw_path,
+    run_id,
+    schema,
+    write_record,
+)
 from archbench.execute import hostguard, lifeline
 from archbench.execute.specfiles import SpecError, read_spec
 from archbench.plan.containers import IMAGE_DIR, exec_prefix, image_file, runtime_env
@@ -148,6 +155,13 @@ def run_worker(argv: list[str], *, env: dict, timeout_s: float, log_path: Path,
     return code, lifeline.without_marks(text)
 
 
+def evidence_argv(measurement: dict, output: Path, config_hash: str) -> list[str]:
+    """Options that let the worker state the vendor evidence another repetition's record
+    beside ``output`` gathered (the worker module's ``evidence_argv``; none for kernels)."""
+    own = getattr(worker_module(measurement), "evidence_argv", None)
+    return own(measurement, output, config_hash) if own else []
+
+
 def workflow_fields(measurement: dict, log_path: Path) -> dict:
     """The fields the supervisor adds to its worker's record: the WORKFLOW_FIELDS the
     measurement has, the run id, the hash of the measurement and the worker's log."""
@@ -189,9 +203,10 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
     env = {**inherited, **runtime_env(system.get("container_runtime", "none")),
            **{k: str(v) for k, v in measurement.get("env", {}).items()}, **FRAMEWORK_ENV}
     timeout_s = float(measurement.get("timeout_minutes", 30)) * 60
-    argv = worker_command(measurement, system) + ["--output", str(scratch)]
     identity = identity_fields(measurement, log_path)  # of a failure record
     added = {**workflow_fields(measurement, log_path), **planned_fields(measurement)}
+    argv = worker_command(measurement, system) + ["--output", str(scratch)] \
+        + evidence_argv(measurement, output, added["config_hash"])
     tuning = measurement.get("tuning") or {}  # a failed run still names its settings
     knobs = {**worker_module(measurement).setting_metrics(measurement), **pinned_cores(tuning)}
     settings_env = measurement.get("env", {})

@@ -21,6 +21,7 @@ and its length is the longest of the workers').
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from typing import Sequence
@@ -30,14 +31,14 @@ from archbench.core.failures import exception_failure
 from archbench.core.marks import mark
 from archbench.core.record import write_record
 from archbench.workloads import gpu
-from archbench.workloads.training import frameworks, settings, strategies
+from archbench.workloads.training import frameworks, settings, strategies, vendor_evidence
 from archbench.workloads.training.outcome import base_fields, failure_record
 from archbench.workloads.training.settings import TrainRun
 from archbench.workloads.training.strategies.horovod import horovod_knobs
 
 EXIT_BENCHMARK_FAILED = 3  # a failure record was written
-__all__ = ["EXIT_BENCHMARK_FAILED", "base_fields", "check", "command_for", "main", "parse_args",
-           "parser", "run", "setting_metrics", "worker_argv"]
+__all__ = ["EXIT_BENCHMARK_FAILED", "base_fields", "check", "command_for", "evidence_argv", "main",
+           "parse_args", "parser", "run", "setting_metrics", "worker_argv"]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -99,6 +100,17 @@ def setting_metrics(measurement: dict) -> dict:
     failure record too, so a setting that only failed is still named in its table)."""
     tuning = measurement.get("tuning") or {}
     return horovod_knobs(tuning.get("horovod_cycle_time_ms"), tuning.get("horovod_fusion_threshold_bytes"))
+
+
+def evidence_argv(measurement: dict, output: str | os.PathLike, config_hash: str) -> list[str]:
+    """``--vendor-evidence-from RECORD`` for a CPU run when a record beside ``output``, of
+    another repetition of the configuration hashed ``config_hash``, holds evidence its own
+    probe gathered (:func:`~archbench.workloads.training.vendor_evidence.earlier_record`):
+    the worker states it instead of probing where it holds for the run. Empty otherwise."""
+    if measurement.get("device") == "gpu":
+        return []
+    earlier = vendor_evidence.earlier_record(output, config_hash)
+    return ["--vendor-evidence-from", str(earlier)] if earlier else []
 
 
 def command_for(measurement: dict, system: dict) -> list[str]:
