@@ -48,6 +48,7 @@ from archbench.core.record import (
     raw_path,
     run_id,
     schema,
+    scratch_path,
     write_record,
 )
 from archbench.execute import hostguard, lifeline
@@ -142,9 +143,10 @@ def run_worker(argv: list[str], *, env: dict, timeout_s: float, log_path: Path,
             with lifeline.Tether(argv, stdout=log, env=env, keep_fds=keep_fds,
                                  preexec_fn=memory_limiter(memory_limit_mb)) as tether:
                 deadline = time.monotonic() + timeout_s
-                while (code := tether.poll()) is None and time.monotonic() < deadline:
+                code = tether.poll()
+                while code is None and time.monotonic() < deadline:
                     check()
-                    time.sleep(POLL_S)
+                    code = tether.wait(POLL_S)  # returns as the worker tree ends
                 if code is None:
                     tether.stop()
                 ended = f"exit {code}" if code is not None else "timeout: worker tree killed"
@@ -196,7 +198,7 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
     the run (no record then). Raises storage.Unwritable, before the benchmark starts if it
     can, when the record or the log cannot be written (no record then either)."""
     storage.check_writable(output, log_path)
-    scratch = output.with_name(f".{output.name}.worker")
+    scratch = scratch_path(output)
     # A TF_CONFIG in the caller's environment would override the cluster the launcher
     # builds (spawn sets one per task; under srun it comes from the job step).
     inherited = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}

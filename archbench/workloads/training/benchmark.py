@@ -38,7 +38,7 @@ from archbench.workloads.training.strategies.horovod import horovod_knobs
 
 EXIT_BENCHMARK_FAILED = 3  # a failure record was written
 __all__ = ["EXIT_BENCHMARK_FAILED", "base_fields", "check", "command_for", "evidence_argv", "main",
-           "parse_args", "parser", "run", "setting_metrics", "worker_argv"]
+           "parse_args", "parser", "run", "setting_metrics", "train_and_record", "worker_argv"]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -124,12 +124,25 @@ def command_for(measurement: dict, system: dict) -> list[str]:
     return strategies.launcher_argv(measurement, system, worker_argv(measurement, system))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, exit_at_once: bool = False) -> int:
     """CLI entry point: run, write the record; on OOM or error the writing worker writes a
     failure record (other workers only report the error and exit non-zero). A record the
-    file system refuses raises storage.Unwritable."""
+    file system refuses raises storage.Unwritable. ``exit_at_once`` (the command line): a
+    one-process run ends its process once its streams are flushed, without the framework's
+    teardown (1-3 s, and nothing in it is the run's); a launcher's ranks exit as usual."""
     mark("worker-imported")
     config = parse_args(argv)
+    code = train_and_record(config)
+    if exit_at_once and not strategies.strategy(config.strategy).multi_process:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def train_and_record(config: TrainRun) -> int:
+    """Run ``config`` and write its record (a failure record on the writing worker when it
+    fails); the exit status."""
     start = provenance.now()
     writer = strategies.launch_rank(config.strategy) == 0
     try:
@@ -154,5 +167,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(storage.exit_status(main))  # a record the disk refuses: one line, exit 73
+if __name__ == "__main__":  # a record the disk refuses: one line, exit 73
+    sys.exit(storage.exit_status(lambda: main(exit_at_once=True)))
