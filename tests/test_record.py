@@ -34,7 +34,7 @@ def test_make_record_rejects_unknown_field_and_bad_values():
 
 def test_only_a_workers_record_for_its_supervisor_skips_the_flush_to_disk(tmp_path, monkeypatch):
     """The supervisor reads its worker's record back at once and writes its own durably:
-    the worker's is not flushed (one flush can take seconds on a busy file system)."""
+    the worker's is not flushed to disk."""
     flushed = []
     monkeypatch.setattr(rec.os, "fsync", flushed.append)
     output = tmp_path / "rep0.json"

@@ -151,9 +151,8 @@ def is_scratch(path: str | os.PathLike) -> bool:
 def write_record(path: str | os.PathLike, record: dict) -> Path:
     """Validate and write ``record`` atomically (temporary file + rename) and durably,
     flushed to disk, unless ``path`` is a worker's record for its supervisor: that one is
-    read back at once and its durability is the supervisor's record's (on a busy file
-    system one flush can take seconds). Raises storage.Unwritable, leaving nothing behind,
-    when it cannot be written."""
+    read back at once and its durability is the supervisor's record's. Raises
+    storage.Unwritable, leaving nothing behind, when it cannot be written."""
     validate(record)
     try:
         with atomic_path(path, fsync=not is_scratch(path)) as tmp:

@@ -32,7 +32,7 @@ from archbench.core.marks import mark
 from archbench.core.record import write_record
 from archbench.workloads import gpu
 from archbench.workloads.training import frameworks, settings, strategies, vendor_evidence
-from archbench.workloads.training.outcome import base_fields, failure_record
+from archbench.workloads.training.outcome import base_fields, failure_record, release_held
 from archbench.workloads.training.settings import TrainRun
 from archbench.workloads.training.strategies.horovod import horovod_knobs
 
@@ -137,6 +137,7 @@ def main(argv: Sequence[str] | None = None, *, exit_at_once: bool = False) -> in
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+    release_held()
     return code
 
 

@@ -15,6 +15,21 @@ from archbench.core.record import config_id, make_record
 from archbench.workloads.training import frameworks, settings, strategies
 from archbench.workloads.training.settings import TrainRun
 
+_HELD: list = []  # a finished run's framework objects, until its record is written
+
+
+def hold_until_recorded(*objects) -> None:
+    """Keep a finished run's framework ``objects`` alive until its record is written
+    (:func:`release_held`): destroying TensorFlow's dataset iterator after a window waited
+    0.5-2 s without using a CPU, which a one-process run that ends without the framework's
+    teardown then never spends."""
+    _HELD.extend(objects)
+
+
+def release_held() -> None:
+    """Let go of what :func:`hold_until_recorded` kept."""
+    _HELD.clear()
+
 
 def loss_decreased(losses: Sequence[float]) -> bool | None:
     """Training sanity: the mean loss of the last third of the measured steps is below

@@ -72,6 +72,7 @@ def run(config: TrainRun) -> dict | None:
         outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
     times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
                                                  steps=config.steps, batch_size=config.batch_size)
+    outcome.hold_until_recorded(batches, step, model, backend)
     devices = backend.step_devices(model)  # TensorFlow's, not the configuration's
     spread = backend.weight_spread(model)
     if config.weights_out:
