@@ -32,6 +32,20 @@ def test_make_record_rejects_unknown_field_and_bad_values():
         sample(nodes=0)
 
 
+def test_only_a_workers_record_for_its_supervisor_skips_the_flush_to_disk(tmp_path, monkeypatch):
+    """The supervisor reads its worker's record back at once and writes its own durably:
+    the worker's is not flushed to disk."""
+    flushed = []
+    monkeypatch.setattr(rec.os, "fsync", flushed.append)
+    output = tmp_path / "rep0.json"
+    scratch = rec.scratch_path(output)
+    assert scratch == tmp_path / ".rep0.json.worker" and rec.is_scratch(scratch)
+    rec.write_record(scratch, sample())
+    assert flushed == [] and json.loads(scratch.read_text())["model"]
+    rec.write_record(output, sample())
+    assert len(flushed) == 1 and not rec.is_scratch(output)
+
+
 def test_write_is_atomic_and_roundtrips(tmp_path):
     path = tmp_path / "a" / "rep0.json"
     rec.write_record(path, sample())

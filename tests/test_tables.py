@@ -532,6 +532,32 @@ def test_vendor_evidence_of_each_framework_apart():
     assert set(t["status"]) == {"ok"}
 
 
+def test_vendor_evidence_says_which_runs_state_another_runs_probe():
+    """Two configurations of one group, three repetitions each: rep0 probed, rep1 and rep2
+    state its evidence (source); one configuration's rep0 probe failed, so its rep1 probed
+    and rep2 states rep1's. Shares are means over the distinct probes (0.9, 0.8, 0.6)."""
+    def rep(config, k, share, source=None, library="onednn"):
+        return run(10.0, config_id=config, repetition=k, run_id=f"{config}/rep{k}",
+                   vendor_evidence_library=library, vendor_evidence_version="3.5.0",
+                   vendor_optimized_share=share, vendor_evidence_source=source)
+    df = frame([rep("a", 0, 0.9), rep("a", 1, 0.9, "a/rep0"), rep("a", 2, 0.9, "a/rep0"),
+                rep("b", 0, None, library=None), rep("b", 1, 0.8), rep("b", 2, 0.8, "b/rep1"),
+                rep("c", 0, 0.6)])
+    row = only(build_table("vendor_evidence", df), model="resnet50")
+    assert (row["n_runs"], row["n_probed"], row["n_shared"]) == (7, 3, 3)
+    assert row["shared"] == "rep1 rep2 from rep0 | rep2 from rep1"
+    assert row["optimized_share"] == pytest.approx((0.9 + 0.8 + 0.6) / 3)
+    assert row["status"] == "ok" and row["library"] == "onednn"
+
+
+def test_vendor_evidence_whose_probing_record_is_gone_still_counts_once():
+    rows = [run(10.0, config_id="a", repetition=k, run_id=f"a/rep{k}", vendor_evidence_library="onednn",
+                vendor_optimized_share=0.5, vendor_evidence_source="a/rep0") for k in (1, 2)]
+    row = only(build_table("vendor_evidence", frame(rows)), model="resnet50")
+    assert (row["n_probed"], row["n_shared"], row["status"]) == (0, 2, "ok")
+    assert row["shared"] == "rep1 rep2 from rep0" and row["optimized_share"] == pytest.approx(0.5)
+
+
 def test_framework_comparison_ratio_and_its_interval():
     """ratio = mean PyTorch / mean TensorFlow = 9 / 11; interval: Welch's t on ln img/s,
     d = mean ln(8, 9, 10) - mean ln(10, 11, 12) = -0.2020453, se = 0.0832209 (variances of

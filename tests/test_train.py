@@ -27,6 +27,19 @@ def run_main(tmp_path, *extra: str) -> tuple[int, dict]:
     return code, read_record(out)
 
 
+def test_the_runs_framework_objects_outlive_the_writing_of_its_record(tmp_path, monkeypatch):
+    """Destroying the run's dataset iterator can wait seconds: it happens after the record
+    is written (a one-process command line run then ends without it), and main lets go of
+    what it held."""
+    held_at_write = []
+    write = train.write_record
+    monkeypatch.setattr(train, "write_record",
+                        lambda path, record: (held_at_write.append(len(outcome._HELD)), write(path, record)))
+    code, record = run_main(tmp_path)
+    assert code == 0 and record["status"] == "ok"
+    assert held_at_write and held_at_write[0] >= 1 and outcome._HELD == []
+
+
 def test_defaults_come_from_the_model():
     args = train.parse_args(["--model", "digits_cnn", "--batch-size", "8", "--output", "x"])
     assert (args.image_size, args.num_classes, args.learning_rate) == (8, 10, 0.1)

@@ -1,15 +1,20 @@
 """Vendor-library evidence: oneDNN verbose parsing (x86_64 captured, aarch64 ACL and
 reference fixtures), the declared-vs-evidence check, the probe after a real tiny training
-run (flag on and off, through the supervisor too) and the vendor_evidence table."""
+run (flag on and off, through the supervisor too), the probe of a step in the measured
+process, repetitions stating the evidence an earlier repetition's probe gathered, and the
+vendor_evidence table."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
-from archbench.core.record import read_record
+from archbench.core.record import read_record, write_record
 from archbench.execute import supervisor as run
 from archbench.results.collect import flatten, records_to_frame
 from archbench.results.tables import TABLES, build_table
@@ -215,3 +220,98 @@ def test_optimized_share_of_many_small_times_is_at_most_one():
     e = ve.parse_verbose("\n".join(line.format(i, t) for i, t in enumerate(times)) + "\n")
     assert len(e["implementations"]) == len(times)
     assert e["optimized_share"] == 1.0 and e["reference_share"] == 0.0
+
+
+# ------------------------------------------------------------------ the probe in the process
+def test_a_probe_in_the_process_counts_only_its_step(capfd):
+    line = "onednn_verbose,v1,primitive,exec,cpu,convolution,brg_conv_fwd:avx2,forward_training,,,,{}\n"
+    print(line.format(9.0), end="")  # before the probe: not its step
+    e = ve.probe_in_process(lambda: os.write(1, line.format(0.5).encode()), contextlib.nullcontext)
+    assert e["error"] == "" and e["library"] == "onednn"
+    assert e["implementations"] == {"brg_conv_fwd:avx2": {"calls": 1, "ms": 0.5, "share": 1.0}}
+    print("after the probe")
+    out = capfd.readouterr().out
+    assert "after the probe" in out and "9.0" in out and "0.5" not in out  # stdout is back
+
+
+def test_a_failed_probe_in_the_process_never_fails_the_run(capfd):
+    def step():
+        raise RuntimeError("no step")
+    e = ve.probe_in_process(step, contextlib.nullcontext)
+    assert e["library"] is None and "no step" in e["error"]
+    print("still printing")
+    assert "still printing" in capfd.readouterr().out
+
+
+# ------------------------------------------------------------------ evidence of another repetition
+def probed(k: int, *, config_hash: str = "h", **evidence) -> dict:
+    """A record of repetition ``k`` of configuration c whose probe saw oneDNN."""
+    from test_sense import train_record
+    own = {**ve.parse_verbose(fixture("onednn-x86_64-probe.txt")), **evidence}
+    return train_record(run_id=f"c/rep{k}", repetition=k, config_hash=config_hash,
+                        framework_version="2.18.1", cpu_model="cpu", vendor_evidence=own)
+
+
+def put(directory: Path, record: dict) -> Path:
+    path = directory / f"rep{record['repetition']}.json"
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_the_earliest_repetition_whose_own_probe_gave_evidence_is_offered(tmp_path):
+    out = tmp_path / "rep5.json"
+    assert ve.earlier_record(out, "h") is None  # nothing beside it: the run probes
+    put(tmp_path, probed(0, library=None, error="probe exited 1: x"))  # its probe failed
+    put(tmp_path, probed(1, config_hash="other"))  # another configuration's
+    put(tmp_path, probed(2, source="c/rep7"))  # states another's evidence
+    (tmp_path / "rep3.json").write_text("{truncated")
+    assert ve.earlier_record(out, "h") is None
+    put(tmp_path, probed(10))
+    put(tmp_path, probed(4))
+    put(tmp_path, probed(5))  # the run's own output, rerun: never its own source
+    assert ve.earlier_record(out, "h") == tmp_path / "rep4.json"
+
+
+def test_evidence_is_stated_only_where_it_holds_for_the_run(tmp_path, capsys):
+    earlier = probed(0)
+    path = tmp_path / "rep0.json"
+    write_record(path, earlier)
+    fields = {k: earlier[k] for k in ve.SAME_FOR_EVIDENCE} | {"env": dict(earlier["env"])}
+    shared = ve.shared_evidence(path, fields)
+    assert shared == {**earlier["vendor_evidence"], "source": "c/rep0"}
+    for key, value in (("framework_version", "2.19.0"), ("cpu_model", "another cpu"),
+                       ("image_sha256", "ab12"), ("git_commit", "f00"), ("intra_threads", 2)):
+        assert ve.shared_evidence(path, {**fields, key: value}) is None
+        assert f"its {key}" in capsys.readouterr().err
+    assert ve.shared_evidence(path, {**fields, "env": {"KMP_BLOCKTIME": "0"}}) is None
+    assert ve.shared_evidence(path, fields, "NCHW") is None
+    assert ve.shared_evidence(tmp_path / "missing.json", fields) is None
+    write_record(path, {**earlier, "vendor_evidence": {**earlier["vendor_evidence"], "source": "c/rep9"}})
+    assert ve.shared_evidence(path, fields) is None  # evidence at second hand is not passed on
+    assert "no evidence of its own probe" in capsys.readouterr().err
+
+
+def test_repetitions_after_the_first_state_its_evidence_and_a_failed_probe_is_redone(tmp_path):
+    """Real tiny runs through the supervisor: rep0 probes; rep1 states rep0's evidence,
+    naming it, without a probe of its own; once rep0's probe is a failed one, rep1 rerun
+    probes itself."""
+    from test_run import SYSTEM, measurement
+    m = measurement()
+
+    def supervise(k: int) -> dict:
+        return run.supervise({**m, "repetition": k}, SYSTEM, output=tmp_path / "raw" / f"rep{k}.json",
+                             log_path=tmp_path / "logs" / f"rep{k}.log")
+    r0 = supervise(0)
+    assert r0["vendor_evidence"]["library"] == "onednn" and "source" not in r0["vendor_evidence"]
+    r1 = supervise(1)
+    assert r1["status"] == "ok" and r1["vendor_evidence"] == {**r0["vendor_evidence"], "source": r0["run_id"]}
+    assert (r1["vendor_library"], r1["vendor_mismatch"]) == (r0["vendor_library"], r0["vendor_mismatch"])
+    log = (tmp_path / "logs" / "rep1.log").read_text()
+    assert f"--vendor-evidence-from {tmp_path / 'raw' / 'rep0.json'}" in log
+    assert f"vendor evidence: onednn (the probe of {r0['run_id']})" in log
+    assert flatten(r1)["vendor_evidence_source"] == r0["run_id"]
+    write_record(tmp_path / "raw" / "rep0.json",
+                 {**r0, "vendor_evidence": ve.failed_evidence("probe exited 1: test")})
+    (tmp_path / "raw" / "rep1.json").unlink()
+    again = supervise(1)
+    assert again["vendor_evidence"]["library"] == "onednn" and "source" not in again["vendor_evidence"]

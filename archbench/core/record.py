@@ -132,12 +132,30 @@ def validate(record: dict, source: str = "record") -> None:
             raise RecordError(f"{source}: {where}: {error.message}") from None
 
 
+SCRATCH_SUFFIX = ".worker"
+
+
+def scratch_path(output: str | os.PathLike) -> Path:
+    """Where the worker of the run that writes record ``output`` leaves its own record for
+    its supervisor: a hidden file beside ``output``."""
+    output = Path(output)
+    return output.with_name(f".{output.name}{SCRATCH_SUFFIX}")
+
+
+def is_scratch(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a worker's record for its supervisor (:func:`scratch_path`)."""
+    name = Path(path).name
+    return name.startswith(".") and name.endswith(f".json{SCRATCH_SUFFIX}")
+
+
 def write_record(path: str | os.PathLike, record: dict) -> Path:
-    """Validate and write ``record`` atomically and durably (temporary file + rename).
-    Raises storage.Unwritable, leaving nothing behind, when it cannot be written."""
+    """Validate and write ``record`` atomically (temporary file + rename) and durably,
+    flushed to disk, unless ``path`` is a worker's record for its supervisor: that one is
+    read back at once and its durability is the supervisor's record's. Raises
+    storage.Unwritable, leaving nothing behind, when it cannot be written."""
     validate(record)
     try:
-        with atomic_path(path, fsync=True) as tmp:
+        with atomic_path(path, fsync=not is_scratch(path)) as tmp:
             tmp.write_text(json.dumps(record, indent=1, sort_keys=True, allow_nan=False) + "\n")
     except OSError as exc:
         raise Unwritable(path, exc) from exc

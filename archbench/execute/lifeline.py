@@ -242,6 +242,20 @@ class Tether:
             raise
         finally:
             os.close(cord)
+        try:  # readable once the lifeline ends (Linux 5.3+): wait() wakes at its end
+            self._ended: int | None = os.pidfd_open(self.proc.pid)
+        except (AttributeError, OSError):
+            self._ended = None
+
+    def wait(self, timeout: float) -> int | None:
+        """:meth:`poll` after waiting up to ``timeout`` s for the lifeline to end (woken
+        as it ends where the system gives a process descriptor, else after ``timeout``)."""
+        if self.proc.returncode is None:
+            if self._ended is not None:
+                select.select([self._ended], [], [], timeout)
+            else:
+                time.sleep(timeout)
+        return self.poll()
 
     def poll(self) -> int | None:
         """The lifeline's returncode once it has ended and its session is empty, else None."""
@@ -268,6 +282,9 @@ class Tether:
         kill_session(self.proc.pid)
         self.proc.wait()
         os.close(self._cord)
+        if self._ended is not None:
+            os.close(self._ended)
+            self._ended = None
 
     def __enter__(self) -> Tether:
         return self

@@ -41,7 +41,16 @@ from typing import Callable, Iterator, NoReturn, Sequence
 from archbench.core import provenance, storage
 from archbench.core.failures import exit_failure
 from archbench.core.files import discard, sweep_temporary
-from archbench.core.record import RecordError, make_record, raw_path, run_id, schema, write_record
+from archbench.core.marks import mark
+from archbench.core.record import (
+    RecordError,
+    make_record,
+    raw_path,
+    run_id,
+    schema,
+    scratch_path,
+    write_record,
+)
 from archbench.execute import hostguard, lifeline
 from archbench.execute.specfiles import SpecError, read_spec
 from archbench.plan.containers import IMAGE_DIR, exec_prefix, image_file, runtime_env
@@ -134,9 +143,10 @@ def run_worker(argv: list[str], *, env: dict, timeout_s: float, log_path: Path,
             with lifeline.Tether(argv, stdout=log, env=env, keep_fds=keep_fds,
                                  preexec_fn=memory_limiter(memory_limit_mb)) as tether:
                 deadline = time.monotonic() + timeout_s
-                while (code := tether.poll()) is None and time.monotonic() < deadline:
+                code = tether.poll()
+                while code is None and time.monotonic() < deadline:
                     check()
-                    time.sleep(POLL_S)
+                    code = tether.wait(POLL_S)  # returns as the worker tree ends
                 if code is None:
                     tether.stop()
                 ended = f"exit {code}" if code is not None else "timeout: worker tree killed"
@@ -145,6 +155,13 @@ def run_worker(argv: list[str], *, env: dict, timeout_s: float, log_path: Path,
             if lifeline.last_mark(text) == "start":
                 lifeline.mark(log, f"end ({ended})")
     return code, lifeline.without_marks(text)
+
+
+def evidence_argv(measurement: dict, output: Path, config_hash: str) -> list[str]:
+    """Options that let the worker state the vendor evidence another repetition's record
+    beside ``output`` gathered (the worker module's ``evidence_argv``; none for kernels)."""
+    own = getattr(worker_module(measurement), "evidence_argv", None)
+    return own(measurement, output, config_hash) if own else []
 
 
 def workflow_fields(measurement: dict, log_path: Path) -> dict:
@@ -181,27 +198,31 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
     the run (no record then). Raises storage.Unwritable, before the benchmark starts if it
     can, when the record or the log cannot be written (no record then either)."""
     storage.check_writable(output, log_path)
-    scratch = output.with_name(f".{output.name}.worker")
+    scratch = scratch_path(output)
     # A TF_CONFIG in the caller's environment would override the cluster the launcher
     # builds (spawn sets one per task; under srun it comes from the job step).
     inherited = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     env = {**inherited, **runtime_env(system.get("container_runtime", "none")),
            **{k: str(v) for k, v in measurement.get("env", {}).items()}, **FRAMEWORK_ENV}
     timeout_s = float(measurement.get("timeout_minutes", 30)) * 60
-    argv = worker_command(measurement, system) + ["--output", str(scratch)]
     identity = identity_fields(measurement, log_path)  # of a failure record
     added = {**workflow_fields(measurement, log_path), **planned_fields(measurement)}
+    argv = worker_command(measurement, system) + ["--output", str(scratch)] \
+        + evidence_argv(measurement, output, added["config_hash"])
     tuning = measurement.get("tuning") or {}  # a failed run still names its settings
     knobs = {**worker_module(measurement).setting_metrics(measurement), **pinned_cores(tuning)}
     settings_env = measurement.get("env", {})
     with hostguard.held(output, check=check) as guard:  # the wait is not the run's time
         start = provenance.now()
+        mark("guard-held")
         try:  # an interrupted run (Interrupted) leaves neither scratch file nor record
             for attempt in range(1 + int(measurement.get("retries", 0))):
                 scratch.unlink(missing_ok=True)
+                mark("worker-start")
                 code, log_text = run_worker(argv, env=env, timeout_s=timeout_s, log_path=log_path,
                                             memory_limit_mb=measurement.get("memory_limit_mb"),
                                             keep_fds=(guard,), check=check)
+                mark("worker-end")
                 refused = ""  # why a record the worker left may not count
                 try:
                     worker_record = read_counted(scratch)
@@ -232,6 +253,7 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
             discard(scratch)
             sweep_temporary([output.parent])
         write_record(output, record)
+        mark("record-written")
     return record
 
 
@@ -318,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--output", required=True, type=Path)
     p.add_argument("--log", required=True, type=Path, help="worker output is appended here")
     args = p.parse_args(argv)
+    mark("supervisor-imported")
     spec = json.loads(args.spec) if args.spec else spec_from_file(args.spec_file, args.output)
     try:
         with stop_signals():

@@ -1,7 +1,8 @@
 """Which vendor library really ran (docs/metrics.md, "Vendor-library speedup and its
 evidence": evidence, not a label): per system, framework, model and vendor setting, the
 probe's library, oneDNN version and the shares of oneDNN time in optimized and reference
-implementations, against the library the system declares (:mod:`archbench.workloads.training.vendor_evidence`).
+implementations, against the library the system declares (:mod:`archbench.workloads.training.vendor_evidence`),
+and which runs state the evidence of another repetition's probe instead of their own.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from archbench.results.tables.common import empty, group_ids, of_kind, sort_rows
 GROUP = ("experiment", "system", "arch", "framework", "model", "vendor_library",
          "vendor_library_enabled")
 VENDOR_EVIDENCE_COLUMNS = (
-    *GROUP, "library", "version", "n_runs", "n_probed", "optimized_share", "reference_share",
-    "gemm_api_share", "implementations", "mismatch", "mismatch_reason", "status",
+    *GROUP, "library", "version", "n_runs", "n_probed", "n_shared", "shared", "optimized_share",
+    "reference_share", "gemm_api_share", "implementations", "mismatch", "mismatch_reason", "status",
 )
 EVIDENCE_TEXT = ("vendor_evidence_library", "vendor_evidence_version", "vendor_implementations",
-                 "vendor_probe_error", "vendor_mismatch")
+                 "vendor_probe_error", "vendor_mismatch", "vendor_evidence_source", "run_id")
 EVIDENCE_SHARES = ("vendor_optimized_share", "vendor_reference_share", "vendor_gemm_api_share")
 TOP_IMPLEMENTATIONS = 4
 
@@ -42,10 +43,35 @@ def _top_implementations(texts: pd.Series) -> str | None:
     return "; ".join(f"{name}={share:.3f}" for name, share in top) or None
 
 
-def _status(n_probed: int, mismatch: bool, errors: str | None) -> str:
+def _repetition(run_id: object) -> str:
+    """The ``rep<k>`` part of a run id (``<config_id>/rep<k>``); "?" without one."""
+    return str(run_id).rpartition("/")[2] if isinstance(run_id, str) and run_id else "?"
+
+
+def _shared(rows: pd.DataFrame) -> str | None:
+    """Which runs state another's evidence, per probing run: "rep1 rep2 from rep0" (the
+    repetitions of one configuration), the distinct texts of the group joined by " | "."""
+    reps: dict[str, list[str]] = {}
+    for run_id, source in zip(rows["run_id"], rows["vendor_evidence_source"]):
+        reps.setdefault(str(source), []).append(_repetition(run_id))
+    texts = {" ".join(sorted(mine, key=lambda r: (len(r), r))) + f" from {_repetition(source)}"
+             for source, mine in reps.items()}
+    return " | ".join(sorted(texts)) or None
+
+
+def _distinct_evidence(evidence: pd.DataFrame) -> pd.DataFrame:
+    """One row per probe: the runs that probed, and one of the runs stating each probe
+    whose own record is not among them (its evidence counts once)."""
+    source = evidence["vendor_evidence_source"]
+    key = source.where(source.notna(), evidence["run_id"])
+    key = key.where(key.notna(), pd.Series(evidence.index.astype(str), index=evidence.index))
+    return evidence[~key.duplicated()]
+
+
+def _status(n_evidence: int, mismatch: bool, errors: str | None) -> str:
     if mismatch:
         return "mismatch"
-    if n_probed == 0:
+    if n_evidence == 0:
         return f"probe failed: {errors}" if errors else "not probed"
     return "ok"
 
@@ -54,9 +80,11 @@ def vendor_evidence(df: pd.DataFrame) -> pd.DataFrame:
     """Vendor library evidence per experiment, system, framework (each its own oneDNN),
     model and vendor setting (declared ``vendor_library``, flag on/off): ``library`` the
     probe step saw (onednn, onednn+acl, armpl, none; runs that disagree joined by " | "),
-    oneDNN ``version``, runs and probed
-    runs, mean ``optimized_share`` / ``reference_share`` / ``gemm_api_share`` of the probe
-    step's oneDNN time (reference = ``gemm:ref``-like implementations; gemm_api = oneDNN's
+    oneDNN ``version``, runs, runs that probed themselves (``n_probed``) and runs that
+    state the evidence of another repetition's probe (``n_shared``; ``shared`` says which:
+    "rep1 rep2 from rep0"), mean ``optimized_share`` / ``reference_share`` /
+    ``gemm_api_share`` of the probe step's oneDNN time over the distinct probes (a shared
+    probe counts once; reference = ``gemm:ref``-like implementations; gemm_api = oneDNN's
     sgemm as Eigen calls it, flag on or off), the top implementations, and ``mismatch``
     when any run's evidence contradicts the declaration (``mismatch_reason``). Status:
     ok, mismatch, not probed (no evidence: imported or older records) or probe failed."""
@@ -73,20 +101,24 @@ def vendor_evidence(df: pd.DataFrame) -> pd.DataFrame:
     runs["_gid"] = group_ids(runs, GROUP)
     rows = []
     for _, g in runs.groupby("_gid", sort=True):
-        probed = g[g["vendor_evidence_library"].notna()
-                   & g["vendor_evidence_library"].astype(str).str.strip().ne("")]
+        evidence = g[g["vendor_evidence_library"].notna()
+                     & g["vendor_evidence_library"].astype(str).str.strip().ne("")]
+        stated = evidence["vendor_evidence_source"].notna()
+        shared = evidence[stated]
+        probes = _distinct_evidence(evidence)
         reasons = _distinct(g["vendor_mismatch"])
-        library = _distinct(probed["vendor_evidence_library"])
+        library = _distinct(probes["vendor_evidence_library"])
         rows.append({
             **{k: g[k].iloc[0] for k in GROUP},
-            "library": library, "version": _distinct(probed["vendor_evidence_version"]),
-            "n_runs": len(g), "n_probed": len(probed),
-            "optimized_share": probed["vendor_optimized_share"].mean(),
-            "reference_share": probed["vendor_reference_share"].mean(),
-            "gemm_api_share": probed["vendor_gemm_api_share"].mean(),
-            "implementations": _top_implementations(probed["vendor_implementations"]),
+            "library": library, "version": _distinct(probes["vendor_evidence_version"]),
+            "n_runs": len(g), "n_probed": int((~stated).sum()), "n_shared": len(shared),
+            "shared": _shared(shared),
+            "optimized_share": probes["vendor_optimized_share"].mean(),
+            "reference_share": probes["vendor_reference_share"].mean(),
+            "gemm_api_share": probes["vendor_gemm_api_share"].mean(),
+            "implementations": _top_implementations(probes["vendor_implementations"]),
             "mismatch": reasons is not None, "mismatch_reason": reasons,
-            "status": _status(len(probed), reasons is not None,
+            "status": _status(len(evidence), reasons is not None,
                               _distinct(g["vendor_probe_error"])),
         })
     table = pd.DataFrame(rows)

@@ -25,6 +25,7 @@ from typing import Sequence
 
 from archbench.core import provenance, storage
 from archbench.core.failures import exception_failure
+from archbench.core.marks import mark
 from archbench.core.record import config_id, make_record, write_record
 from archbench.workloads import gpu
 from archbench.workloads.kernels import KERNELS
@@ -128,6 +129,7 @@ def measured_record(job: KernelRun, cluster: workers.Cluster, result: KernelResu
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: run, write the record; on an error write a failure record. A record
     the file system refuses is told in one line, exit status storage.EXIT_UNWRITABLE."""
+    mark("worker-imported")
     job = parse_args(argv)
     node_gpus = os.environ.get("CUDA_VISIBLE_DEVICES")  # the node's, before binding our own
     gpu.bind_gpu(job.device)  # before TensorFlow loads
@@ -139,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cluster = workers.start(job.workers, threads=job.threads, mode=job.cluster_mode,
                                 device=job.device, node_gpus=node_gpus)
         import tensorflow as tf
+        mark("framework-imported")
         if job.device == "gpu":
             gpu.require_gpu(tf)  # fails with gpu.NO_GPU: a CPU never stands in for a GPU
         result = KERNELS[job.kernel].run(cluster, job)
@@ -152,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              end_time=provenance.now(), status=status, reason=reason)
         print(f"archbench.kernels: {status}: {reason}", file=sys.stderr)
         code = EXIT_BENCHMARK_FAILED
+    mark("record-fields")
     if job.output:
         try:
             write_record(job.output, record)
@@ -160,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = storage.EXIT_UNWRITABLE
     else:
         print(json.dumps(record, indent=1, sort_keys=True))
+    mark("record-written")
     if code == 0:
         print(f"{job.kernel} size={job.size} workers={job.workers}: "
               f"{record['throughput']:.3f} {record['throughput_unit']}", file=sys.stderr)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from archbench.core.marks import mark
+
 
 @dataclass(frozen=True, kw_only=True)
 class KernelRun:
@@ -71,13 +73,18 @@ def timed(step: Callable[[], object], warmup: int, steps: int) -> list[float]:
     ``step`` must block until its work is done (kernels call ``.numpy()`` on a small
     result of the step function).
     """
-    for _ in range(warmup):
+    mark("model-built")
+    for done in range(warmup):
         step()
+        if done == 0:
+            mark("first-step")
+    mark("warmup")
     times = []
     for _ in range(steps):
         start = time.perf_counter()
         step()
         times.append(time.perf_counter() - start)
+    mark("window")
     return times
 
 

@@ -21,22 +21,24 @@ and its length is the longest of the workers').
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from typing import Sequence
 
 from archbench.core import provenance, storage
 from archbench.core.failures import exception_failure
+from archbench.core.marks import mark
 from archbench.core.record import write_record
 from archbench.workloads import gpu
-from archbench.workloads.training import frameworks, settings, strategies
-from archbench.workloads.training.outcome import base_fields, failure_record
+from archbench.workloads.training import frameworks, settings, strategies, vendor_evidence
+from archbench.workloads.training.outcome import base_fields, failure_record, release_held
 from archbench.workloads.training.settings import TrainRun
 from archbench.workloads.training.strategies.horovod import horovod_knobs
 
 EXIT_BENCHMARK_FAILED = 3  # a failure record was written
-__all__ = ["EXIT_BENCHMARK_FAILED", "base_fields", "check", "command_for", "main", "parse_args",
-           "parser", "run", "setting_metrics", "worker_argv"]
+__all__ = ["EXIT_BENCHMARK_FAILED", "base_fields", "check", "command_for", "evidence_argv", "main",
+           "parse_args", "parser", "run", "setting_metrics", "train_and_record", "worker_argv"]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -100,6 +102,17 @@ def setting_metrics(measurement: dict) -> dict:
     return horovod_knobs(tuning.get("horovod_cycle_time_ms"), tuning.get("horovod_fusion_threshold_bytes"))
 
 
+def evidence_argv(measurement: dict, output: str | os.PathLike, config_hash: str) -> list[str]:
+    """``--vendor-evidence-from RECORD`` for a CPU run when a record beside ``output``, of
+    another repetition of the configuration hashed ``config_hash``, holds evidence its own
+    probe gathered (:func:`~archbench.workloads.training.vendor_evidence.earlier_record`):
+    the worker states it instead of probing where it holds for the run. Empty otherwise."""
+    if measurement.get("device") == "gpu":
+        return []
+    earlier = vendor_evidence.earlier_record(output, config_hash)
+    return ["--vendor-evidence-from", str(earlier)] if earlier else []
+
+
 def command_for(measurement: dict, system: dict) -> list[str]:
     """Full argv that runs ``measurement`` on ``system``, launcher included (mpirun, srun,
     horovodrun or the local TF-cluster spawner for multi-process strategies); the
@@ -111,11 +124,26 @@ def command_for(measurement: dict, system: dict) -> list[str]:
     return strategies.launcher_argv(measurement, system, worker_argv(measurement, system))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, exit_at_once: bool = False) -> int:
     """CLI entry point: run, write the record; on OOM or error the writing worker writes a
     failure record (other workers only report the error and exit non-zero). A record the
-    file system refuses raises storage.Unwritable."""
+    file system refuses raises storage.Unwritable. ``exit_at_once`` (the command line): a
+    one-process run ends its process once its streams are flushed, without the framework's
+    teardown (1-3 s, and nothing in it is the run's); a launcher's ranks exit as usual."""
+    mark("worker-imported")
     config = parse_args(argv)
+    code = train_and_record(config)
+    if exit_at_once and not strategies.strategy(config.strategy).multi_process:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    release_held()
+    return code
+
+
+def train_and_record(config: TrainRun) -> int:
+    """Run ``config`` and write its record (a failure record on the writing worker when it
+    fails); the exit status."""
     start = provenance.now()
     writer = strategies.launch_rank(config.strategy) == 0
     try:
@@ -133,11 +161,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if record is None:
         return 0
     write_record(config.output, record)
+    mark("record-written")
     trend = {True: "decreasing", False: "NOT decreasing", None: "n/a"}[record["loss_decreased"]]
     print(f"{record['model']}: {record['throughput']:.2f} img/s, {record['strategy']} x "
           f"{record['workers']} (loss {record['loss_first']} -> {record['loss_last']}, {trend})")
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(storage.exit_status(main))  # a record the disk refuses: one line, exit 73
+if __name__ == "__main__":  # a record the disk refuses: one line, exit 73
+    sys.exit(storage.exit_status(lambda: main(exit_at_once=True)))

@@ -8,12 +8,27 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from archbench.core import metrics, provenance
 from archbench.core.record import config_id, make_record
 from archbench.workloads.training import frameworks, settings, strategies
 from archbench.workloads.training.settings import TrainRun
+
+_HELD: list = []  # a finished run's framework objects, until its record is written
+
+
+def hold_until_recorded(*objects) -> None:
+    """Keep a finished run's framework ``objects`` alive until its record is written
+    (:func:`release_held`): destroying TensorFlow's dataset iterator after a window waited
+    0.5-2 s without using a CPU, which a one-process run that ends without the framework's
+    teardown then never spends."""
+    _HELD.extend(objects)
+
+
+def release_held() -> None:
+    """Let go of what :func:`hold_until_recorded` kept."""
+    _HELD.clear()
 
 
 def loss_decreased(losses: Sequence[float]) -> bool | None:
@@ -111,18 +126,29 @@ def measured_record(fields: dict, *, start: str, times: Sequence[float], losses:
         metrics=record_metrics)
 
 
-def add_vendor_evidence(fields: dict, config: TrainRun) -> None:
-    """After the window (its timing untouched), for a CPU run with the probe on: one probe
-    step in a child process records which implementations ran (``vendor_evidence``), any
-    mismatch with the declared library, and the library that ran as ``vendor_library``."""
+def add_vendor_evidence(fields: dict, config: TrainRun, *,
+                        probe_here: Callable[[], dict] | None = None) -> None:
+    """After the window (its timing untouched), for a CPU run with the probe on: which
+    implementations ran (``vendor_evidence``), any mismatch with the declared library, and
+    the library that ran as ``vendor_library``. The evidence comes from ``probe_here``
+    where the framework probes a step of this process
+    (:func:`~archbench.workloads.training.vendor_evidence.probe_in_process`), else from the
+    record ``--vendor-evidence-from`` names when it holds for this run (with its run id as
+    ``source``), else from one probe step in a child process."""
     if config.vendor_probe != "on" or config.device != "cpu":
         return
     from archbench.workloads.training import vendor_evidence
-    evidence = vendor_evidence.probe(config)
+    evidence = probe_here() if probe_here is not None else None
+    if evidence is None and config.vendor_evidence_from:
+        evidence = vendor_evidence.shared_evidence(config.vendor_evidence_from, fields,
+                                                   config.data_format)
+    if evidence is None:
+        evidence = vendor_evidence.probe(config)
     fields["vendor_evidence"] = evidence
     declared, enabled = fields["vendor_library"], fields["vendor_library_enabled"]
     fields["vendor_mismatch"] = vendor_evidence.mismatch(declared, enabled, evidence)
-    print(f"vendor evidence: {evidence['library']} {evidence['error']}".rstrip()
+    origin = f" (the probe of {evidence['source']})" if evidence.get("source") else ""
+    print(f"vendor evidence: {evidence['library']}{origin} {evidence['error']}".rstrip()
           + (f"; MISMATCH: {fields['vendor_mismatch']}" if fields["vendor_mismatch"] else ""),
           file=sys.stderr)
     fields["vendor_library"] = vendor_evidence.recorded_library(declared, enabled, evidence)

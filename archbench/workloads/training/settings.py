@@ -187,6 +187,12 @@ SETTINGS: tuple[Setting, ...] = (
             help="after the measured window, one probe step in a child process with "
                  "ONEDNN_VERBOSE=1 records which implementations ran "
                  "(archbench.workloads.training.vendor_evidence)"),
+    # the supervisor passes it: an earlier repetition's record (vendor_evidence.earlier_record)
+    Setting(name="vendor_evidence_from",
+            help="a record of another repetition of this configuration whose own probe gave "
+                 "evidence: this run states that evidence, naming the record (its source), "
+                 "instead of probing, when it ran on the same CPU model, image, framework "
+                 "version and code; otherwise it probes"),
     Setting(name="output", required=True, help="where to write the JSON record"),
 )
 

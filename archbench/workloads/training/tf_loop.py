@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from archbench.core import provenance
+from archbench.core.marks import mark
 from archbench.workloads import gpu
 from archbench.workloads.tfcluster import local_rank
 from archbench.workloads.training import outcome, strategies
@@ -55,6 +56,7 @@ def run(config: TrainRun) -> dict | None:
     if config.cores:
         pin_cores(config.cores, local_rank())
     tf = configure_tensorflow(config)
+    mark("framework-imported")
     if strategies.process_device(config) == "gpu":
         gpu.require_gpu(tf)  # fails with gpu.NO_GPU: a CPU never stands in for a GPU
     check_data_format(tf, config.data_format)
@@ -65,10 +67,12 @@ def run(config: TrainRun) -> dict | None:
         step = make_train_step(backend, model, config.learning_rate)
     batches = batches_of(tf, config, backend)
     backend.start(model)
+    mark("model-built")
     if config.weights_out:  # the weights every worker starts from
         outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
     times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
                                                  steps=config.steps, batch_size=config.batch_size)
+    outcome.hold_until_recorded(batches, step, model, backend)
     devices = backend.step_devices(model)  # TensorFlow's, not the configuration's
     spread = backend.weight_spread(model)
     if config.weights_out:
@@ -90,6 +94,8 @@ def run(config: TrainRun) -> dict | None:
                                  processes_per_node=ppn, workers=backend.workers)
     fields["hosts"] = hosts
     fields["devices"] = devices
+    mark("record-fields")
     outcome.add_vendor_evidence(fields, config)
+    mark("vendor-probe")
     return outcome.measured_record(fields, start=start, times=times, losses=losses, wall=wall,
                                    images=images, record_metrics=record_metrics)

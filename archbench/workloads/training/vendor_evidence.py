@@ -5,10 +5,21 @@ by a probe: after the measured window, the writing worker starts one short child
 (``python -m archbench.workloads.training.vendor_probe_child``) that builds the same model with the same batch,
 threads, data format and vendor flag (TF_ENABLE_ONEDNN_OPTS), runs one warm-up step and
 then ONE probe step with ``ONEDNN_VERBOSE=1``. oneDNN reads that variable once, when it
-first runs in a process, and TensorFlow exposes no runtime switch, so the probe cannot run
-inside the measured process without its verbose output slowing the measured steps; the
-child leaves the run's timing untouched. Only the lines between the probe step's two
-markers count.
+first runs in a process, and TensorFlow exposes no runtime switch (its library does not
+export oneDNN's ``dnnl_set_verbose``), so the probe cannot run inside the measured process
+without its verbose output slowing the measured steps; the child leaves the run's timing
+untouched. Only the lines between the probe step's two markers count.
+
+PyTorch switches oneDNN's verbose mode at run time (``torch.backends.mkldnn.verbose``):
+a one-process PyTorch run probes ONE more step of its own, after the window, with the
+mode on around that step only (:func:`probe_in_process`), and starts no child.
+
+What ran does not change between the repetitions of a configuration on one system, image,
+framework version and code: a repetition whose sibling record (same configuration
+directory) holds evidence its own probe gathered states that evidence instead of probing
+(:func:`earlier_record`, :func:`shared_evidence`), with ``source``, the run id of the
+record that probed. A repetition finds no such sibling when the others have not run yet or
+their probe failed: it probes, and the later ones state its evidence.
 
 A vendor-off run is probed the same way, with the flag off: TensorFlow's own kernels then
 run, and any oneDNN *primitive* that still executes contradicts the flag. The oneDNN
@@ -28,12 +39,18 @@ none with libarmpl among the loaded libraries, and are flagged when declared arm
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
 import re
 import subprocess
 import sys
-from typing import Sequence
+import tempfile
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Callable, Sequence
 
+from archbench.core.provenance import PERFORMANCE_ENV
 from archbench.workloads.training.settings import command_line
 
 PROBE_BEGIN = "archbench-vendor-probe-begin"
@@ -48,6 +65,13 @@ LIBRARIES = ("onednn", "onednn+acl", "armpl", "none")
 EXPECTED = {"onednn": "onednn", "mkl": "onednn", "onednn-acl": "onednn+acl",
             "acl": "onednn+acl", "armpl": "armpl", "none": "none"}
 # math runtimes worth naming when mapped into the probe process
+_RUNTIMES = re.compile(r"^lib(armpl|mkl|iomp5|gomp|omp|arm_compute|dnnl|mkldnn)[^/]*\.so")
+# record fields in which a run must equal the repetition whose evidence it states: where
+# and from what it ran, and the settings the probe takes (the configuration hash, which
+# the supervisor compares, covers the others)
+SAME_FOR_EVIDENCE = ("arch", "cpu_model", "image", "image_sha256", "git_commit", "framework",
+                     "framework_version", "device", "model", "batch_per_process", "image_size",
+                     "intra_threads", "inter_threads", "vendor_library_enabled")
 _VERSION = re.compile(r"(?:oneDNN|DNNL|MKL-DNN)\s+v(\d[\w.]*)")
 _TIMESTAMP = re.compile(r"^(v\d+|\d+(\.\d+)?)$")
 
@@ -175,7 +199,8 @@ def kmp_read_by(evidence: dict | None) -> str | None:
 
 def evidence_columns(evidence: dict | None) -> dict:
     """A record's evidence as flat tidy-table columns (implementations as one text:
-    ``name=share`` pairs, largest share first)."""
+    ``name=share`` pairs, largest share first; ``vendor_evidence_source``: the run id of
+    the record whose probe it is, None for the record's own)."""
     e = evidence or {}
     impls = sorted((e.get("implementations") or {}).items(),
                    key=lambda kv: (-(kv[1].get("share") or 0), kv[0]))
@@ -188,6 +213,7 @@ def evidence_columns(evidence: dict | None) -> dict:
         "vendor_implementations": "; ".join(
             f"{name}={(v.get('share') or 0):.3f}" for name, v in impls) if evidence else None,
         "vendor_probe_error": e.get("error") if evidence else None,
+        "vendor_evidence_source": e.get("source") if evidence else None,
         "kmp_read_by": kmp_read_by(evidence),
     }
 
@@ -254,3 +280,124 @@ def probe(config, *, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
     loaded = next((line.split(":", 1)[1].split() for line in done.stdout.splitlines()
                    if line.startswith(LIBRARIES_LINE)), [])
     return parse_verbose(done.stdout, loaded)
+
+
+def loaded_runtimes(maps_path: str = "/proc/self/maps") -> list[str]:
+    """Math runtimes mapped into this process (libarmpl, libmkl, libiomp5, libgomp, ...)."""
+    try:
+        with open(maps_path) as maps:
+            names = {line.split()[-1].rsplit("/", 1)[-1] for line in maps if ".so" in line}
+    except OSError:
+        return []
+    return sorted(n for n in names if _RUNTIMES.match(n))
+
+
+def flush_stdout() -> None:
+    """Flush C stdio (where oneDNN prints) and Python's stdout."""
+    ctypes.CDLL(None).fflush(None)
+    sys.stdout.flush()
+
+
+def write_line(text: str) -> None:
+    """Write ``text`` as one line to file descriptor 1, after all that was printed before."""
+    flush_stdout()
+    os.write(1, f"{text}\n".encode())
+
+
+def probe_in_process(step: Callable[[], object],
+                     verbose: Callable[[], AbstractContextManager]) -> dict:
+    """Evidence from ONE more ``step`` of this process with oneDNN's verbose mode on around
+    it (``verbose()``: the framework's run-time switch), its output caught from file
+    descriptor 1; the runtimes mapped into this process. A failure gives
+    :func:`failed_evidence`; it never fails the run."""
+    saved = os.dup(1)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            flush_stdout()  # what this process printed before goes where it went
+            os.dup2(sink.fileno(), 1)
+            try:
+                write_line(PROBE_BEGIN)
+                with verbose():
+                    step()
+                write_line(PROBE_END)
+            finally:
+                flush_stdout()
+                os.dup2(saved, 1)
+            sink.seek(0)
+            text = sink.read().decode(errors="replace")
+    except Exception as exc:  # noqa: BLE001 - the probe never fails the run
+        return failed_evidence(f"probe step failed: {exc!r}")
+    finally:
+        os.close(saved)
+    return parse_verbose(text, loaded_runtimes())
+
+
+def gathered(record: dict) -> bool:
+    """Whether ``record`` holds evidence its own probe gathered (a library, no ``source``)."""
+    evidence = record.get("vendor_evidence")
+    return (isinstance(evidence, dict) and evidence.get("library") is not None
+            and not evidence.get("source"))
+
+
+def _repetition(path: Path) -> int:
+    digits = path.stem[len("rep"):]
+    return int(digits) if digits.isdigit() else sys.maxsize
+
+
+def earlier_record(output: str | os.PathLike, config_hash: str) -> Path | None:
+    """The record beside ``output`` (another repetition in its configuration directory,
+    the lowest first) whose own probe gave evidence for the configuration hashed
+    ``config_hash``; None when there is none. Unreadable files are passed over: the worker
+    checks the record it is given (:func:`shared_evidence`)."""
+    output = Path(output)
+    for path in sorted(output.parent.glob("rep*.json"), key=_repetition):
+        if path.name == output.name:
+            continue
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("config_hash") == config_hash and gathered(record):
+            return path
+    return None
+
+
+def probe_env(env: dict | None) -> dict:
+    """The performance settings of a record's environment that reach the probe (Slurm's
+    own variables left out)."""
+    return {k: v for k, v in (env or {}).items() if k in PERFORMANCE_ENV and not k.startswith("SLURM_")}
+
+
+def why_not_shared(earlier: dict, fields: dict, data_format: str = "NHWC") -> str:
+    """Why this run (its record ``fields`` so far, its ``data_format``) may not state the
+    evidence of record ``earlier``; "" when it may."""
+    if not gathered(earlier):
+        return "it holds no evidence of its own probe"
+    if not earlier.get("run_id"):
+        return "it names no run id"
+    for key in SAME_FOR_EVIDENCE:
+        if earlier.get(key) != fields.get(key):
+            return f"its {key} {earlier.get(key)!r} is not this run's {fields.get(key)!r}"
+    if probe_env(earlier.get("env")) != probe_env(fields.get("env")):
+        return f"its environment {probe_env(earlier.get('env'))} is not this run's {probe_env(fields.get('env'))}"
+    theirs = ((earlier.get("metrics") or {}).get("data_format") or {}).get("value", "NHWC")
+    if theirs != data_format:
+        return f"its data format {theirs} is not this run's {data_format}"
+    return ""
+
+
+def shared_evidence(path: str | os.PathLike, fields: dict, data_format: str = "NHWC") -> dict | None:
+    """The evidence of record ``path`` for this run, with ``source`` its run id, when it
+    may state it (:func:`why_not_shared`); None (and why, on stderr) otherwise. The
+    evidence is copied: it stays this record's if that record is rerun."""
+    from archbench.core.record import RecordError, read_record
+    try:
+        earlier = read_record(path)
+    except RecordError as exc:
+        why = str(exc)
+    else:
+        why = why_not_shared(earlier, fields, data_format)
+    if why:
+        print(f"vendor evidence of {path} not stated: {why}; probing", file=sys.stderr)
+        return None
+    return {**earlier["vendor_evidence"], "source": earlier["run_id"]}

@@ -6,33 +6,19 @@ parent (PyTorch's CPU path runs oneDNN too, with ACL on aarch64)."""
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
-import re
 import sys
 from typing import Sequence
 
 from archbench.workloads.training import frameworks
 from archbench.workloads.training.settings import TrainRun, add_arguments
-from archbench.workloads.training.vendor_evidence import LIBRARIES_LINE, PROBE_BEGIN, PROBE_END
-
-_RUNTIMES = re.compile(r"^lib(armpl|mkl|iomp5|gomp|omp|arm_compute|dnnl|mkldnn)[^/]*\.so")
-
-def loaded_runtimes(maps_path: str = "/proc/self/maps") -> list[str]:
-    """Math runtimes mapped into this process (libarmpl, libmkl, libiomp5, libgomp, ...)."""
-    try:
-        with open(maps_path) as maps:
-            names = {line.split()[-1].rsplit("/", 1)[-1] for line in maps if ".so" in line}
-    except OSError:
-        return []
-    return sorted(n for n in names if _RUNTIMES.match(n))
-
-
-def _mark(text: str) -> None:
-    """Flush C stdio (where oneDNN prints) and write ``text`` as one stdout line."""
-    ctypes.CDLL(None).fflush(None)
-    sys.stdout.flush()
-    os.write(1, f"{text}\n".encode())
+from archbench.workloads.training.vendor_evidence import (
+    LIBRARIES_LINE,
+    PROBE_BEGIN,
+    PROBE_END,
+    loaded_runtimes,
+    write_line,
+)
 
 
 def parse_probe_args(argv: Sequence[str] | None = None) -> TrainRun:
@@ -53,11 +39,13 @@ def run_probe(argv: Sequence[str] | None = None) -> None:
     config = parse_probe_args(argv)
     step, (images, labels) = frameworks.framework(config.framework).probe_step(config)
     float(step(images, labels))  # traces the step and creates its primitives
-    _mark(PROBE_BEGIN)
+    write_line(PROBE_BEGIN)
     float(step(images, labels))
-    _mark(PROBE_END)
-    _mark(f"{LIBRARIES_LINE} {' '.join(loaded_runtimes())}")
+    write_line(PROBE_END)
+    write_line(f"{LIBRARIES_LINE} {' '.join(loaded_runtimes())}")
 
 
 if __name__ == "__main__":
     run_probe()
+    sys.stderr.flush()  # stdout is written and flushed: nothing is left to say
+    os._exit(0)  # the framework's teardown (1-2 s) is not worth waiting for

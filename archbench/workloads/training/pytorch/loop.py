@@ -15,8 +15,10 @@ local rank before torch loads (:func:`archbench.workloads.gpu.bind_gpu`).
 from __future__ import annotations
 
 import itertools
+from typing import Callable
 
 from archbench.core import provenance
+from archbench.core.marks import mark
 from archbench.workloads import gpu
 from archbench.workloads.tfcluster import local_rank
 from archbench.workloads.training import outcome
@@ -50,6 +52,23 @@ def probe_step(config: TrainRun):
     step = backends.TorchBackend(torch, config, device).make_step(
         model, optimizer, torch.nn.functional.cross_entropy)
     return step, synthetic_batch(torch, config, device)
+
+
+def probe_here(torch, config: TrainRun, *, step, device) -> Callable[[], dict] | None:
+    """The vendor probe of a one-process run: ONE more ``step`` on the run's synthetic
+    batch with oneDNN's verbose mode switched on around it
+    (:func:`~archbench.workloads.training.vendor_evidence.probe_in_process`). None for a
+    multi-process run: one more step would need every rank (its probe is a child)."""
+    if config.strategy != "single" or device.type != "cpu":
+        return None
+    from archbench.workloads.training import vendor_evidence
+
+    def probe() -> dict:
+        batch = synthetic_batch(torch, config, device)
+        return vendor_evidence.probe_in_process(
+            lambda: float(step(*batch)),
+            lambda: torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON))
+    return probe
 
 
 def memory_format(torch, config: TrainRun):
@@ -90,6 +109,7 @@ def run(config: TrainRun) -> dict | None:
     if config.cores:
         pin_cores(config.cores, local_rank())
     torch = configure_torch(config)
+    mark("framework-imported")
     if config.device == "gpu":
         if not torch.cuda.is_available():
             raise gpu.no_gpu("PyTorch")  # a CPU never stands in for a GPU
@@ -105,6 +125,7 @@ def run(config: TrainRun) -> dict | None:
     model, optimizer = backend.wrap(model, optimizer)
     step = backend.make_step(model, optimizer, torch.nn.functional.cross_entropy)
     batches = batches_of(torch, config, backend)
+    mark("model-built")
     if config.weights_out:  # the weights every worker starts from
         outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
     times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
@@ -136,7 +157,9 @@ def run(config: TrainRun) -> dict | None:
                                  processes_per_node=ppn, workers=backend.workers)
     fields["hosts"] = hosts
     fields["devices"] = devices
-    outcome.add_vendor_evidence(fields, config)
+    mark("record-fields")
+    outcome.add_vendor_evidence(fields, config, probe_here=probe_here(torch, config, step=step, device=device))
+    mark("vendor-probe")
     return outcome.measured_record(fields, start=start, times=times, losses=losses, wall=wall,
                                    images=images, record_metrics=record_metrics)
 

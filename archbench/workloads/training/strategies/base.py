@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from archbench.core.hardware import cpus_per_process
+from archbench.core.marks import mark
 from archbench.workloads import gpu
 from archbench.workloads.tfcluster import LaunchError
 from archbench.workloads.training.settings import TrainRun
@@ -166,9 +167,12 @@ class Backend:
         Returns (this worker's step times, its losses, window wall time = max over
         workers, images processed by all workers in the window).
         """
-        for _ in range(warmup):
+        for done in range(warmup):
             float(step(*next(batches)))
+            if done == 0:
+                mark("first-step")
         self.barrier()
+        mark("warmup")
         times, losses = [], []
         start = time.perf_counter()
         for _ in range(steps):
@@ -179,6 +183,7 @@ class Backend:
         self.last_loss = loss  # where the step ran (placement)
         self.barrier()
         wall = time.perf_counter() - start
+        mark("window")
         rows = self.gather([wall, batch_size * steps])
         return times, losses, max(r[0] for r in rows), int(sum(r[1] for r in rows))
 
