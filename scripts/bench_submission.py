@@ -40,7 +40,6 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,11 +52,11 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_workflow import copy_workflow  # noqa: E402 - scripts/, beside this one
+
 from archbench.plan.campaign import load_campaign_file, raw_path  # noqa: E402
 from archbench.plan.jobs import job_resources  # noqa: E402
 
-WORKFLOW_PARTS = ("Snakefile", "rules", "scripts", "config", "profiles", "containers", "report",
-                  "data")
 CLUSTER = Path(__file__).resolve().parent / "slurm_cluster.sh"
 GOAL = 0.5
 MAX_REPETITIONS = 100  # the schema's limit per configuration
@@ -82,18 +81,6 @@ def campaign(jobs: int) -> dict:
             "workers": [1], "iterations": 1, "warmup_steps": 0, "steps": 1,
             "repetitions": math.ceil(jobs / sizes), "timeout_minutes": 5}},
     }
-
-
-def copy_workflow(repo: Path, dest: Path) -> Path:
-    """The workflow files of ``repo`` (no results) copied into ``dest``."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for part in WORKFLOW_PARTS:
-        src = repo / part
-        if src.is_dir():
-            shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
-        elif src.exists():
-            shutil.copy2(src, dest / part)
-    return dest
 
 
 def cluster_env(repo: Path) -> dict:
