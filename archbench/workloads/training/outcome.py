@@ -57,6 +57,21 @@ def save_weights(directory: str, name: str, weights: Sequence) -> Path:
     return path
 
 
+def after_window(config: TrainRun, backend, model) -> tuple[list[str], float | None,
+                                                             tuple[int, int], list[str], dict]:
+    """What every rank reads once its window has ended, in the same order in both
+    frameworks (some are collectives): the devices its tensors lived on (the framework's
+    word, not the configuration's), the replicas' weight spread, (nodes, processes per
+    node), the hosts and the backend's extra metrics. Saves the final weights when asked."""
+    devices = backend.step_devices(model)
+    spread = backend.weight_spread(model)
+    if config.weights_out:
+        save_weights(config.weights_out, f"rank{backend.rank}", backend.weights(model))
+    layout = backend.layout()
+    hosts = backend.hosts()
+    return devices, spread, layout, hosts, backend.metrics(model)
+
+
 def base_fields(config: TrainRun, *, framework_version: str = "", nodes: int | None = None,
                 processes_per_node: int | None = None, workers: int | None = None) -> dict:
     """Record fields that describe the configuration and where it ran: the recorded

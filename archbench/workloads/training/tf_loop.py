@@ -73,13 +73,7 @@ def run(config: TrainRun) -> dict | None:
     times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
                                                  steps=config.steps, batch_size=config.batch_size)
     outcome.hold_until_recorded(batches, step, model, backend)
-    devices = backend.step_devices(model)  # TensorFlow's, not the configuration's
-    spread = backend.weight_spread(model)
-    if config.weights_out:
-        outcome.save_weights(config.weights_out, f"rank{backend.rank}", backend.weights(model))
-    nodes, ppn = backend.layout()
-    hosts = backend.hosts()
-    extra = backend.metrics(model)
+    devices, spread, (nodes, ppn), hosts, extra = outcome.after_window(config, backend, model)
     if config.data == "real" and spec(config.model).dataset == "digits" and backend.is_writer:
         _, _, x_test, y_test = digits_arrays(config.image_size, config.data_format)
         extra["accuracy"] = {"value": accuracy(backend.predictor(model), x_test, y_test), "unit": "fraction"}

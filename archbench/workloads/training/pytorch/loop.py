@@ -130,13 +130,7 @@ def run(config: TrainRun) -> dict | None:
         outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
     times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
                                                  steps=config.steps, batch_size=config.batch_size)
-    devices = backend.step_devices(model)  # where the tensors lived, not the configuration
-    spread = backend.weight_spread(model)
-    if config.weights_out:
-        outcome.save_weights(config.weights_out, f"rank{backend.rank}", backend.weights(model))
-    nodes, ppn = backend.layout()
-    hosts = backend.hosts()
-    extra = backend.metrics(model)
+    devices, spread, (nodes, ppn), hosts, extra = outcome.after_window(config, backend, model)
     if config.data == "real" and spec(config.model).dataset == "digits" and backend.is_writer:
         from archbench.workloads.training.data import accuracy
         _, _, x_test, y_test = data.digits_tensors(config.image_size)
