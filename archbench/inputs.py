@@ -13,20 +13,24 @@ from archbench.core.csvfile import ImportFormatError
 from archbench.core.validate import ConfigError
 from archbench.core.yamlio import load_yaml_file
 from archbench.plan.campaign import Campaign, check_inputs_exist, load_campaign
-from archbench.results.claims import check_imports
+from archbench.results.claim_check import check_claims, planned_summary
+from archbench.results.claims import check_imports, is_claims_file
 
 
 def check_inputs(config: dict, files: Sequence[str | os.PathLike], *,
                  overrides: Mapping | None = None, system_dir: str | os.PathLike | None = None,
                  root: str | os.PathLike = ".",
-                 mapping_dirs: Sequence[str | os.PathLike] = ()) -> Campaign:
+                 mapping_dirs: Sequence[str | os.PathLike] = (), match_claims: bool = True) -> Campaign:
     """The campaign ``config`` once everything it names is checked, as the workflow does
     before any job: the campaign ``files`` it was parsed from read strictly, the campaign
     validated and expanded with its system files (in ``system_dir``, the workflow's
     config/systems, else those the package ships), its container definitions (under ``root``) and image
-    files, its ``imports:`` and the baseline it is compared with (``compare_with:``, a
+    files, its ``imports:`` (each claim naming a configuration the campaign runs,
+    :mod:`archbench.results.claim_check`) and the baseline it is compared with (``compare_with:``, a
     path relative to the working directory). ``overrides``: the values of Snakemake's --config, merged
     over the files (Snakemake merges several files and those values into ``config``).
+    ``match_claims``: hold the claims against the plan too (about a second for the largest
+    study; the workflow does it once, in its main process, not again in every job).
 
     Errors are one ConfigError line naming the campaign files (``a.yaml + b.yaml`` when
     several were merged), a system file, or ``--config`` for a key set there, then the key:
@@ -43,9 +47,14 @@ def check_inputs(config: dict, files: Sequence[str | os.PathLike], *,
             raise
         key = str(exc).split(":", 1)[0].split(".", 1)[0]  # the top-level key it is under
         raise ConfigError(str(exc), source="--config" if key in (overrides or {}) else source) from exc
-    for i, path in enumerate(config.get("imports", [])):
+    imports = config.get("imports", [])
+    matched = match_claims and any(map(is_claims_file, imports))
+    summary = planned_summary(campaign.measurements) if matched else None
+    for i, path in enumerate(imports):
         try:
             check_imports([path], mapping_dirs)
+            if matched:
+                check_claims([path], summary)  # each claim names a configuration the campaign runs
         except ImportFormatError as exc:
             raise ConfigError(f"imports.{i}: {exc}", source=source) from None
     if "compare_with" in config:

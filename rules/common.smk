@@ -58,7 +58,7 @@ CAMPAIGN_FILES = [str(p) for p in workflow.configfiles]
 try:
     CAMPAIGN = check_inputs(config, CAMPAIGN_FILES, overrides=workflow.config_settings.config,
                             system_dir=Path(workflow.basedir) / "config" / "systems",
-                            mapping_dirs=IMPORT_MAPPING_DIRS)
+                            mapping_dirs=IMPORT_MAPPING_DIRS, match_claims=workflow.is_main_process)
 except ConfigError as exc:
     sys.exit(f"archbench: invalid configuration: {exc}")
 

@@ -14,12 +14,20 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from archbench.cli import main as archbench
+from archbench.core.validate import ConfigError
+from archbench.core.yamlio import load_yaml_file
+from archbench.inputs import check_inputs
+from archbench.plan.campaign import load_campaign_file
 from archbench.results import claims as published
 from archbench.results import imports as importer
+from archbench.results.claim_check import check_claims, planned_runs, planned_summary
 from archbench.results.imports import ImportFormatError
 from archbench.results.tables import TABLES, build_table, node_scaling
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "published"
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "data" / "published"
+CAMPAIGNS = REPO / "config" / "campaigns"
 STUDIES = ("bsc-2019", "cesga-2018", "cscs-2017", "kth-ornl-2019", "osu-2019")
 CESGA, CSCS = DATA / "cesga-2018", DATA / "cscs-2017"
 
@@ -143,7 +151,7 @@ def test_vs_published_divides_by_the_baseline_count_of_the_same_series():
     assert cg.loc["1.36", "archbench"] == pytest.approx(400 / 208)  # 16 vs 8: 1.92
     assert cg.loc["1.36", "status"] == "beyond tolerance"
     stream = table[table["metric"] == "bandwidth"]
-    assert (stream["status"] == "not measured").all()  # transport is not a recorded column
+    assert (stream["status"] == "not measured").all()  # no STREAM run among these rows
 
 
 def test_imported_rows_are_not_the_campaigns_values():
@@ -192,3 +200,121 @@ def test_a_claim_naming_no_framework_is_tensorflows(tmp_path):
     table = build_table("vs_published", rows, published=claims)
     assert table["archbench"].tolist() == [10.5, 7.0]
     assert table["configuration"].str.startswith("system=s, framework=").all()
+
+
+# ----------------------------------------------- claims checked against their campaign
+@pytest.mark.parametrize("study", STUDIES)
+def test_every_shipped_claim_can_be_matched_by_its_campaign(study):
+    """Each study's claims, held against its campaign's plan as if every configuration
+    had run: none is refused at check time, and vs_published lists every one, with a value
+    unless its metric keeps the best of several rows (which one is best, the runs decide)."""
+    campaign = load_campaign_file(CAMPAIGNS / f"{study}.yaml")
+    files = [REPO / f for f in campaign.config["imports"] if published.is_claims_file(f)]
+    assert files == [DATA / study / f"{study}-claims.csv"]
+    check_claims(files, planned_summary(campaign.measurements))
+    claims = published.load_published(files)
+    table = build_table("vs_published", planned_runs(campaign.measurements), published=claims)
+    assert len(table) >= len(claims) and set(table["source"]) == set(claims["source"])
+    decided = ~table["metric"].map(lambda m: bool(published.METRICS[m].candidates))
+    assert table.loc[decided, "archbench"].notna().all()
+
+
+def edited_claims(tmp_path: Path, study: str, row: int, column: str, value: str) -> Path:
+    """A copy of ``study``'s claims file with cell ``column`` of data row ``row`` set to
+    ``value`` (a new column when the file has none)."""
+    frame = pd.read_csv(DATA / study / f"{study}-claims.csv", dtype=str, keep_default_na=False)
+    if column not in frame:
+        frame[column] = ""
+    frame.loc[row - 1, column] = value
+    path = tmp_path / f"{study}-claims.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def checked(study: str, claims: Path, monkeypatch) -> str:
+    """The one-line error of checking ``study``'s campaign with ``claims`` as its import."""
+    monkeypatch.chdir(REPO)
+    config = load_yaml_file(CAMPAIGNS / f"{study}.yaml")
+    config["imports"] = [str(claims)]
+    with pytest.raises(ConfigError) as info:
+        check_inputs(config, [CAMPAIGNS / f"{study}.yaml"])
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"config/campaigns/{study}.yaml: imports.0: {claims}: row ")
+    return message
+
+
+# row, column, value -> what the refusal names
+REFUSED = {
+    # the Inception-v4 row as first written: no model the campaign runs
+    "model": ("osu-2019", 6, "model", "inception4",
+              "row 6: column 'model': 'inception4' matches no configuration of the campaign"),
+    "system": ("bsc-2019", 1, "system", "marenostrum",
+               "row 1: column 'system': 'marenostrum' matches no configuration"),
+    "kernel": ("kth-ornl-2019", 2, "kernel", "gemm",
+               "row 2: column 'kernel': 'gemm' matches no configuration"),
+    # a column the metric's table does not have
+    "column": ("osu-2019", 5, "kernel", "cg",
+               "row 5: column 'kernel': the process_layout table, which gives process_speedup, "
+               "has no such column"),
+    # a count no series of the claim reaches
+    "baseline": ("kth-ornl-2019", 8, "baseline", "3",
+                 "row 8: column 'baseline': no configuration it matches has a series with workers 3"),
+    "value": ("cesga-2018", 11, "cores", "25", "row 11: column 'cores': 25 matches no configuration"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_check_refuses_a_claim_no_configuration_can_match(tmp_path, monkeypatch, case):
+    study, row, column, value, expected = REFUSED[case]
+    message = checked(study, edited_claims(tmp_path, study, row, column, value), monkeypatch)
+    assert expected in message, message
+
+
+def test_the_inception4_row_names_what_the_campaign_runs(tmp_path, monkeypatch):
+    message = checked("osu-2019", edited_claims(tmp_path, "osu-2019", 6, "model", "inception4"),
+                      monkeypatch)
+    assert message.endswith("with system=osu-skylake-48, framework=tensorflow (it runs model "
+                            "inception_v3, inception_v4, resnet101, resnet152, resnet50)")
+
+
+def test_jobs_skip_the_claims_match_the_main_process_made(tmp_path, monkeypatch):
+    """The workflow matches claims once, in its main process; a job's own reading of the
+    campaign (match_claims=False) still reads every import but does not match again."""
+    claims = edited_claims(tmp_path, "osu-2019", 6, "model", "inception4")
+    monkeypatch.chdir(REPO)
+    config = load_yaml_file(CAMPAIGNS / "osu-2019.yaml") | {"imports": [str(claims)]}
+    campaign = check_inputs(config, [CAMPAIGNS / "osu-2019.yaml"], match_claims=False)
+    assert len(campaign.measurements) == 4254
+    config["imports"] = [str(edited_claims(tmp_path, "osu-2019", 6, "unit", "img/s"))]
+    with pytest.raises(ConfigError, match=r"row 6 \(line 7\): column 'unit'"):
+        check_inputs(config, [CAMPAIGNS / "osu-2019.yaml"], match_claims=False)
+
+
+def test_archbench_check_refuses_the_campaign_in_one_line(tmp_path, monkeypatch, capsys):
+    claims = edited_claims(tmp_path, "osu-2019", 6, "model", "inception4")
+    campaign = tmp_path / "osu.yaml"
+    campaign.write_text((CAMPAIGNS / "osu-2019.yaml").read_text().replace(
+        "  - data/published/osu-2019/osu-2019-claims.csv", f"  - {claims}"))
+    monkeypatch.chdir(REPO)
+    assert archbench(["check", str(campaign)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("archbench: invalid configuration: ")
+    assert f"{claims}: row 6: column 'model': 'inception4'" in err
+    campaign.write_text((CAMPAIGNS / "osu-2019.yaml").read_text())
+    assert archbench(["check", str(campaign)]) == 0
+
+
+def test_armpl_claims_need_runs_in_which_armpl_ran():
+    """BSC's ArmPL values (Sect. VII, Fig. 5 vs 4) match only runs with ArmPL: the shipped
+    Dibona runs oneDNN + ACL, so its campaign does not import them and a check refuses
+    them; with Dibona's library ArmPL they match its vendor on/off pairs."""
+    campaign = load_campaign_file(CAMPAIGNS / "bsc-2019.yaml")
+    armpl = DATA / "bsc-2019" / "bsc-2019-armpl-claims.csv"
+    assert str(armpl.relative_to(REPO)) not in campaign.config["imports"]
+    with pytest.raises(ImportFormatError, match=r"row 1: column 'vendor_library': 'armpl'"):
+        check_claims([armpl], planned_summary(campaign.measurements))
+    with_armpl = [{**m, "vendor_library": "armpl"} if m["system"] == "dibona" else m
+                  for m in campaign.measurements]
+    check_claims([armpl], planned_summary(with_armpl))
+    table = build_table("vs_published", planned_runs(with_armpl), published=published.read_claims(armpl))
+    assert table["archbench"].notna().all() and set(table["published"]) == {"1.5-2.3", ">= 2"}

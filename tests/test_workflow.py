@@ -203,19 +203,18 @@ def test_paper_without_regenerate_only_says_how_and_runs_nothing(tiny_run):
 
 def test_editing_an_import_sidecar_rebuilds_the_merged_table(workflow_copy):
     imports = workflow_copy / "data/published/cesga-2018"
+    # the throughputs alone: a claims file must name configurations the campaign runs
     (workflow_copy / "imp.yaml").write_text(
         (workflow_copy / "tiny.yaml").read_text()
-        + "imports: [data/published/cesga-2018/cesga-2018-table3.csv,"
-          " data/published/cesga-2018/cesga-2018-claims.csv]\n")
+        + "imports: [data/published/cesga-2018/cesga-2018-table3.csv]\n")
     snakemake(workflow_copy, "results/tables/measurements_all.csv",
               "results/tables/vs_published.csv", "--profile", "profiles/local",
               "--configfile", "imp.yaml", "--config", "regenerate_only=True", timeout=300)
     merged = pd.read_csv(workflow_copy / "results/tables/measurements_all.csv")
-    assert (merged["source"] == "CESGA 2018, Table 3").sum() == 9  # claims are not rows
+    assert (merged["source"] == "CESGA 2018, Table 3").sum() == 9
     compared = pd.read_csv(workflow_copy / "results/tables/vs_published.csv")
-    claims = pd.read_csv(imports / "cesga-2018-claims.csv")
     # every published value listed once; the tiny campaign measured none of them
-    assert len(compared) == 9 + len(claims)
+    assert len(compared) == 9
     assert set(compared["status"]) == {"not measured"}
     sidecar = imports / "cesga-2018-table3.yaml"
     sidecar.write_text(sidecar.read_text() + "\n# edited\n")

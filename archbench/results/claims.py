@@ -20,7 +20,7 @@ source                yes       where the paper prints it: paper, section, table
 note                  no        free text (e.g. what the paper's wording was)
 identity columns      no        the configuration the value belongs to (:data:`IDENTITY`),
                                 named as in the import format: system, framework, model,
-                                kernel, data, batch, nodes, workers, gpus, threads, ...
+                                kernel, device, data, batch, nodes, workers, gpus, threads, ...
 baseline              no        for speedup and kernel_speedup: the count the ratio is
                                 relative to (e.g. 2 for "from two to four GPUs")
 ====================  ========  ===========================================================
@@ -28,8 +28,9 @@ baseline              no        for speedup and kernel_speedup: the count the ra
 A claim applies to every configuration of the campaign that agrees with the identity
 columns it gives (and only those it gives: a claim without ``model`` holds for every
 model). A text cell ``!x`` matches anything but ``x`` (e.g. ``mkl_env`` ``!none``: any MKL
-setting). An identity column that the metric's table does not have (e.g. ``transport``,
-which archbench does not record) matches nothing, so the claim stays unmatched. The
+setting). When the campaign is checked, a claim that no configuration of it can match (a
+name it does not run, an identity column the metric's table does not have, a baseline
+count its series lack) is refused (:mod:`archbench.results.claim_check`). The
 framework is the exception: a claim (or an imported throughput) that names none is
 TensorFlow's (:data:`DEFAULT_FRAMEWORK`), as every claim was before PyTorch ran beside it;
 a PyTorch claim says ``framework`` ``pytorch``.
@@ -77,13 +78,16 @@ from archbench.results.imports import (
 class Metric:
     """Where archbench's value of a metric comes from: the registered table ``table`` of
     :mod:`archbench.results.tables`, its column ``column``, converted to a claim's unit by
-    ``units[unit]``; ``series``/``count``: how a ``baseline`` claim finds its base row."""
+    ``units[unit]``; ``series``/``count``: how a ``baseline`` claim finds its base row;
+    ``candidates``: for a table that keeps the best of several rows, the table of all of
+    them (a claim may match any before the campaign has run, :mod:`archbench.results.claim_check`)."""
 
     table: str
     column: str
     units: dict
     series: tuple = ()
     count: str = ""
+    candidates: str = ""
 
 
 RATIO = {"x": 1.0}
@@ -97,9 +101,10 @@ def _units_of(base: str) -> dict:
 
 METRICS: dict[str, Metric] = {
     # img/s of a configuration, at its best parameter-server count and variable update
-    "throughput": Metric("best_configuration", "value", {"img/s": 1.0}),
+    "throughput": Metric("best_configuration", "value", {"img/s": 1.0}, candidates="summary"),
     # the best img/s per inter-op setting of an inter/intra-op sweep (CESGA 2018 Table 2)
-    "best_throughput": Metric("inter_intra_best", "img_s", {"img/s": 1.0}),
+    "best_throughput": Metric("inter_intra_best", "img_s", {"img/s": 1.0},
+                              candidates="inter_intra_sweep"),
     "speedup": Metric("node_scaling", "speedup", RATIO,
                       ("experiment", "system", "model", "series"), "count"),
     "efficiency": Metric("node_scaling", "efficiency", {"fraction": 1.0, "%": 100.0}),
@@ -119,9 +124,8 @@ INT_IDENTITY = ("batch", "nodes", "workers", "gpus", "gpus_per_node", "processes
                 "threads", "inter_threads", "problem_size", "tile_size", "parameter_servers",
                 "cores", "baseline")
 BOOL_IDENTITY = ("vendor_library_enabled",)
-TEXT_IDENTITY = ("system", "framework", "model", "kernel", "data", "strategy", "vendor_library",
-                 "variable_update", "inter_setting", "intra_setting", "mkl_env",
-                 "transport", "memory")
+TEXT_IDENTITY = ("system", "framework", "model", "kernel", "device", "data", "strategy", "vendor_library",
+                 "variable_update", "inter_setting", "intra_setting", "mkl_env")
 IDENTITY = TEXT_IDENTITY + INT_IDENTITY + BOOL_IDENTITY
 CLAIM_FIELDS = ("metric", "value", "low", "high", "unit", "tolerance", "source", "note")
 # import-format names -> the tables' column names (the first a table has is used)

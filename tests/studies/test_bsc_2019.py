@@ -20,10 +20,12 @@ from archbench.plan.campaign import load_campaign, load_campaign_file
 from archbench.plan.experiment_types import hybrid, thread_scaling
 from archbench.plan.systems import resolve_system
 from archbench.results import tables
+from archbench.results.claims import read_claims
 from archbench.results.collect import records_to_frame
 from archbench.results.tables.best import resolve_best
 
 CAMPAIGN = Path(__file__).resolve().parents[2] / "config" / "campaigns" / "bsc-2019.yaml"
+CLAIMS = CAMPAIGN.parents[2] / "data" / "published" / "bsc-2019" / "bsc-2019-claims.csv"
 REPS = 4  # Sec. IV: "we average four executions for each test"
 
 # Sec. III: cores per node (2 sockets each).
@@ -62,10 +64,16 @@ def inter_values(threads: int) -> set[int]:
 TABLE_III = {("marenostrum4", "alexnet"): (1, 48, 1), ("marenostrum4", "resnet50"): (1, 48, 1),
              ("dibona", "alexnet"): (4, 16, 2), ("dibona", "resnet50"): (8, 8, 2),
              ("power9", "alexnet"): (2, 20, 20), ("power9", "resnet50"): (20, 2, 2)}
-# Table III rows whose batch is no Table II per-process batch: (ppn, threads, inter, batch).
-TABLE_III_AS_PUBLISHED = {("dibona", "alexnet"): (4, 16, 2, 2048),
+# Table III in full, each row run as published beside the sweep's best (Table IV's
+# efficiencies belong to these layouts): (ppn, threads, inter, batch). Three batches are no
+# Table II per-process batch (Dibona AlexNet, Power9 AlexNet and ResNet-50).
+TABLE_III_AS_PUBLISHED = {("marenostrum4", "alexnet"): (1, 48, 1, 8192),
+                          ("marenostrum4", "resnet50"): (1, 48, 1, 512),
+                          ("dibona", "alexnet"): (4, 16, 2, 2048),
+                          ("dibona", "resnet50"): (8, 8, 2, 64),
                           ("power9", "alexnet"): (2, 20, 20, 2048),
                           ("power9", "resnet50"): (20, 2, 2, 128)}
+VENDOR = {"marenostrum4": True, "dibona": True, "power9": False}  # Table I: none on Power9
 NODES = [1, 2, 4, 8, 16]  # Figs. 14-15, Table IV
 DATA = ["synthetic", "real"]
 MODELS = ["alexnet", "resnet50"]
@@ -154,14 +162,31 @@ def test_node_scaling_runs_figs_14_15_on_up_to_16_nodes(campaign, counts, system
 
 
 @pytest.mark.parametrize("system, model", sorted(TABLE_III_AS_PUBLISHED))
-def test_table_iii_rows_outside_table_ii_scale_as_published(campaign, counts, system, model):
+def test_every_table_iii_row_scales_as_published(campaign, counts, system, model):
     name = f"scaling-table3-{system}-{model}"
     assert counts[(name, system)] == len(NODES) * len(DATA) * REPS
     ppn, threads, inter, batch = TABLE_III_AS_PUBLISHED[(system, model)]
-    for c in configurations(campaign, name, system):
+    confs = configurations(campaign, name, system)
+    assert sorted({c["nodes"] for c in confs}) == NODES and {c["data"] for c in confs} == set(DATA)
+    for c in confs:
         assert (c["model"], c["processes_per_node"], c["intra_threads"]) == (model, ppn, threads)
         assert (c["inter_threads"], c["batch_per_process"]) == (inter, batch)
-        assert c["workers"] == ppn * c["nodes"] and c["vendor_library_enabled"] == (system == "dibona")
+        assert c["workers"] == ppn * c["nodes"] and c["vendor_library_enabled"] == VENDOR[system]
+
+
+def test_table_iv_claims_are_keyed_to_the_published_layout_series(campaign):
+    """Every Table IV efficiency names its Table III layout, and the scaling-table3-*
+    series of that system and model runs it on every node count: the claim is measured
+    whatever layout the sweep picks for `scaling`."""
+    claims = read_claims(CLAIMS)
+    table_iv = claims[claims["metric"] == "efficiency"]
+    assert len(table_iv) == len(TABLE_III_AS_PUBLISHED) * len(NODES) * len(DATA)
+    for _, claim in table_iv.iterrows():
+        layout = (claim["processes_per_node"], claim["threads"], claim["inter_threads"], claim["batch"])
+        assert layout == TABLE_III_AS_PUBLISHED[(claim["system"], claim["model"])]
+        series = configurations(campaign, f"scaling-table3-{claim['system']}-{claim['model']}",
+                                claim["system"])
+        assert any((c["nodes"], c["data"]) == (claim["nodes"], claim["data"]) for c in series)
 
 
 def test_no_other_experiments(counts):

@@ -9,8 +9,12 @@ from conftest import REPO, snakemake
 
 from archbench.plan.campaign import load_campaign_file
 from archbench.plan.systems import resolve_system
+from archbench.results.claim_check import planned_runs
+from archbench.results.claims import read_claims
+from archbench.results.tables import build_table
 
 CAMPAIGN = REPO / "config" / "campaigns" / "kth-ornl-2019.yaml"
+CLAIMS = REPO / "data" / "published" / "kth-ornl-2019" / "kth-ornl-2019-claims.csv"
 REPETITIONS = 5  # Sec. V: repeated "from five to 10 times", median reported
 
 # Table I: TensorFlow instances (one per GPU or K80 engine) per node.
@@ -114,6 +118,40 @@ def test_kernel_settings_the_paper_fixes(campaign):
     assert {m["tuning"]["merge"] for m in fft} == {0}  # Sec. VI-D: timed until tiles collected
     tiles = {m["system"]: m["problem_size"] // m["tile_size"] for m in fft}
     assert tiles == {"tegner-k420": 64, "tegner-k80": 128}
+
+
+def test_grpc_bandwidth_claim_matches_the_gpu_memory_stream_runs(campaign):
+    """Sec. VI-A: gRPC on Kebnekaise "similar ... to that of MPI" (480 MB/s), tensors on
+    the K80s: keyed by what stream_bandwidth has (device gpu = GPU memory; gRPC is the
+    transport archbench runs), it matches Fig. 7's seven message sizes of `stream`. The
+    MPI and verbs values are no claims rows: TensorFlow 2 has neither transport."""
+    claims = read_claims(CLAIMS)
+    bandwidth = claims[claims["metric"] == "bandwidth"]
+    assert len(bandwidth) == 1 and "gRPC" in bandwidth["note"].iloc[0]
+    assert (bandwidth["system"].iloc[0], bandwidth["device"].iloc[0]) == ("kebnekaise-k80", "gpu")
+    table = build_table("vs_published", planned_runs(campaign.measurements), published=bandwidth)
+    assert len(table) == 7 and table["archbench"].notna().all()  # every size can be compared
+    assert table["matched"].str.startswith("experiment=stream,").all()
+    host = bandwidth.assign(system="tegner-k420", device="cpu")  # host memory: its own runs
+    matched = build_table("vs_published", planned_runs(campaign.measurements), published=host)
+    assert matched["matched"].str.startswith("experiment=stream_host_memory,").all()
+
+
+def test_cg_speedup_claims_name_the_size_the_text_continues(campaign):
+    """Sec. VI-C: 1.6x (2 to 4 K80s on Kebnekaise, N = 2^15), "for the same setting"
+    1.3x (4 to 8), "Similarly" 1.36x (8 to 16; no size in that sentence): N = 2^15, the
+    note says why. The abstract's 1.7x from two to four GPUs is Sect. VI-C's 1.74x."""
+    claims = read_claims(CLAIMS)
+    cg = claims[(claims["metric"] == "kernel_speedup") & (claims["kernel"] == "cg")]
+    chain = cg[cg["system"] == "kebnekaise-k80"].sort_values("workers")
+    assert chain[["workers", "baseline", "problem_size", "value"]].values.tolist() == [
+        [4, 2, 32768, 1.6], [8, 4, 32768, 1.3], [16, 8, 32768, 1.36]]
+    assert "names no size" in chain["note"].iloc[-1] and "2^15" in chain["note"].iloc[-1]
+    abstract = cg[cg["source"].str.contains("Abstract")]
+    assert abstract[["system", "problem_size", "workers", "baseline", "value"]].values.tolist() == [
+        ["tegner-k80", 32768, 4, 2, 1.7]]
+    table = build_table("vs_published", planned_runs(campaign.measurements), published=cg)
+    assert len(table) == len(cg) and table["archbench"].notna().all()  # one series each
 
 
 @pytest.mark.parametrize("name, cpu, sockets, cores, memory, gpus, network", [

@@ -249,6 +249,10 @@ def test_single_node_mp_sweeps_on_skylake3(measurements):
 def test_thread_scaling_reaches_the_hyperthreads_of_skylake3(measurements):
     fig4 = of(measurements, "threads_hyperthreaded")
     assert max(m["intra_threads"] for m in fig4) == 48 * 2
+    # the campaign's rule: TensorFlow on hyper-threaded Skylake-3 runs 2 inter-op threads
+    # (Sec. V-B), on the systems without hyper-threading 1
+    assert {m["inter_threads"] for m in fig4} == {2}
+    assert {m["inter_threads"] for m in of(measurements, "threads")} == {1}
     fig1 = [m for m in of(measurements, "threads") if m["system"] == "osu-skylake-28"]
     assert sorted({m["batch_per_process"] for m in fig1}) == BATCHES_16_TO_1024
     assert {m["intra_threads"] for m in fig1} == set(range(1, 29))
@@ -328,3 +332,16 @@ def test_horovod_tuning_threads_per_process_token():
 def test_schema_rejects_bad_process_threads(experiment, key):
     with pytest.raises(ConfigError, match=key):
         expand(experiment)
+
+
+def test_node_ranges_the_text_does_not_state_are_listed_as_assumed(measurements):
+    """Figs. 7 and 8 give no node counts: the map's "Assumed" list names the ranges the
+    campaign runs, so neither can change without the other."""
+    text = (REPO / "docs" / "studies" / "osu-2019.md").read_text()
+    assumed = text.split("\n## Assumed\n", 1)[1]
+    for figure, experiment in (("Fig. 7", "scaling_skylake1"), ("Fig. 8", "scaling_broadwell")):
+        nodes = sorted({m["nodes"] for m in of(measurements, experiment)})
+        line = next(item for item in assumed.split("\n- ") if item.startswith(figure))
+        assert f"nodes {', '.join(map(str, nodes))} (1-{nodes[-1]})" in line.replace("\n  ", " ")
+    header = CAMPAIGN.read_text()
+    assert "Fig. 7 (Skylake-1) 1-8 and Fig. 8" in header and "(Broadwell) 1-16" in header

@@ -14,7 +14,7 @@ import pandas as pd
 
 from archbench.results.claims import DEFAULT_TOLERANCE, METRICS, TABLE_NAMES, identity_of
 from archbench.results.tables.common import empty, normalise, summary_of
-from archbench.results.tables.inter_intra import inter_intra_best
+from archbench.results.tables.inter_intra import inter_intra_best, inter_intra_sweep
 from archbench.results.tables.kernels import kernel_gflops, stream_bandwidth
 from archbench.results.tables.processes import process_layout
 from archbench.results.tables.scaling import best_choice, io_overhead, node_scaling
@@ -29,9 +29,12 @@ DESCRIBE = ("experiment", "system", "framework", "model", "kernel", "data",
             "vendor_library_enabled", "mkl_env", "batch_per_process", "nodes",
             "processes_per_node", "intra_threads", "threads", "inter_threads", "workers", "gpus",
             "problem_size", "tile_size", "inter_setting", "intra_setting", "cores", "count")
-_BUILDERS = {
+# each metric's table (and the candidates a best-of table picks from) from the summary
+BUILDERS = {
+    "summary": lambda s: s,
     "best_configuration": lambda s: best_choice(s[s["value"].notna()]),
-    "inter_intra_best": inter_intra_best, "node_scaling": node_scaling,
+    "inter_intra_best": inter_intra_best, "inter_intra_sweep": inter_intra_sweep,
+    "node_scaling": node_scaling,
     "thread_efficiency": thread_efficiency, "vendor_speedup": vendor_speedup,
     "process_layout": process_layout, "io_overhead": io_overhead,
     "kernel_gflops": kernel_gflops, "stream_bandwidth": stream_bandwidth,
@@ -58,7 +61,7 @@ def vs_published(df: pd.DataFrame, published: pd.DataFrame | None = None, *,
     for _, claim in published.iterrows():
         metric = METRICS[claim["metric"]]
         if metric.table not in built:
-            built[metric.table] = _BUILDERS[metric.table](summary).reset_index(drop=True)
+            built[metric.table] = BUILDERS[metric.table](summary).reset_index(drop=True)
         rows.extend(_compare(claim, built[metric.table]))
     return pd.DataFrame(rows, columns=list(VS_PUBLISHED_COLUMNS))
 
@@ -70,7 +73,7 @@ def _compare(claim: pd.Series, table: pd.DataFrame) -> list[dict]:
     base = {"metric": claim["metric"], "configuration": _text(identity), "unit": claim["unit"],
             "published": _published_text(claim), "tolerance": DEFAULT_TOLERANCE if _blank(claim.get("tolerance")) else claim["tolerance"],
             "source": claim["source"], "note": "" if _blank(claim.get("note")) else claim["note"]}
-    values = _values(claim, table)
+    values = claim_values(claim, table)
     if values.empty:
         return [{**base, "matched": "", "archbench": np.nan, "difference": np.nan,
                  "relative_difference": np.nan, "beyond_tolerance": pd.NA,
@@ -90,13 +93,13 @@ def _compare(claim: pd.Series, table: pd.DataFrame) -> list[dict]:
     return out
 
 
-def _values(claim: pd.Series, table: pd.DataFrame) -> pd.Series:
+def claim_values(claim: pd.Series, table: pd.DataFrame) -> pd.Series:
     """archbench's value for ``claim`` per matching table row (NaN values left out); a
     claim with a ``baseline`` divides by the value at that count of the same series."""
     metric = METRICS[claim["metric"]]
     if table.empty:
         return pd.Series(dtype=float)
-    mask = _matches(table, identity_of(claim))
+    mask = matching_rows(table, identity_of(claim))
     values = table.loc[mask, metric.column].astype(float)
     if not _blank(claim.get("baseline")):
         divisors = []
@@ -112,11 +115,11 @@ def _values(claim: pd.Series, table: pd.DataFrame) -> pd.Series:
     return values.dropna()
 
 
-def _matches(table: pd.DataFrame, identity: dict) -> np.ndarray:
+def matching_rows(table: pd.DataFrame, identity: dict) -> np.ndarray:
     """Rows of ``table`` that agree with every identity column (a missing column: none)."""
     mask = np.ones(len(table), dtype=bool)
     for name, wanted in identity.items():
-        column = _column(table, name)
+        column = table_column(table, name)
         if column is None:
             return np.zeros(len(table), dtype=bool)
         cells = table[column]
@@ -132,7 +135,7 @@ def _matches(table: pd.DataFrame, identity: dict) -> np.ndarray:
     return mask
 
 
-def _column(table: pd.DataFrame, name: str) -> str | None:
+def table_column(table: pd.DataFrame, name: str) -> str | None:
     for candidate in (name, *TABLE_NAMES.get(name, ())):
         if candidate in table:
             return candidate
