@@ -2,9 +2,11 @@
 ``examples/pytorch/pytorch_synthetic_benchmark.py`` does (torchvision model, SGD lr 0.01,
 cross-entropy, one fixed synthetic batch, warm-up, then timed windows; img/s = batch x
 batches / time, summed over ranks), same model, batch, image size, threads and layout
-(NCHW: contiguous tensors, as the script uses), each run a fresh process, the two
-alternating over several repetitions in the same minute. Also TensorFlow's img/s of the
-same configuration through archbench. Prints each pair's median ratio.
+(NCHW: contiguous tensors, as the script uses), the framework's default inter-op pool
+(the script sets none), each run a fresh process, the two
+alternating over several repetitions in the same minute (which runs first alternates too).
+Also TensorFlow's img/s of the same configuration through archbench. Prints each pair's
+median ratio.
 
     python scripts/bench_pytorch_peer.py --model resnet50 --image-size 64 --batch-size 32 \
         --threads 2 --steps 20 --repetitions 3 [--ranks 1 2]
@@ -100,7 +102,7 @@ def run_archbench(args, *, framework: str, strategy: str, ranks: int) -> float:
         argv = [*launcher, sys.executable, "-m", "archbench.train", "--framework", framework,
                 "--strategy", strategy, "--model", args.model, "--image-size", str(args.image_size),
                 "--batch-size", str(args.batch_size), "--intra-threads", str(args.threads // ranks or 1),
-                "--inter-threads", "1", "--steps", str(args.steps), "--warmup-steps", str(args.warmup),
+                "--inter-threads", "0", "--steps", str(args.steps), "--warmup-steps", str(args.warmup),
                 "--data-format", "NCHW" if framework == "pytorch" else "NHWC", "--vendor-probe", "off",
                 "--num-classes", "1000", "--output", str(out)]
         subprocess.run(argv, capture_output=True, text=True, env=env(), timeout=1800, check=True)
@@ -110,7 +112,10 @@ def run_archbench(args, *, framework: str, strategy: str, ranks: int) -> float:
 def paired(args, first, second, *, label: str) -> float:
     ratios = []
     for rep in range(args.repetitions):
-        a, b = first(), second()
+        if rep % 2:  # alternate which runs first: a load that drifts within a pair cancels out
+            b, a = second(), first()
+        else:
+            a, b = first(), second()
         ratios.append(a / b)
         print(f"  {label} rep {rep}: {a:.2f} / {b:.2f} img/s = {a / b:.3f}", flush=True)
     median = statistics.median(ratios)
@@ -129,6 +134,7 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repetitions", type=int, default=3)
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--no-tensorflow", action="store_true", help="leave out TensorFlow vs PyTorch")
     p.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--peer", default="single", choices=["single", "horovod", "ddp"], help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -140,6 +146,7 @@ def main() -> int:
     if 1 in args.ranks:
         paired(args, lambda: run_archbench(args, framework="pytorch", strategy="single", ranks=1), lambda: run_peer(args, "single", 1),
                label="archbench PyTorch / bare loop, 1 rank (goal >= 0.98)")
+    if 1 in args.ranks and not args.no_tensorflow:
         paired(args, lambda: run_archbench(args, framework="tensorflow", strategy="single", ranks=1),
                lambda: run_archbench(args, framework="pytorch", strategy="single", ranks=1),
                label="TensorFlow / PyTorch, archbench, 1 rank")
