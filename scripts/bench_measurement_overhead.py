@@ -70,6 +70,7 @@ PHASES = (
     ("worker start (lifeline, launcher, interpreter, imports)", "sup|worker", "worker-imported"),
     ("framework import", "worker", "framework-imported"),
     ("model build", "worker", "model-built"),
+    ("waiting for the vendor probe child (TensorFlow, probing)", "worker", "probe-awaited"),
     ("first step (tracing)", "worker", "first-step"),
     ("warm-up after the first step", "worker", "warmup"),
     ("measured window", "worker", "window"),

@@ -9,27 +9,37 @@ workflow of ``--repo``. ``--jobs N`` lets every measurement be queued at once, a
 loop queues them (the test profile's own limit of 4 would make submission wait on
 completion).
 
-bare: N ``sbatch --wrap 'sleep 1'`` one after another, asking for what a measurement job
-asks (partition, 1 task, 1 CPU, its memory and time limit); run before and after archbench.
+bare loop: N ``sbatch --wrap 'sleep 1'`` one after another, asking for what a measurement
+job asks (partition, 1 task, 1 CPU, its memory and time limit); run before and after
+archbench. bare snakemake: a one-rule Snakefile of N such jobs through the same profile and
+plugin, what Snakemake and the plugin cost without archbench.
 
-For each, from sacct's Submit and End times (whole seconds) of exactly its jobs:
+A job counts as submitted when its submitter has its Slurm job id: when ``sbatch``
+returns in the loop, when Snakemake prints "submitted with SLURM jobid" (read from its
+output as it comes). Times are seconds from the start of the loop or command:
 
-- first job, last job: seconds from the start of the command or loop to the first and
-  the last Submit;
-- submission rate: N / (last Submit - start of the command or loop), in jobs/s;
-- window rate: (N - 1) / (last Submit - first Submit), what one submission costs once
-  submitting has begun (archbench's start-up, building its DAG, left out);
-- all finished: last End - start.
+- first job, last job: to the first and the last job id;
+- submission rate: N / last job, in jobs/s (the ratio's figure);
+- window rate: (N - 1) / (last job - first job), what a submission costs once
+  submitting has begun (Snakemake's start-up and the DAG left out);
+- all finished: to the last End in sacct (whole seconds).
 
 Ratio: archbench's submission rate / the bare loops' mean (goal >= 0.5). Time to all
 finished is not a ratio: measurements run one at a time on a host (the host guard), and both
 virtual nodes are this host, so archbench's N measurements take about N times one
 measurement's run whatever submits them; the bare jobs sleep 1 s, four at a time.
 
+``--scale M`` adds the same three submitters at M jobs, submission only: each one's jobs
+are cancelled once all M are in Slurm (Snakemake interrupted cancels its own), since
+running M measurements one at a time takes M times a measurement. A local ``sbatch``
+against an idle controller takes a few ms, so at N = 200 the start-up of any Snakemake
+(about 1.5 s to import it and its plugins) outweighs the submissions; M shows the rate
+at a campaign's size (the five studies plan 360 to 4,254 measurements).
+
 Which plugin is measured is the one this interpreter imports (printed first). A cluster
 this script started is stopped at the end.
 
-    python scripts/bench_submission.py [--jobs 200] [--repo DIR] [--keep DIR]
+    python scripts/bench_submission.py [--jobs 200] [--scale 1000] [--repo DIR] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -40,9 +50,11 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from datetime import datetime
@@ -135,65 +147,94 @@ def wait_finished(job_ids: list[str], env: dict, timeout: float) -> dict[str, di
         time.sleep(2)
 
 
-def figures(label: str, start: float, rows: dict[str, dict]) -> dict:
-    """Submission rate, window rate and time to all finished of one run's jobs. sacct's
-    times are whole seconds: each stands for the middle of its second."""
-    submits = sorted(r["submit"] + 0.5 for r in rows.values())
-    n = len(submits)
-    window = submits[-1] - submits[0]
-    last_end = max(r["end"] for r in rows.values()) + 0.5
-    return {"label": label, "jobs": n,
-            "states": sorted({r["state"] for r in rows.values()}),
-            "first_s": submits[0] - start,
-            "submitted_s": submits[-1] - start,
-            "rate": n / (submits[-1] - start),
-            "window_rate": (n - 1) / max(window, 1.0),
-            "finished_s": last_end - start}
+def figures(label: str, start: float, stamps: list[float], *, rows: dict[str, dict] | None) -> dict:
+    """Submission figures from the times the submitter got each job id (``stamps``); time
+    to all finished from sacct's End (whole seconds, the middle of its second), when the
+    jobs ran (``rows``)."""
+    n = len(stamps)
+    first, last = min(stamps) - start, max(stamps) - start
+    finished = (max(r["end"] for r in rows.values()) + 0.5 - start) if rows else None
+    return {"label": label, "jobs": n, "first_s": first, "submitted_s": last, "rate": n / last,
+            "window_rate": (n - 1) / max(last - first, 1e-3), "finished_s": finished,
+            "states": sorted({r["state"] for r in rows.values()}) if rows else ["cancelled"]}
 
 
-def bare_loop(jobs: int, request: dict, env: dict, *, logdir: Path, label: str) -> dict:
-    """N ``sbatch --wrap 'sleep 1'`` one after another with the measurement's request."""
+def bare_loop(jobs: int, request: dict, env: dict, *, logdir: Path, label: str,
+              run: bool) -> dict:
+    """N ``sbatch --wrap 'sleep 1'`` one after another with the measurement's request; with
+    ``run`` False cancelled once all are submitted."""
     name = f"archbench-bare-{uuid.uuid4().hex[:8]}"
     argv = ["sbatch", "--parsable", "--job-name", name, "-p", request["slurm_partition"],
             "-t", str(request["runtime"]), "--mem", str(request["mem_mb"]), "--nodes=1",
             "--ntasks=1", f"--cpus-per-task={request['cpus_per_task']}",
             "--output", str(logdir / "%j.log"), "--wrap", "sleep 1"]
     logdir.mkdir(parents=True, exist_ok=True)
-    job_ids = []
+    job_ids, stamps = [], []
     start = time.time()
     for _ in range(jobs):
         out = subprocess.run(argv, capture_output=True, text=True, env=env, check=True,
                              timeout=120).stdout
+        stamps.append(time.time())
         job_ids.append(out.strip().split(";")[0])
-    return figures(label, start, wait_finished(job_ids, env, timeout=jobs * 30 + 300))
+    if not run:
+        subprocess.run(["scancel", "--name", name], env=env, check=True, timeout=120)
+        return figures(label, start, stamps, rows=None)
+    return figures(label, start, stamps, rows=wait_finished(job_ids, env, timeout=jobs * 30 + 300))
 
 
-def snakemake(argv: list[str], cwd: Path, env: dict, *, timeout: float) -> tuple[float, str]:
-    """Run ``snakemake ARGV`` in ``cwd`` (output to snakemake.log there); its start time
-    and output. Fails loudly."""
+SUBMITTED = re.compile(r"has been submitted with SLURM jobid (\d+)")
+
+
+def snakemake(argv: list[str], cwd: Path, env: dict, *, jobs: int, run: bool,
+              timeout: float) -> tuple[float, list[float], list[str]]:
+    """Run ``snakemake ARGV`` in ``cwd`` (output to snakemake.log there), stamping each job
+    id as Snakemake prints it; with ``run`` False interrupted (Snakemake then cancels its
+    jobs) once ``jobs`` are submitted. Its start time, stamps and job ids. Fails loudly."""
     log = cwd / "snakemake.log"
+    stamps, job_ids = [], []
     start = time.time()
+    proc = subprocess.Popen([sys.executable, "-m", "snakemake", *argv], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            bufsize=1)
+    watchdog = threading.Timer(timeout, proc.kill)
+    watchdog.start()
     with log.open("w") as out:
-        proc = subprocess.run([sys.executable, "-m", "snakemake", *argv], cwd=cwd, env=env,
-                              stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
-    if proc.returncode != 0:
-        raise SystemExit(f"snakemake failed ({proc.returncode}), see {log}:\n"
-                         f"{log.read_text()[-3000:]}")
-    return start, log.read_text()
+        for line in proc.stdout:
+            out.write(line)
+            if found := SUBMITTED.search(line):
+                stamps.append(time.time())
+                job_ids.append(found.group(1))
+                if not run and len(job_ids) == jobs:
+                    proc.send_signal(signal.SIGINT)
+                    watchdog.cancel()
+                    watchdog = threading.Timer(120, proc.kill)  # cancelling takes seconds
+                    watchdog.start()
+    proc.wait()
+    watchdog.cancel()
+    if len(set(job_ids)) != jobs or (run and proc.returncode != 0):
+        raise SystemExit(f"snakemake exited {proc.returncode} with {len(set(job_ids))} of "
+                         f"{jobs} jobs submitted, see {log}:\n{log.read_text()[-3000:]}")
+    if not run:  # whatever the interrupted run left queued
+        subprocess.run(["scancel", *job_ids], env=env, capture_output=True, timeout=120)
+    return start, stamps, job_ids
 
 
-def archbench_run(jobs: int, workdir: Path, env: dict) -> tuple[dict, int]:
+def archbench_run(jobs: int, workdir: Path, env: dict, *, run: bool) -> tuple[dict, int | None]:
     """The campaign's first ``jobs`` measurements through ``snakemake --profile
-    profiles/slurm-test --jobs N``; its figures and how many records say ok."""
+    profiles/slurm-test --jobs N``; its figures and, when they ran, how many records say ok."""
     records = targets(workdir, jobs)
-    start, _ = snakemake([*records, "--profile", "profiles/slurm-test", "--jobs", str(jobs),
-                          "--configfile", "submission.yaml"], workdir, env, timeout=jobs * 60 + 900)
+    start, stamps, job_ids = snakemake(
+        [*records, "--profile", "profiles/slurm-test", "--jobs", str(jobs),
+         "--configfile", "submission.yaml"], workdir, env, jobs=jobs, run=run,
+        timeout=jobs * 60 + 900)
+    if not run:
+        return figures("archbench", start, stamps, rows=None), None
     written = [json.loads((workdir / r).read_text()) for r in records]
-    job_ids = [str(r["slurm_job_id"]) for r in written]
-    if None in (r["slurm_job_id"] for r in written) or len(set(job_ids)) != jobs:
-        raise SystemExit(f"expected {jobs} records from {jobs} Slurm jobs, got job ids {job_ids}")
+    if sorted(str(r["slurm_job_id"]) for r in written) != sorted(job_ids):
+        raise SystemExit(f"expected {jobs} records of the {jobs} Slurm jobs submitted, got job "
+                         f"ids {[r['slurm_job_id'] for r in written]}")
     ok = sum(r["status"] == "ok" for r in written)
-    return figures("archbench", start, wait_finished(job_ids, env, timeout=300)), ok
+    return figures("archbench", start, stamps, rows=wait_finished(job_ids, env, timeout=300)), ok
 
 
 # One rule, N jobs of `sleep 1` with a measurement job's request, nothing of archbench.
@@ -207,7 +248,7 @@ rule one:
 """
 
 
-def bare_snakemake(jobs: int, request: dict, env: dict, *, workdir: Path) -> dict:
+def bare_snakemake(jobs: int, request: dict, env: dict, *, workdir: Path, run: bool) -> dict:
     """N ``sleep 1`` jobs of a one-rule Snakefile with the measurement's request, through
     the same profile and plugin: what Snakemake and the plugin cost without archbench."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -215,12 +256,11 @@ def bare_snakemake(jobs: int, request: dict, env: dict, *, workdir: Path) -> dic
     resources = ", ".join(f"{key}={request[key]!r}" for key in keys)
     (workdir / "Snakefile").write_text(BARE_SNAKEFILE.format(jobs=jobs, resources=resources))
     profile = workdir.parent / "workflow" / "profiles" / "slurm-test"
-    start, log = snakemake(["--profile", str(profile), "--jobs", str(jobs)], workdir, env,
-                           timeout=jobs * 30 + 900)
-    job_ids = re.findall(r"has been submitted with SLURM jobid (\d+)", log)
-    if len(set(job_ids)) != jobs:
-        raise SystemExit(f"expected {jobs} Slurm jobs in {workdir}/snakemake.log, found {len(job_ids)}")
-    return figures("bare snakemake", start, wait_finished(job_ids, env, timeout=300))
+    start, stamps, job_ids = snakemake(["--profile", str(profile), "--jobs", str(jobs)],
+                                       workdir, env, jobs=jobs, run=run,
+                                       timeout=jobs * 30 + 900)
+    rows = wait_finished(job_ids, env, timeout=300) if run else None
+    return figures("bare snakemake", start, stamps, rows=rows)
 
 
 def targets(workdir: Path, jobs: int) -> list[str]:
@@ -254,60 +294,73 @@ def others(env: dict) -> int:
     return len(out.split())
 
 
-def report(runs: list[dict], ok: int, jobs: int) -> float:
-    """Print one line per run and the ratio; returns the ratio."""
+def report(runs: list[dict], jobs: int, ok: int | None) -> float:
+    """Print one line per run and the ratios; returns archbench / bare loop."""
+    print(f"\n{jobs} jobs" + ("" if ok is not None else ", submission only (cancelled once submitted)"))
     print(f"{'':20}{'first job':>11}{'last job':>10}{'jobs/s':>8}{'window jobs/s':>15}"
           f"{'all finished':>14}  states")
     for r in runs:
-        print(f"{r['label']:20}{r['first_s']:>9.1f} s{r['submitted_s']:>8.1f} s{r['rate']:>8.2f}"
-              f"{r['window_rate']:>15.2f}{r['finished_s']:>12.1f} s  {','.join(r['states'])}")
+        finished = f"{r['finished_s']:>12.1f} s" if r["finished_s"] is not None else f"{'-':>14}"
+        print(f"{r['label']:20}{r['first_s']:>9.2f} s{r['submitted_s']:>8.2f} s{r['rate']:>8.1f}"
+              f"{r['window_rate']:>15.1f}{finished}  {','.join(r['states'])}")
     bare = [r for r in runs if r["label"].startswith("bare sbatch")]
     ours = next(r for r in runs if r["label"] == "archbench")
     plain = next(r for r in runs if r["label"] == "bare snakemake")
     bare_rate = sum(r["rate"] for r in bare) / len(bare)
     bare_window = sum(r["window_rate"] for r in bare) / len(bare)
     ratio = ours["rate"] / bare_rate
-    print("(sacct's times are whole seconds, each taken as the middle of its second: +-0.5 s)")
-    print(f"archbench records with status ok: {ok} of {jobs}")
+    if ok is not None:
+        print(f"archbench records with status ok: {ok} of {jobs}")
     print(f"ratio archbench / bare sbatch loop submission rate: {ratio:.3g} (goal >= {GOAL}); "
           f"window rates: {ours['window_rate'] / bare_window:.3g}")
     print(f"ratio archbench / bare snakemake submission rate: {ours['rate'] / plain['rate']:.3g}; "
           f"window rates: {ours['window_rate'] / plain['window_rate']:.3g}")
+    print(f"ratio bare snakemake / bare sbatch loop submission rate: {plain['rate'] / bare_rate:.3g}",
+          flush=True)
     return ratio
+
+
+def measure(jobs: int, repo: Path, *, scratch: Path, env: dict, run: bool) -> float:
+    """The bare loop, bare Snakemake, archbench and the bare loop again at ``jobs`` jobs, in
+    a fresh copy of ``repo``'s workflow under ``scratch``; prints them, returns the ratio."""
+    workdir = copy_workflow(repo, scratch / "workflow")
+    (workdir / "submission.yaml").write_text(yaml.safe_dump(campaign(jobs), sort_keys=False))
+    request = measurement_request(workdir)
+    print(f"\n{jobs} jobs, each {request['cpus_per_task']} CPU, {request['mem_mb']} MB, "
+          f"{request['runtime']} min, partition {request['slurm_partition']}; "
+          f"jobs of others on the cluster at the start: {others(env)}", flush=True)
+    bare = dict(request=request, env=env, logdir=workdir / "logs/bare", run=run)
+    runs = [bare_loop(jobs, label="bare sbatch loop 1", **bare)]
+    runs.append(bare_snakemake(jobs, request, env, workdir=scratch / "bare", run=run))
+    archbench, ok = archbench_run(jobs, workdir, env, run=run)
+    runs.append(archbench)
+    runs.append(bare_loop(jobs, label="bare sbatch loop 2", **bare))
+    return report(runs, jobs, ok)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=200, help="measurement jobs (and bare jobs) to submit")
+    parser.add_argument("--jobs", type=int, default=200,
+                        help="measurement jobs (and bare jobs) to submit and run")
+    parser.add_argument("--scale", type=int, default=0,
+                        help="also submit this many, cancelled once submitted (0: not)")
     parser.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[1],
                         help="checkout whose workflow and archbench are measured")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it")
     args = parser.parse_args(argv)
-    if args.jobs < 2:
-        parser.error("--jobs must be at least 2")
+    if args.jobs < 2 or args.scale == 1 or args.scale < 0:
+        parser.error("--jobs must be at least 2, --scale 0 or at least 2")
     print(f"snakemake-executor-plugin-slurm {importlib.metadata.version('snakemake-executor-plugin-slurm')}, "
-          f"snakemake {importlib.metadata.version('snakemake')} ({sys.executable}); "
-          f"{args.jobs} jobs each")
+          f"snakemake {importlib.metadata.version('snakemake')} ({sys.executable})")
     started = cluster_up()
     try:
         env = cluster_env(args.repo.resolve())
         with tempfile.TemporaryDirectory(prefix="archbench-submission-") as tmp:
-            workdir = copy_workflow(args.repo.resolve(), (args.keep or Path(tmp)) / "workflow")
-            (workdir / "submission.yaml").write_text(yaml.safe_dump(campaign(args.jobs), sort_keys=False))
-            request = measurement_request(workdir)
-            print(f"each job: {request['cpus_per_task']} CPU, {request['mem_mb']} MB, "
-                  f"{request['runtime']} min, partition {request['slurm_partition']}; "
-                  f"jobs of others on the cluster at the start: {others(env)}", flush=True)
-            runs = [bare_loop(args.jobs, request, env, logdir=workdir / "logs/bare", label="bare sbatch loop 1")]
-            print(f"bare sbatch loop 1 done: {runs[-1]['submitted_s']:.0f} s to submit", flush=True)
-            runs.append(bare_snakemake(args.jobs, request, env, workdir=workdir.parent / "bare"))
-            print(f"bare snakemake done: {runs[-1]['submitted_s']:.0f} s to submit", flush=True)
-            archbench, ok = archbench_run(args.jobs, workdir, env)
-            runs.append(archbench)
-            print(f"archbench done: {archbench['submitted_s']:.0f} s to submit", flush=True)
-            runs.append(bare_loop(args.jobs, request, env, logdir=workdir / "logs/bare",
-                                  label="bare sbatch loop 2"))
-            report(runs, ok, args.jobs)
+            scratch = args.keep or Path(tmp)
+            measure(args.jobs, args.repo.resolve(), scratch=scratch / f"n{args.jobs}", env=env, run=True)
+            if args.scale:
+                measure(args.scale, args.repo.resolve(), scratch=scratch / f"n{args.scale}", env=env,
+                        run=False)
     finally:
         if started:
             subprocess.run(["bash", str(CLUSTER), "down"], capture_output=True, timeout=300)

@@ -173,3 +173,14 @@ def test_without_the_plugin_a_slurm_extra_cannot_be_checked_and_says_so_in_one_l
         "'--hint=nomultithread' cannot be checked: the Slurm executor plugin is not installed "
         "(pip install --no-deps snakemake-executor-plugin-slurm, at the version pyproject.toml "
         "pins; scripts/setup_env.sh does)"]
+
+
+@pytest.mark.parametrize("profile", ["slurm", "slurm-test"])
+def test_the_profiles_let_the_plugin_submit_faster_than_snakemakes_default_pace(profile):
+    """Snakemake's default of 100 submissions a second would pace a campaign of thousands
+    of measurements; the profiles leave the pace to the plugin and Slurm (docs/testing.md,
+    "Slurm submission")."""
+    from snakemake.settings.types import MaxJobsPerTimespan
+    config = yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())
+    limit = MaxJobsPerTimespan.parse_choice(config["max-jobs-per-timespan"])
+    assert limit.max_jobs / limit.timespan >= 1000

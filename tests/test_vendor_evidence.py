@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,48 @@ def test_failed_or_slow_probe_never_fails_the_run(monkeypatch):
     monkeypatch.setattr(ve, "probe_argv", lambda c: [sys.executable, "-c",
                                                      "import time; time.sleep(30)"])
     assert "exceeded" in ve.probe(config, timeout_s=0.5)["error"]
+
+
+def test_a_probe_child_never_waits_for_its_parent_to_read(monkeypatch):
+    """The child writes to files: a megabyte of output (more than a pipe holds) before its
+    markers does not stall it while the parent, importing its framework, reads nothing."""
+    config = train.parse_args([*TINY, "--output", "x"])
+    script = f"print('x' * 1_000_000); print({ve.PROBE_BEGIN!r}); print({ve.PROBE_END!r})"
+    monkeypatch.setattr(ve, "probe_argv", lambda c: [sys.executable, "-c", script])
+    child = ve.ProbeChild(config, timeout_s=30)
+    deadline = time.monotonic() + 30
+    while child.running and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not child.running  # exited before anyone read its output
+    evidence = child.evidence()
+    assert not (evidence["error"] or "").startswith(("probe exited", "probe exceeded"))
+
+
+def test_a_run_that_fails_leaves_no_probe_child_running(monkeypatch):
+    """A TensorFlow run starts its probe child before importing TensorFlow; when the run
+    fails before it waits for the child, the child is killed, not left to share the CPU
+    with the next measurement."""
+    from archbench.workloads.training import outcome, tf_loop
+    config = train.parse_args([*TINY, "--output", "x"])
+    monkeypatch.setattr(ve, "probe_argv", lambda c: [sys.executable, "-c", "import time; time.sleep(60)"])
+    started = []
+    early = outcome.early_probe
+    monkeypatch.setattr(outcome, "early_probe", lambda c: started.append(early(c)) or started[-1])
+
+    def fail(config, **kwargs):
+        assert started[0].running  # the child runs while the model is built
+        raise RuntimeError("model build failed")
+    monkeypatch.setattr(tf_loop, "train", fail)
+    with pytest.raises(RuntimeError, match="model build failed"):
+        tf_loop.run(config)
+    assert len(started) == 1 and not started[0].running
+
+
+def test_only_a_probing_writer_starts_a_probe_child(tmp_path):
+    from archbench.workloads.training import outcome
+    stated = train.parse_args([*TINY, "--output", "x", "--vendor-evidence-from", str(tmp_path / "rep0.json")])
+    off = train.parse_args([*TINY, "--output", "x", "--vendor-probe", "off"])
+    assert outcome.early_probe(stated) is None and outcome.early_probe(off) is None
 
 
 # ------------------------------------------------------------------ real runs

@@ -141,6 +141,18 @@ def measured_record(fields: dict, *, start: str, times: Sequence[float], losses:
         metrics=record_metrics)
 
 
+def early_probe(config: TrainRun):
+    """The vendor probe child of a run whose writing process will probe (a CPU run with the
+    probe on that names no earlier repetition's evidence), started now, before this process
+    imports its framework (:class:`~archbench.workloads.training.vendor_evidence.ProbeChild`);
+    None for any other run or process."""
+    if (config.vendor_probe != "on" or config.device != "cpu" or config.vendor_evidence_from
+            or strategies.launch_rank(config.strategy) != 0):
+        return None
+    from archbench.workloads.training import vendor_evidence
+    return vendor_evidence.ProbeChild(config)
+
+
 def add_vendor_evidence(fields: dict, config: TrainRun, *,
                         probe_here: Callable[[], dict] | None = None) -> None:
     """After the window (its timing untouched), for a CPU run with the probe on: which

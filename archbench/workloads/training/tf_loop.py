@@ -55,6 +55,17 @@ def run(config: TrainRun) -> dict | None:
     start = provenance.now()
     if config.cores:
         pin_cores(config.cores, local_rank())
+    probe = outcome.early_probe(config)  # its start-up overlaps this process's own
+    try:
+        return train(config, start=start, probe=probe)
+    finally:
+        if probe is not None:
+            probe.stop()
+
+
+def train(config: TrainRun, *, start: str, probe) -> dict | None:
+    """:func:`run` after pinning, with the vendor probe child ``probe`` (or None) running:
+    it has finished before the window begins."""
     tf = configure_tensorflow(config)
     mark("framework-imported")
     if strategies.process_device(config) == "gpu":
@@ -70,6 +81,9 @@ def run(config: TrainRun) -> dict | None:
     mark("model-built")
     if config.weights_out:  # the weights every worker starts from
         outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
+    if probe is not None:  # the window runs alone
+        probe.evidence()
+        mark("probe-awaited")
     times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
                                                  steps=config.steps, batch_size=config.batch_size)
     outcome.hold_until_recorded(batches, step, model, backend)
@@ -89,7 +103,7 @@ def run(config: TrainRun) -> dict | None:
     fields["hosts"] = hosts
     fields["devices"] = devices
     mark("record-fields")
-    outcome.add_vendor_evidence(fields, config)
+    outcome.add_vendor_evidence(fields, config, probe_here=probe.evidence if probe else None)
     mark("vendor-probe")
     return outcome.measured_record(fields, start=start, times=times, losses=losses, wall=wall,
                                    images=images, record_metrics=record_metrics)

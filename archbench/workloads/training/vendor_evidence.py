@@ -1,14 +1,16 @@
 """Which vendor library really ran: evidence from oneDNN's verbose mode, not a label.
 
 A system file *declares* its vendor library (``vendor_library``); what executed is found
-by a probe: after the measured window, the writing worker starts one short child process
+by a probe: the writing worker starts one short child process
 (``python -m archbench.workloads.training.vendor_probe_child``) that builds the same model with the same batch,
 threads, data format and vendor flag (TF_ENABLE_ONEDNN_OPTS), runs one warm-up step and
 then ONE probe step with ``ONEDNN_VERBOSE=1``. oneDNN reads that variable once, when it
 first runs in a process, and TensorFlow exposes no runtime switch (its library does not
 export oneDNN's ``dnnl_set_verbose``), so the probe cannot run inside the measured process
 without its verbose output slowing the measured steps; the child leaves the run's timing
-untouched. Only the lines between the probe step's two markers count.
+untouched. A run that probes starts the child first thing, before it imports TensorFlow,
+and waits for it before its window (:class:`ProbeChild`): the two start-ups overlap, the
+window runs alone. Only the lines between the probe step's two markers count.
 
 PyTorch switches oneDNN's verbose mode at run time (``torch.backends.mkldnn.verbose``):
 a one-process PyTorch run probes ONE more step of its own, after the window, with the
@@ -264,22 +266,67 @@ def probe_argv(config) -> list[str]:
             *command_line(config, probe=True)]
 
 
+class ProbeChild:
+    """The probe child for a training run, started at once; :meth:`evidence` waits for it.
+
+    A TensorFlow run that probes starts it before it imports TensorFlow itself, so the
+    child's start-up, model build and steps overlap the run's own, and waits for it before
+    its window (the window's timing untouched). Its output goes to files, not pipes, so a
+    child printing more than a pipe holds never waits on a parent that is not reading."""
+
+    def __init__(self, config, *, timeout_s: float = PROBE_TIMEOUT_S):
+        env = {**os.environ, **VERBOSE_ENV}
+        env.pop("TF_CONFIG", None)  # the probe is one process, never a cluster task
+        self.timeout_s = timeout_s
+        self._out, self._err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        self._process = subprocess.Popen(probe_argv(config), env=env, stdout=self._out,
+                                         stderr=self._err, stdin=subprocess.DEVNULL)
+        self._evidence: dict | None = None
+
+    def evidence(self) -> dict:
+        """Its evidence once it has exited (a failed probe gives :func:`failed_evidence`;
+        it never fails the run)."""
+        if self._evidence is None:
+            try:
+                code = self._process.wait(timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                self.stop()
+                self._evidence = failed_evidence(f"probe exceeded {self.timeout_s:.0f} s")
+                return self._evidence
+            stdout, stderr = (self._read(f) for f in (self._out, self._err))
+            if code != 0 or PROBE_END not in stdout:
+                tail = (stderr or stdout).strip().splitlines()[-1:] or ["no output"]
+                self._evidence = failed_evidence(f"probe exited {code}: {tail[0]}")
+            else:
+                loaded = next((line.split(":", 1)[1].split() for line in stdout.splitlines()
+                               if line.startswith(LIBRARIES_LINE)), [])
+                self._evidence = parse_verbose(stdout, loaded)
+        return self._evidence
+
+    @property
+    def running(self) -> bool:
+        """Whether the child has not exited yet."""
+        return self._process.poll() is None
+
+    def stop(self) -> None:
+        """Kill the child if it still runs (the run failed before it waited): a probe left
+        running would share the CPU with whatever runs next."""
+        if self.running:
+            self._process.kill()
+            self._process.wait()
+
+    @staticmethod
+    def _read(file) -> str:
+        file.seek(0)
+        text = file.read().decode(errors="replace")
+        file.close()
+        return text
+
+
 def probe(config, *, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
     """Run the probe child for ``config`` and return its evidence (a failed probe gives
     :func:`failed_evidence`; it never fails the run)."""
-    env = {**os.environ, **VERBOSE_ENV}
-    env.pop("TF_CONFIG", None)  # the probe is one process, never a cluster task
-    try:
-        done = subprocess.run(probe_argv(config), env=env, capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return failed_evidence(f"probe exceeded {timeout_s:.0f} s")
-    if done.returncode != 0 or PROBE_END not in done.stdout:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        return failed_evidence(f"probe exited {done.returncode}: {tail[0]}")
-    loaded = next((line.split(":", 1)[1].split() for line in done.stdout.splitlines()
-                   if line.startswith(LIBRARIES_LINE)), [])
-    return parse_verbose(done.stdout, loaded)
+    return ProbeChild(config, timeout_s=timeout_s).evidence()
 
 
 def loaded_runtimes(maps_path: str = "/proc/self/maps") -> list[str]:
