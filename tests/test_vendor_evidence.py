@@ -358,3 +358,20 @@ def test_repetitions_after_the_first_state_its_evidence_and_a_failed_probe_is_re
     (tmp_path / "raw" / "rep1.json").unlink()
     again = supervise(1)
     assert again["vendor_evidence"]["library"] == "onednn" and "source" not in again["vendor_evidence"]
+
+
+@pytest.mark.parametrize("warmup", [0, 1, 3])
+def test_the_window_settles_after_the_first_step_or_before_any_window_step(warmup):
+    """The probe child is waited for after the first warm-up step (which traces the step),
+    or before the window when there is no warm-up: no later step runs beside it."""
+    from archbench.workloads.training.strategies.base import Backend
+    events = []
+
+    def step(*batch):
+        events.append("step")
+        return 0.0
+    Backend(None, None).window(step, iter(lambda: (), None), warmup=warmup, steps=2, batch_size=1,
+                               settle=lambda: events.append("settle"))
+    assert events.count("settle") == 1
+    assert events.index("settle") == min(warmup, 1)
+    assert len(events) == warmup + 2 + 1

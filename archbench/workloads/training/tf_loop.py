@@ -63,9 +63,18 @@ def run(config: TrainRun) -> dict | None:
             probe.stop()
 
 
+def await_probe(probe) -> None:
+    """Wait for the vendor probe child, if any: the rest of the warm-up and the window run
+    alone."""
+    if probe is not None:
+        probe.evidence()
+        mark("probe-awaited")
+
+
 def train(config: TrainRun, *, start: str, probe) -> dict | None:
-    """:func:`run` after pinning, with the vendor probe child ``probe`` (or None) running:
-    it has finished before the window begins."""
+    """:func:`run` after pinning, with the vendor probe child ``probe`` (or None) running
+    beside the framework's import, the model build and the first step, which traces it:
+    it has finished before the rest of the warm-up and the window."""
     tf = configure_tensorflow(config)
     mark("framework-imported")
     if strategies.process_device(config) == "gpu":
@@ -81,11 +90,9 @@ def train(config: TrainRun, *, start: str, probe) -> dict | None:
     mark("model-built")
     if config.weights_out:  # the weights every worker starts from
         outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
-    if probe is not None:  # the window runs alone
-        probe.evidence()
-        mark("probe-awaited")
     times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
-                                                 steps=config.steps, batch_size=config.batch_size)
+                                                 steps=config.steps, batch_size=config.batch_size,
+                                                 settle=lambda: await_probe(probe))
     outcome.hold_until_recorded(batches, step, model, backend)
     devices, spread, (nodes, ppn), hosts, extra = outcome.after_window(config, backend, model)
     if config.data == "real" and spec(config.model).dataset == "digits" and backend.is_writer:

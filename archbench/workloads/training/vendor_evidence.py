@@ -9,8 +9,8 @@ first runs in a process, and TensorFlow exposes no runtime switch (its library d
 export oneDNN's ``dnnl_set_verbose``), so the probe cannot run inside the measured process
 without its verbose output slowing the measured steps; the child leaves the run's timing
 untouched. A run that probes starts the child first thing, before it imports TensorFlow,
-and waits for it before its window (:class:`ProbeChild`): the two start-ups overlap, the
-window runs alone. Only the lines between the probe step's two markers count.
+and waits for it after its first step (:class:`ProbeChild`): the two start-ups and step
+tracings overlap, the rest of the warm-up and the window run alone. Only the lines between the probe step's two markers count.
 
 PyTorch switches oneDNN's verbose mode at run time (``torch.backends.mkldnn.verbose``):
 a one-process PyTorch run probes ONE more step of its own, after the window, with the
@@ -270,8 +270,8 @@ class ProbeChild:
     """The probe child for a training run, started at once; :meth:`evidence` waits for it.
 
     A TensorFlow run that probes starts it before it imports TensorFlow itself, so the
-    child's start-up, model build and steps overlap the run's own, and waits for it before
-    its window (the window's timing untouched). Its output goes to files, not pipes, so a
+    child's start-up, model build and steps overlap the run's own, and waits for it after
+    its first step (the rest of the warm-up and the window run alone). Its output goes to files, not pipes, so a
     child printing more than a pipe holds never waits on a parent that is not reading."""
 
     def __init__(self, config, *, timeout_s: float = PROBE_TIMEOUT_S):

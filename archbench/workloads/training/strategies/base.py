@@ -161,8 +161,12 @@ class Backend:
         return [socket.gethostname()]
 
     def window(self, step: Callable, batches: Iterator, *, warmup: int, steps: int,
-               batch_size: int) -> tuple[list[float], list[float], float, int]:
-        """Warm-up, then the measured window between two barriers.
+               batch_size: int, settle: Callable[[], object] = lambda: None,
+               ) -> tuple[list[float], list[float], float, int]:
+        """Warm-up, then the measured window between two barriers. ``settle`` (waiting for
+        work beside the run to end) is called after the first warm-up step, which traces
+        the step, or before the window when there is no warm-up: the other warm-up steps
+        and the window run alone.
 
         Returns (this worker's step times, its losses, window wall time = max over
         workers, images processed by all workers in the window).
@@ -171,6 +175,9 @@ class Backend:
             float(step(*next(batches)))
             if done == 0:
                 mark("first-step")
+                settle()
+        if not warmup:
+            settle()
         self.barrier()
         mark("warmup")
         times, losses = [], []

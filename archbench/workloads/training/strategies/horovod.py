@@ -77,8 +77,9 @@ class HorovodBackend(Backend):
     def hosts(self) -> list[str]:
         return self._hosts
 
-    def window(self, step, batches, *, warmup, steps, batch_size):
-        measured = super().window(step, batches, warmup=warmup, steps=steps, batch_size=batch_size)
+    def window(self, step, batches, *, warmup, steps, batch_size, settle=lambda: None):
+        measured = super().window(step, batches, warmup=warmup, steps=steps, batch_size=batch_size,
+                                  settle=settle)
         self.allreduces = self._count_allreduces(step, batches)
         return measured
 

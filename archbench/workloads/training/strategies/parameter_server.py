@@ -97,9 +97,11 @@ class AsyncParameterServerBackend(Backend):
     def step_devices(self, model) -> list[str]:
         return []  # the steps ran on remote workers: no placement seen here
 
-    def window(self, step, batches, *, warmup, steps, batch_size):
+    def window(self, step, batches, *, warmup, steps, batch_size, settle=lambda: None):
         """Asynchronous steps: ``steps`` per worker are scheduled, the window ends when the
-        coordinator has joined them all. No per-step times exist (steps overlap)."""
+        coordinator has joined them all. No per-step times exist (steps overlap).
+        ``settle`` is called before the first warm-up step is scheduled."""
+        settle()
         schedule = self.coordinator.schedule
         for _ in range(warmup * self.size):
             schedule(step, args=(batches,))
