@@ -213,8 +213,9 @@ def measured_cpu(marks) -> tuple[float, float]:
         own = first_marks(marks, pid)
         if "warmup" in own and "window" in own:
             window += own["window"][1] - own["warmup"][1]
-            if "first-step" in own:
-                warmup += own["warmup"][1] - own["first-step"][1]
+            if "first-step" in own:  # from the later of the first step and the probe's wait
+                settled = max((own[n] for n in ("first-step", "probe-awaited") if n in own))
+                warmup += own["warmup"][1] - settled[1]
     return warmup, window
 
 
@@ -239,7 +240,9 @@ def measurement_run(measurement: dict, system: dict, *, rep: int, env: dict, res
     worker = first_marks(worker_marks, writer)
     window = (record["metrics"]["window_s"]["value"] if "window_s" in record["metrics"]
               else sum(record["step_times_s"]))
-    warmup = worker["warmup"][0] - worker["first-step"][0] if "first-step" in worker else 0.0
+    # the warm-up after the first step, less any wait for the vendor probe child within it
+    settled = max((worker[n] for n in ("first-step", "probe-awaited") if n in worker), default=None)
+    warmup = worker["warmup"][0] - settled[0] if "first-step" in worker else 0.0
     warmup_cpu, window_cpu = measured_cpu(worker_marks)
     phases, phase_cpu, before, last = {}, {}, started, None
     for label, source, name in PHASES:
