@@ -10,7 +10,8 @@ export oneDNN's ``dnnl_set_verbose``), so the probe cannot run inside the measur
 without its verbose output slowing the measured steps; the child leaves the run's timing
 untouched. A run that probes starts the child first thing, before it imports TensorFlow,
 and waits for it after its first step (:class:`ProbeChild`): the two start-ups and step
-tracings overlap, the rest of the warm-up and the window run alone. Only the lines between the probe step's two markers count.
+tracings overlap, the rest of the warm-up and the window run alone. Only the lines
+between the probe step's two markers count.
 
 PyTorch switches oneDNN's verbose mode at run time (``torch.backends.mkldnn.verbose``):
 a one-process PyTorch run probes ONE more step of its own, after the window, with the
@@ -271,8 +272,9 @@ class ProbeChild:
 
     A TensorFlow run that probes starts it before it imports TensorFlow itself, so the
     child's start-up, model build and steps overlap the run's own, and waits for it after
-    its first step (the rest of the warm-up and the window run alone). Its output goes to files, not pipes, so a
-    child printing more than a pipe holds never waits on a parent that is not reading."""
+    its first step (the rest of the warm-up and the window run alone). Its output goes to
+    files, not pipes, so a child printing more than a pipe holds never waits on a parent
+    that is not reading."""
 
     def __init__(self, config, *, timeout_s: float = PROBE_TIMEOUT_S):
         env = {**os.environ, **VERBOSE_ENV}
