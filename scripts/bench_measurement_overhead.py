@@ -205,6 +205,14 @@ def first_marks(marks, pid: int | None = None) -> dict[str, tuple[float, float]]
     return out
 
 
+def settled(marks: dict[str, tuple[float, float]]) -> tuple[float, float] | None:
+    """(time, CPU s) where the warm-up after the first step begins: the later of the first
+    step and the wait for the vendor probe child; None without a first step."""
+    if "first-step" not in marks:
+        return None
+    return max(marks[n] for n in ("first-step", "probe-awaited") if n in marks)
+
+
 def measured_cpu(marks) -> tuple[float, float]:
     """(CPU s of the warm-up after the first step, of the window), summed over every
     process that marked them (each rank of a multi-process run)."""
@@ -213,9 +221,8 @@ def measured_cpu(marks) -> tuple[float, float]:
         own = first_marks(marks, pid)
         if "warmup" in own and "window" in own:
             window += own["window"][1] - own["warmup"][1]
-            if "first-step" in own:  # from the later of the first step and the probe's wait
-                settled = max((own[n] for n in ("first-step", "probe-awaited") if n in own))
-                warmup += own["warmup"][1] - settled[1]
+            if (begun := settled(own)) is not None:
+                warmup += own["warmup"][1] - begun[1]
     return warmup, window
 
 
@@ -240,9 +247,8 @@ def measurement_run(measurement: dict, system: dict, *, rep: int, env: dict, res
     worker = first_marks(worker_marks, writer)
     window = (record["metrics"]["window_s"]["value"] if "window_s" in record["metrics"]
               else sum(record["step_times_s"]))
-    # the warm-up after the first step, less any wait for the vendor probe child within it
-    settled = max((worker[n] for n in ("first-step", "probe-awaited") if n in worker), default=None)
-    warmup = worker["warmup"][0] - settled[0] if "first-step" in worker else 0.0
+    begun = settled(worker)  # the warm-up after the first step leaves out the probe's wait
+    warmup = worker["warmup"][0] - begun[0] if begun is not None else 0.0
     warmup_cpu, window_cpu = measured_cpu(worker_marks)
     phases, phase_cpu, before, last = {}, {}, started, None
     for label, source, name in PHASES:

@@ -141,12 +141,17 @@ def measured_record(fields: dict, *, start: str, times: Sequence[float], losses:
         metrics=record_metrics)
 
 
+def probes(config: TrainRun) -> bool:
+    """Whether ``config``'s record gets vendor evidence: a CPU run with the probe on."""
+    return config.vendor_probe == "on" and config.device == "cpu"
+
+
 def early_probe(config: TrainRun):
     """The vendor probe child of a run whose writing process will probe (a CPU run with the
     probe on that names no earlier repetition's evidence), started now, before this process
     imports its framework (:class:`~archbench.workloads.training.vendor_evidence.ProbeChild`);
     None for any other run or process."""
-    if (config.vendor_probe != "on" or config.device != "cpu" or config.vendor_evidence_from
+    if (not probes(config) or config.vendor_evidence_from
             or strategies.launch_rank(config.strategy) != 0):
         return None
     from archbench.workloads.training import vendor_evidence
@@ -162,7 +167,7 @@ def add_vendor_evidence(fields: dict, config: TrainRun, *,
     (:func:`~archbench.workloads.training.vendor_evidence.probe_in_process`), else from the
     record ``--vendor-evidence-from`` names when it holds for this run (with its run id as
     ``source``), else from one probe step in a child process."""
-    if config.vendor_probe != "on" or config.device != "cpu":
+    if not probes(config):
         return
     from archbench.workloads.training import vendor_evidence
     evidence = probe_here() if probe_here is not None else None

@@ -312,10 +312,12 @@ class ProbeChild:
 
     def stop(self) -> None:
         """Kill the child if it still runs (the run failed before it waited): a probe left
-        running would share the CPU with whatever runs next."""
+        running would share the CPU with whatever runs next. Its output files are closed."""
         if self.running:
             self._process.kill()
             self._process.wait()
+        for file in (self._out, self._err):
+            file.close()
 
     @staticmethod
     def _read(file) -> str:
