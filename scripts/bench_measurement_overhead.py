@@ -1,8 +1,9 @@
 """What a measurement costs beyond what it measures, against what no measurement can avoid.
 
 For a few configurations of the default campaign (the small CNN in one process, ResNet-50
-at 64 px, the small CNN on 2 Horovod ranks, a kernel on 2 TensorFlow workers, the small
-CNN in PyTorch) this runs the supervisor of repetitions 0 and 1 of one measurement
+at 64 px, the small CNN on 2 Horovod ranks, probing itself or after its sweep's 1-rank run
+probed the same per-process settings, a kernel on 2 TensorFlow workers, the small CNN in
+PyTorch) this runs the supervisor of repetitions 0 and 1 of one measurement
 (``python -m archbench.run``, which runs its worker as the workflow does) and one bare
 process, the floor, in the same session:
 
@@ -56,6 +57,10 @@ CONFIGS = {  # name -> one experiment of the default campaign, cut to one config
                       "threads": [2], "batch_sizes": [8], "steps": 5, **TRAIN},
     "horovod_2": {"type": "ppn_sweep", "models": ["small_cnn"], "image_size": 32, "num_classes": 10,
                   "processes_per_node": [2], "batch_sizes": [32], "steps": 50, **TRAIN},
+    # the same after its sweep's 1-rank run (untimed, run first) probed its per-process settings
+    "horovod_2_after_1": {"type": "ppn_sweep", "models": ["small_cnn"], "image_size": 32,
+                          "num_classes": 10, "processes_per_node": [2], "batch_sizes": [32],
+                          "steps": 50, "first": {"processes_per_node": [1]}, **TRAIN},
     "kernel_stream_2w": {"type": "kernel", "kernels": ["stream"], "sizes": {"stream": [4194304]},
                          "workers": [2], "iterations": 100, "repetitions": 2},
     "pytorch": {"type": "thread_scaling", "framework": ["pytorch"], "models": ["small_cnn"],
@@ -84,12 +89,18 @@ FLOOR_PHASES = (("interpreter, imports", "floor-imported"), ("framework import",
                 ("model build", "model-built"), ("first step (tracing)", "first-step"))
 
 
-def campaign_measurement(name: str) -> tuple[dict, dict]:
+def campaign_measurement(name: str, *, first: bool = False) -> tuple[dict, dict] | None:
     """(measurement, the system settings its spec carries) of configuration ``name`` on the
-    local system."""
+    local system; ``first``: of the run its ``first`` entry says runs before it (None
+    without one)."""
     from archbench.plan.campaign import load_campaign
     from archbench.plan.systems import run_settings
     experiment = copy.deepcopy(CONFIGS[name])
+    before = experiment.pop("first", None)
+    if first:
+        if before is None:
+            return None
+        experiment.update(before)
     campaign = load_campaign({"campaign": "overhead", "systems": ["local"],
                               "experiments": {name: experiment}}, ROOT / "config" / "systems")
     m = campaign.measurements[0]
@@ -285,7 +296,7 @@ def report(results: dict, checkouts: list[Path]) -> None:
                 med = {k: statistics.median(r[k] for r in runs)
                        for k in ("wall", "warmup", "window", "overhead", "cpu_overhead")}
                 source = runs[-1]["evidence_source"]
-                evidence = (f"from {source.rpartition('/')[2]}" if source
+                evidence = (f"from {source}" if source
                             else ("probed" if runs[-1]["probed"] else "none"))
                 print(f"{name:<18} {checkout.name[:14]:<14} {rep:>3} {med['wall']:7.1f} "
                       f"{med['warmup']:9.2f} {med['window']:8.2f} {med['overhead']:10.1f} "
@@ -340,6 +351,9 @@ def main() -> None:
                 for i, checkout in enumerate(order):
                     env = environment(checkout, tmp / "host.lock")
                     work = tmp / f"{name}-{round_}-{i}"
+                    first = campaign_measurement(name, first=True)
+                    if first is not None:  # untimed: its record is there before rep 0 runs
+                        measurement_run(*first, rep=0, env=env, results=work)
                     for rep in (0, 1):  # rep 1 finds rep 0's record beside it
                         run = measurement_run(measurement, system, rep=rep, env=env, results=work)
                         per.setdefault(str(checkout), {}).setdefault(rep, []).append(run)

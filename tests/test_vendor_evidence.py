@@ -375,3 +375,116 @@ def test_the_window_settles_after_the_first_step_or_before_any_window_step(warmu
     assert events.count("settle") == 1
     assert events.index("settle") == min(warmup, 1)
     assert len(events) == warmup + 2 + 1
+
+
+# ------------------------------------------------------------------ evidence of another configuration
+def test_runs_that_probe_alike_share_a_key_and_others_do_not():
+    """The key is the planned probe settings and the environment: a 2-rank Horovod run
+    probes what the 1-process run with its per-process settings probes; another thread
+    count or vendor flag does not, nor (at the framework's default threads) OMP_NUM_THREADS."""
+    from test_run import measurement
+    single = measurement()
+    horovod = {**single, "strategy": "horovod", "processes_per_node": 2, "workers": 2,
+               "experiment": "p", "measured_steps": 5}
+    assert train.probe_key(single, {}) == train.probe_key(horovod, {})
+    assert train.probe_key(single, {}) != train.probe_key({**single, "intra_threads": 2}, {})
+    assert train.probe_key(single, {}) != train.probe_key({**single, "vendor_library_enabled": False}, {})
+    assert train.probe_key(single, {}) != train.probe_key(single, {"KMP_BLOCKTIME": "0"})
+    # the run tells its framework 1 thread: Snakemake's OMP_NUM_THREADS (a job's threads) is not read
+    assert train.probe_key(single, {"OMP_NUM_THREADS": "1"}) == train.probe_key(horovod, {"OMP_NUM_THREADS": "2"})
+    default = {**single, "intra_threads": 0}
+    assert train.probe_key(default, {"OMP_NUM_THREADS": "1"}) != train.probe_key(default, {"OMP_NUM_THREADS": "2"})
+
+
+def raw_output(root: Path, experiment: str, config: str, *, system: str = "s") -> Path:
+    """Where repetition 0 of ``config`` writes its record in the results layout."""
+    return root / "raw" / system / experiment / config / "rep0.json"
+
+
+def test_the_last_run_that_probed_with_a_key_is_found_by_the_systems_other_runs(tmp_path):
+    settings = "--model small_cnn"
+    first, other = raw_output(tmp_path, "e", "c1"), raw_output(tmp_path, "p", "c2")
+    assert ve.indexed_record(other, "k") is None  # nothing probed yet
+    ve.remember(first, "k", probed(0, library=None, error="probe exited 1: x", settings=settings))
+    assert ve.indexed_record(other, "k") is None  # a failed probe is not offered
+    write_record(first, probed(0, settings=settings))
+    ve.remember(first, "k", probed(0, settings=settings))
+    assert ve.index_path(first, "k") == tmp_path / "raw" / "s" / ve.PROBES_DIR / "k.json"
+    assert ve.indexed_record(other, "k") == first
+    assert ve.indexed_record(first, "k") is None  # never a run's own record
+    assert ve.indexed_record(other, "another key") is None
+    assert ve.indexed_record(raw_output(tmp_path.parent / "elsewhere", "p", "c2"), "k") is None
+    ve.remember(other, "k", probed(0, source="e/c1/rep0"))  # stated evidence: not a probe
+    assert ve.indexed_record(raw_output(tmp_path, "q", "c3"), "k") == first
+    write_record(first, {**probed(0), "vendor_evidence": ve.failed_evidence("rerun, failed")})
+    assert ve.indexed_record(other, "k") is None  # its record no longer holds evidence
+    ve.index_path(first, "k").write_text("{truncated")
+    assert ve.indexed_record(other, "k") is None
+    assert ve.index_path(tmp_path / "rep0.json", "k") is None  # outside the results layout
+    ve.remember(tmp_path / "rep0.json", "k", probed(0, settings=settings))  # writes nothing
+    # the index is beside the experiments, where no listing of records looks
+    from archbench.results.record_sets import record_paths
+    assert record_paths(tmp_path / "raw") == [first]
+
+
+def test_evidence_probed_with_other_settings_or_threads_is_not_stated(tmp_path, capsys):
+    earlier = probed(0, settings="--model small_cnn --batch-size 4")
+    path = raw_output(tmp_path, "e", "c")
+    write_record(path, earlier)
+    fields = {k: earlier[k] for k in ve.SAME_FOR_EVIDENCE} | {"env": dict(earlier["env"])}
+    assert ve.shared_evidence(path, fields, settings="--model small_cnn --batch-size 8") is None
+    assert "its probe's settings '--model small_cnn --batch-size 4'" in capsys.readouterr().err
+    shared = ve.shared_evidence(path, fields, settings="--model small_cnn --batch-size 4",
+                                output=raw_output(tmp_path, "p", "c2"))
+    assert shared["source"] == "e/c/rep0"  # another experiment's run is named with it
+    assert ve.shared_evidence(path, fields, output=raw_output(tmp_path, "e", "c2"))["source"] == "c/rep0"
+    threads = {**fields, "env": {**fields["env"], "OMP_NUM_THREADS": "2"}}
+    assert ve.shared_evidence(path, threads) is not None  # intra_threads 4: not read
+    assert ve.shared_evidence(path, {**threads, "intra_threads": 0}) is None  # the default threads: read
+    assert "its intra_threads" in capsys.readouterr().err
+
+
+def test_a_horovod_run_states_the_evidence_of_the_one_process_run_that_probed_alike(tmp_path):
+    """Real runs through the supervisor in the results layout: a 1-process run probes; a
+    2-rank Horovod run with its per-process settings, in another experiment, states that
+    evidence without a probe of its own, naming the run; the vendor_evidence table counts
+    the probe once in each experiment and says whose it is. A record the index names that
+    no longer holds for the run is not stated: the run probes and is named in its place."""
+    from test_run import SYSTEM, measurement
+    single = measurement()
+    horovod = {**measurement(), "experiment": "p", "strategy": "horovod", "processes_per_node": 2,
+               "workers": 2, "global_batch": 8}
+    horovod["config_id"] = "hvd2"
+
+    def supervise(m: dict) -> dict:
+        out = raw_output(tmp_path / "results", m["experiment"], m["config_id"], system="local")
+        return run.supervise(m, SYSTEM, output=out, log_path=tmp_path / "logs" / f"{m['config_id']}.log")
+    r0 = supervise(single)
+    assert r0["vendor_evidence"]["library"] == "onednn" and "source" not in r0["vendor_evidence"]
+    assert r0["vendor_evidence"]["settings"].startswith("--framework tensorflow --model small_cnn --batch-size 4")
+    r1 = supervise(horovod)
+    assert r1["status"] == "ok" and r1["workers"] == 2
+    source = f"e/{r0['run_id']}"
+    assert r1["vendor_evidence"] == {**r0["vendor_evidence"], "source": source}
+    log = (tmp_path / "logs" / "hvd2.log").read_text()
+    assert f"vendor evidence: onednn (the probe of {source})" in log
+    table = build_table("vendor_evidence", records_to_frame([r0, r1]))
+    assert table[["experiment", "n_probed", "n_shared", "library"]].values.tolist() == [
+        ["e", 1, 0, "onednn"], ["p", 0, 1, "onednn"]]
+    assert table["shared"].tolist()[1] == f"hvd2/rep0 from {source}"
+    # the 1-process record, rerun with another vendor flag under the same name, no longer holds
+    write_record(raw_output(tmp_path / "results", "e", single["config_id"], system="local"),
+                 {**r0, "vendor_library_enabled": False})
+    again = supervise(horovod)
+    assert "source" not in again["vendor_evidence"] and again["vendor_evidence"]["library"] == "onednn"
+    other = {**horovod, "experiment": "q"}
+    assert supervise(other)["vendor_evidence"]["source"] == f"p/{again['run_id']}"
+
+
+def test_the_table_names_the_configuration_or_experiment_a_probe_came_from():
+    rows = [probed(0, settings="s"), probed(1, source="c/rep0"),
+            {**probed(0, source="c/rep0"), "run_id": "d/rep0", "config_id": "d"},
+            {**probed(1, source="other/c/rep0"), "run_id": "d/rep1", "config_id": "d"}]
+    t = build_table("vendor_evidence", records_to_frame(rows))
+    assert t["n_probed"].tolist() == [1] and t["n_shared"].tolist() == [3]
+    assert t["shared"].tolist() == ["d/rep0 from c/rep0 | d/rep1 from other/c/rep0 | rep1 from rep0"]

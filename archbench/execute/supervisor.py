@@ -157,11 +157,19 @@ def run_worker(argv: list[str], *, env: dict, timeout_s: float, log_path: Path,
     return code, lifeline.without_marks(text)
 
 
-def evidence_argv(measurement: dict, output: Path, config_hash: str) -> list[str]:
-    """Options that let the worker state the vendor evidence another repetition's record
-    beside ``output`` gathered (the worker module's ``evidence_argv``; none for kernels)."""
+def evidence_argv(measurement: dict, output: Path, config_hash: str, *, env: dict) -> list[str]:
+    """Options that let the worker state the vendor evidence another run's record gathered
+    (the worker module's ``evidence_argv``; none for kernels)."""
     own = getattr(worker_module(measurement), "evidence_argv", None)
-    return own(measurement, output, config_hash) if own else []
+    return own(measurement, output, config_hash, env=env) if own else []
+
+
+def remember_evidence(measurement: dict, output: Path, record: dict, *, env: dict) -> None:
+    """Let later runs find the evidence record ``output`` gathered (the worker module's
+    ``remember_evidence``; nothing for kernels)."""
+    own = getattr(worker_module(measurement), "remember_evidence", None)
+    if own:
+        own(measurement, output, record, env=env)
 
 
 def workflow_fields(measurement: dict, log_path: Path) -> dict:
@@ -208,7 +216,7 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
     identity = identity_fields(measurement, log_path)  # of a failure record
     added = {**workflow_fields(measurement, log_path), **planned_fields(measurement)}
     argv = worker_command(measurement, system) + ["--output", str(scratch)] \
-        + evidence_argv(measurement, output, added["config_hash"])
+        + evidence_argv(measurement, output, added["config_hash"], env=env)
     tuning = measurement.get("tuning") or {}  # a failed run still names its settings
     knobs = {**worker_module(measurement).setting_metrics(measurement), **pinned_cores(tuning)}
     settings_env = measurement.get("env", {})
@@ -253,6 +261,7 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
             discard(scratch)
             sweep_temporary([output.parent])
         write_record(output, record)
+        remember_evidence(measurement, output, record, env=env)
         mark("record-written")
     return record
 

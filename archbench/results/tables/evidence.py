@@ -2,7 +2,7 @@
 evidence": evidence, not a label): per system, framework, model and vendor setting, the
 probe's library, oneDNN version and the shares of oneDNN time in optimized and reference
 implementations, against the library the system declares (:mod:`archbench.workloads.training.vendor_evidence`),
-and which runs state the evidence of another repetition's probe instead of their own.
+and which runs state the evidence of another run's probe instead of their own.
 """
 
 from __future__ import annotations
@@ -48,24 +48,43 @@ def _repetition(run_id: object) -> str:
     return str(run_id).rpartition("/")[2] if isinstance(run_id, str) and run_id else "?"
 
 
+def _probe_name(source: object, experiment: object) -> str | None:
+    """A run's ``vendor_evidence_source`` as ``<experiment>/<config_id>/rep<k>`` (a bare run
+    id names a run of the record's own ``experiment``); None without one."""
+    if not isinstance(source, str) or not source:
+        return None
+    return source if source.count("/") >= 2 else f"{experiment}/{source}"
+
+
 def _shared(rows: pd.DataFrame) -> str | None:
-    """Which runs state another's evidence, per probing run: "rep1 rep2 from rep0" (the
-    repetitions of one configuration), the distinct texts of the group joined by " | "."""
-    reps: dict[str, list[str]] = {}
+    """Which runs of one experiment state another's evidence, per probing run: "rep1 rep2
+    from rep0" (repetitions of one configuration), "c2/rep0 c2/rep1 from c1/rep0" (another
+    configuration of the experiment), "c2/rep0 from other/c1/rep0" (another experiment's);
+    the distinct texts joined by " | "."""
+    home = str(rows["experiment"].iloc[0]) if len(rows) else ""
+    runs: dict[tuple[str, str], list[str]] = {}  # (probe, shown as) -> the runs stating it
     for run_id, source in zip(rows["run_id"], rows["vendor_evidence_source"]):
-        reps.setdefault(str(source), []).append(_repetition(run_id))
-    texts = {" ".join(sorted(mine, key=lambda r: (len(r), r))) + f" from {_repetition(source)}"
-             for source, mine in reps.items()}
+        name = _probe_name(source, home) or "?"
+        experiment, _, probe = name.partition("/")
+        if experiment != home:
+            runs.setdefault((name, name), []).append(str(run_id))
+        elif str(run_id).rpartition("/")[0] == probe.rpartition("/")[0]:  # a repetition's
+            runs.setdefault((name, _repetition(probe)), []).append(_repetition(run_id))
+        else:
+            runs.setdefault((name, probe), []).append(str(run_id))
+    texts = {" ".join(sorted(mine, key=lambda r: (len(r), r))) + f" from {shown}"
+             for (_, shown), mine in runs.items()}
     return " | ".join(sorted(texts)) or None
 
 
 def _distinct_evidence(evidence: pd.DataFrame) -> pd.DataFrame:
     """One row per probe: the runs that probed, and one of the runs stating each probe
     whose own record is not among them (its evidence counts once)."""
-    source = evidence["vendor_evidence_source"]
-    key = source.where(source.notna(), evidence["run_id"])
-    key = key.where(key.notna(), pd.Series(evidence.index.astype(str), index=evidence.index))
-    return evidence[~key.duplicated()]
+    names = [_probe_name(source, experiment) or _probe_name(run_id, experiment) or str(index)
+             for index, experiment, run_id, source in zip(
+                 evidence.index, evidence["experiment"], evidence["run_id"],
+                 evidence["vendor_evidence_source"])]
+    return evidence[~pd.Series(names, index=evidence.index).duplicated()]
 
 
 def _status(n_evidence: int, mismatch: bool, errors: str | None) -> str:
@@ -81,8 +100,8 @@ def vendor_evidence(df: pd.DataFrame) -> pd.DataFrame:
     model and vendor setting (declared ``vendor_library``, flag on/off): ``library`` the
     probe step saw (onednn, onednn+acl, armpl, none; runs that disagree joined by " | "),
     oneDNN ``version``, runs, runs that probed themselves (``n_probed``) and runs that
-    state the evidence of another repetition's probe (``n_shared``; ``shared`` says which:
-    "rep1 rep2 from rep0"), mean ``optimized_share`` / ``reference_share`` /
+    state the evidence of another run's probe (``n_shared``; ``shared`` says which:
+    "rep1 rep2 from rep0", "c2/rep0 from c1/rep0"), mean ``optimized_share`` / ``reference_share`` /
     ``gemm_api_share`` of the probe step's oneDNN time over the distinct probes (a shared
     probe counts once; reference = ``gemm:ref``-like implementations; gemm_api = oneDNN's
     sgemm as Eigen calls it, flag on or off), the top implementations, and ``mismatch``

@@ -38,7 +38,8 @@ from archbench.workloads.training.strategies.horovod import horovod_knobs
 
 EXIT_BENCHMARK_FAILED = 3  # a failure record was written
 __all__ = ["EXIT_BENCHMARK_FAILED", "base_fields", "check", "command_for", "evidence_argv", "main",
-           "parse_args", "parser", "run", "setting_metrics", "train_and_record", "worker_argv"]
+           "parse_args", "parser", "probe_key", "remember_evidence", "run", "setting_metrics",
+           "train_and_record", "worker_argv"]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -102,15 +103,35 @@ def setting_metrics(measurement: dict) -> dict:
     return horovod_knobs(tuning.get("horovod_cycle_time_ms"), tuning.get("horovod_fusion_threshold_bytes"))
 
 
-def evidence_argv(measurement: dict, output: str | os.PathLike, config_hash: str) -> list[str]:
-    """``--vendor-evidence-from RECORD`` for a CPU run when a record beside ``output``, of
-    another repetition of the configuration hashed ``config_hash``, holds evidence its own
-    probe gathered (:func:`~archbench.workloads.training.vendor_evidence.earlier_record`):
-    the worker states it instead of probing where it holds for the run. Empty otherwise."""
+def probe_key(measurement: dict, env: dict) -> str:
+    """The name under which the runs of ``measurement``'s system find the last record that
+    probed as its run will (its planned probe settings, the environment ``env`` its
+    worker gets)."""
+    return vendor_evidence.probe_key(settings.planned_argv(measurement, probe=True), env,
+                                     measurement.get("intra_threads"))
+
+
+def evidence_argv(measurement: dict, output: str | os.PathLike, config_hash: str, *,
+                  env: dict) -> list[str]:
+    """``--vendor-evidence-from RECORD`` for a CPU run when a record holds evidence its own
+    probe gathered, probing as this run will: another repetition of the configuration
+    hashed ``config_hash`` beside ``output``
+    (:func:`~archbench.workloads.training.vendor_evidence.earlier_record`), else the last
+    such run of the system (:func:`~archbench.workloads.training.vendor_evidence.indexed_record`).
+    The worker states it instead of probing where it holds for the run. Empty otherwise."""
     if measurement.get("device") == "gpu":
         return []
-    earlier = vendor_evidence.earlier_record(output, config_hash)
+    earlier = (vendor_evidence.earlier_record(output, config_hash)
+               or vendor_evidence.indexed_record(output, probe_key(measurement, env)))
     return ["--vendor-evidence-from", str(earlier)] if earlier else []
+
+
+def remember_evidence(measurement: dict, output: str | os.PathLike, record: dict, *,
+                      env: dict) -> None:
+    """Name record ``output`` to the later runs of its system that probe as it did, if its
+    own probe gave evidence (:func:`~archbench.workloads.training.vendor_evidence.remember`)."""
+    if measurement.get("device") != "gpu":
+        vendor_evidence.remember(output, probe_key(measurement, env), record)
 
 
 def command_for(measurement: dict, system: dict) -> list[str]:

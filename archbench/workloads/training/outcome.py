@@ -165,17 +165,22 @@ def add_vendor_evidence(fields: dict, config: TrainRun, *,
     the library that ran as ``vendor_library``. The evidence comes from ``probe_here``
     where the framework probes a step of this process
     (:func:`~archbench.workloads.training.vendor_evidence.probe_in_process`), else from the
-    record ``--vendor-evidence-from`` names when it holds for this run (with its run id as
-    ``source``), else from one probe step in a child process."""
+    record ``--vendor-evidence-from`` names when it holds for this run (naming that record
+    as ``source``), else from one probe step in a child process. The run's own evidence
+    states the probe's ``settings``."""
     if not probes(config):
         return
     from archbench.workloads.training import vendor_evidence
+    settings = vendor_evidence.probe_settings(config)
     evidence = probe_here() if probe_here is not None else None
     if evidence is None and config.vendor_evidence_from:
         evidence = vendor_evidence.shared_evidence(config.vendor_evidence_from, fields,
-                                                   config.data_format)
+                                                   config.data_format, settings=settings,
+                                                   output=config.output)
     if evidence is None:
         evidence = vendor_evidence.probe(config)
+    if not evidence.get("source"):
+        evidence = {**evidence, "settings": settings}
     fields["vendor_evidence"] = evidence
     declared, enabled = fields["vendor_library"], fields["vendor_library_enabled"]
     fields["vendor_mismatch"] = vendor_evidence.mismatch(declared, enabled, evidence)

@@ -187,12 +187,13 @@ SETTINGS: tuple[Setting, ...] = (
             help="after the measured window, one probe step in a child process with "
                  "ONEDNN_VERBOSE=1 records which implementations ran "
                  "(archbench.workloads.training.vendor_evidence)"),
-    # the supervisor passes it: an earlier repetition's record (vendor_evidence.earlier_record)
+    # the supervisor passes it: another repetition's record (vendor_evidence.earlier_record)
+    # or another configuration's that probed alike (vendor_evidence.indexed_record)
     Setting(name="vendor_evidence_from",
-            help="a record of another repetition of this configuration whose own probe gave "
-                 "evidence: this run states that evidence, naming the record (its source), "
-                 "instead of probing, when it ran on the same CPU model, image, framework "
-                 "version and code; otherwise it probes"),
+            help="a record whose own probe gave evidence, probing as this run would: this "
+                 "run states that evidence, naming the record (its source), instead of "
+                 "probing, when it ran on the same CPU model, image, framework version and "
+                 "code with the same probe settings; otherwise it probes"),
     Setting(name="output", required=True, help="where to write the JSON record"),
 )
 
@@ -255,13 +256,14 @@ def add_arguments(parser: argparse.ArgumentParser, *, probe: bool = False,
             s.add_argument(parser, **registered.get(s.name, {}))
 
 
-def planned_argv(measurement: Mapping[str, Any]) -> list[str]:
+def planned_argv(measurement: Mapping[str, Any], *, probe: bool = False) -> list[str]:
     """``--name value`` for every setting ``measurement`` plans (a None value: the
-    setting's default, unless None has a word of its own)."""
+    setting's default, unless None has a word of its own); ``probe``: only the settings
+    the probe child takes."""
     argv = []
     for s in SETTINGS:
         value = s.planned_value(measurement)
-        if value is not ABSENT and (value is not None or None in s.words):
+        if (s.probe or not probe) and value is not ABSENT and (value is not None or None in s.words):
             argv += [s.flag, s.word(value)]
     return argv
 
