@@ -254,7 +254,9 @@ def measurement_run(measurement: dict, system: dict, *, rep: int, env: dict, res
         raise RuntimeError(f"{output}: {record['status']} {record['reason']}")
     sup = first_marks(read_marks(text))
     worker_marks = read_marks(log.read_text())
-    writer = next(pid for name, _, pid, _ in worker_marks if name == "record-written")
+    writer = next((pid for name, _, pid, _ in worker_marks if name == "record-written"), None)
+    if writer is None:
+        raise RuntimeError(f"{log}: no record-written mark; its end:\n{log.read_text()[-2000:]}")
     worker = first_marks(worker_marks, writer)
     window = (record["metrics"]["window_s"]["value"] if "window_s" in record["metrics"]
               else sum(record["step_times_s"]))

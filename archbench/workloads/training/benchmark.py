@@ -150,11 +150,17 @@ def main(argv: Sequence[str] | None = None, *, exit_at_once: bool = False) -> in
     failure record (other workers only report the error and exit non-zero). A record the
     file system refuses raises storage.Unwritable. ``exit_at_once`` (the command line): a
     one-process run ends its process once its streams are flushed, without the framework's
-    teardown (1-3 s, and nothing in it is the run's); a launcher's ranks exit as usual."""
+    teardown (1-3 s, and nothing in it is the run's); so does each process of a
+    multi-process run that succeeded where its strategy says how to finish first (Horovod:
+    shut down); the others exit as usual."""
     mark("worker-imported")
     config = parse_args(argv)
     code = train_and_record(config)
-    if exit_at_once and not strategies.strategy(config.strategy).multi_process:
+    strategy = strategies.strategy(config.strategy)
+    if exit_at_once and (not strategy.multi_process or (strategy.finish and code == 0)):
+        if strategy.multi_process:
+            strategy.finish()
+        mark("ending-at-once")
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -246,7 +246,9 @@ class Strategy:
     coordinator), known before TensorFlow starts: in a GPU run it gets no GPU;
     ``label``: its name in figure legends and titles ("" = the registry name);
     ``frameworks``: the registered frameworks it trains in (``backend`` is TensorFlow's;
-    another framework's loop holds its own backend for the strategy).
+    another framework's loop holds its own backend for the strategy); ``finish``: what a
+    process of a multi-process run that succeeded does before it ends without the
+    framework's teardown (None: it ends as usual).
     """
 
     backend: Callable[[Any, TrainRun], Backend]
@@ -259,3 +261,4 @@ class Strategy:
     trains: Callable[[TrainRun], bool] = every_process_trains
     label: str = ""
     frameworks: tuple[str, ...] = ("tensorflow",)
+    finish: Callable[[], None] | None = None

@@ -176,6 +176,16 @@ def launch(plan: Launch) -> list[str]:
     return argv + mpirun_env(dict(plan.env)) + worker
 
 
+def shut_down() -> None:
+    """End Horovod in this process, in whichever framework started it (with MPI, MPI is
+    finalised): the process may then end without the framework's teardown, which in a
+    2-rank TensorFlow run waited 1.5-5.4 s on its dataset iterator's threads."""
+    for name in ("horovod.tensorflow", "horovod.torch"):
+        hvd = sys.modules.get(name)
+        if hvd is not None and hvd.is_initialized():
+            hvd.shutdown()
+
+
 STRATEGY = Strategy(backend=HorovodBackend, launch=launch, launch_rank=process_rank,
                     help="Horovod allreduce (MPI or Gloo controller)", label="Horovod",
-                    frameworks=("tensorflow", "pytorch"))
+                    frameworks=("tensorflow", "pytorch"), finish=shut_down)
