@@ -392,6 +392,8 @@ def test_runs_that_probe_alike_share_a_key_and_others_do_not():
     assert train.probe_key(single, {}) != train.probe_key(single, {"KMP_BLOCKTIME": "0"})
     # the run tells its framework 1 thread: Snakemake's OMP_NUM_THREADS (a job's threads) is not read
     assert train.probe_key(single, {"OMP_NUM_THREADS": "1"}) == train.probe_key(horovod, {"OMP_NUM_THREADS": "2"})
+    # Horovod's knobs do not reach the probe, one process without Horovod
+    assert train.probe_key(single, {}) == train.probe_key(horovod, {"HOROVOD_CYCLE_TIME": "20"})
     default = {**single, "intra_threads": 0}
     assert train.probe_key(default, {"OMP_NUM_THREADS": "1"}) != train.probe_key(default, {"OMP_NUM_THREADS": "2"})
 
@@ -438,6 +440,8 @@ def test_evidence_probed_with_other_settings_or_threads_is_not_stated(tmp_path, 
                                 output=raw_output(tmp_path, "p", "c2"))
     assert shared["source"] == "e/c/rep0"  # another experiment's run is named with it
     assert ve.shared_evidence(path, fields, output=raw_output(tmp_path, "e", "c2"))["source"] == "c/rep0"
+    tuned = {**fields, "env": {**fields["env"], "HOROVOD_FUSION_THRESHOLD": "0"}}
+    assert ve.shared_evidence(path, tuned) is not None  # Horovod's knobs do not reach the probe
     threads = {**fields, "env": {**fields["env"], "OMP_NUM_THREADS": "2"}}
     assert ve.shared_evidence(path, threads) is not None  # intra_threads 4: not read
     assert ve.shared_evidence(path, {**threads, "intra_threads": 0}) is None  # the default threads: read

@@ -427,11 +427,12 @@ def earlier_record(output: str | os.PathLike, config_hash: str) -> Path | None:
 
 
 def probe_env(env: dict | None, intra_threads: int | None = 0) -> dict:
-    """The performance settings of a record's environment that reach the probe (Slurm's
-    own variables left out; the thread counts too where the run sets ``intra_threads``)."""
+    """The performance settings of a record's environment that reach the probe: Slurm's
+    and Horovod's left out (the probe is one process without either), the thread counts
+    too where the run sets ``intra_threads``."""
     told = THREAD_COUNT_ENV if intra_threads else ()
     return {k: v for k, v in (env or {}).items()
-            if k in PERFORMANCE_ENV and not k.startswith("SLURM_") and k not in told}
+            if k in PERFORMANCE_ENV and not k.startswith(("SLURM_", "HOROVOD_")) and k not in told}
 
 
 def probe_settings(config) -> str:
