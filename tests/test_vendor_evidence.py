@@ -403,7 +403,8 @@ def raw_output(root: Path, experiment: str, config: str, *, system: str = "s") -
     return root / "raw" / system / experiment / config / "rep0.json"
 
 
-def test_the_last_run_that_probed_with_a_key_is_found_by_the_systems_other_runs(tmp_path):
+def test_the_last_run_that_probed_with_a_key_is_found_by_the_systems_other_runs(tmp_path, monkeypatch,
+                                                                                 capsys):
     settings = "--model small_cnn"
     first, other = raw_output(tmp_path, "e", "c1"), raw_output(tmp_path, "p", "c2")
     assert ve.indexed_record(other, "k") is None  # nothing probed yet
@@ -422,6 +423,12 @@ def test_the_last_run_that_probed_with_a_key_is_found_by_the_systems_other_runs(
     assert ve.indexed_record(other, "k") is None  # its record no longer holds evidence
     ve.index_path(first, "k").write_text("{truncated")
     assert ve.indexed_record(other, "k") is None
+
+    def refuse(*_args, **_kwargs):
+        raise OSError(30, "Read-only file system")
+    monkeypatch.setattr(ve, "atomic_write_text", refuse)  # no failure, only a later probe
+    ve.remember(other, "k", probed(0, settings=settings))
+    assert "not written ([Errno 30] Read-only file system)" in capsys.readouterr().err
     assert ve.index_path(tmp_path / "rep0.json", "k") is None  # outside the results layout
     ve.remember(tmp_path / "rep0.json", "k", probed(0, settings=settings))  # writes nothing
     # the index is beside the experiments, where no listing of records looks

@@ -465,14 +465,12 @@ def why_not_shared(earlier: dict, fields: dict, data_format: str = "NHWC", *,
     return ""
 
 
-def source_name(path: str | os.PathLike, run_id: str, output: str | os.PathLike | None) -> str:
-    """How a run writing ``output`` names record ``path`` (run ``run_id``) as its
-    evidence's source: the run id within its own experiment, ``<experiment>/<run id>``
+def source_name(path: str | os.PathLike, record: dict, output: str | os.PathLike | None) -> str:
+    """How a run writing ``output`` names ``record`` (at ``path``) as its evidence's
+    source: its run id within the run's own experiment folder, ``<experiment>/<run id>``
     from another one."""
-    theirs = Path(path).resolve().parent.parent
-    if output is None or Path(output).resolve().parent.parent == theirs:
-        return run_id
-    return f"{theirs.name}/{run_id}"
+    same = output is None or Path(output).resolve().parent.parent == Path(path).resolve().parent.parent
+    return record["run_id"] if same else f"{record.get('experiment')}/{record['run_id']}"
 
 
 def shared_evidence(path: str | os.PathLike, fields: dict, data_format: str = "NHWC", *,
@@ -492,7 +490,7 @@ def shared_evidence(path: str | os.PathLike, fields: dict, data_format: str = "N
     if why:
         print(f"vendor evidence of {path} not stated: {why}; probing", file=sys.stderr)
         return None
-    return {**earlier["vendor_evidence"], "source": source_name(path, earlier["run_id"], output)}
+    return {**earlier["vendor_evidence"], "source": source_name(path, earlier, output)}
 
 
 def probe_key(settings_argv: Sequence[str], env: dict | None, intra_threads: int | None) -> str:
@@ -532,8 +530,12 @@ def indexed_record(output: str | os.PathLike, key: str) -> Path | None:
 
 def remember(output: str | os.PathLike, key: str, record: dict) -> None:
     """Name record ``output`` as the last one of its system whose own probe, under
-    ``key``, gave evidence, if it is one (:func:`indexed_record`)."""
+    ``key``, gave evidence, if it is one (:func:`indexed_record`). A file system that
+    refuses only costs the later runs a probe: the run's record is written."""
     index = index_path(output, key)
     if index is not None and gathered(record) and record["vendor_evidence"].get("settings"):
         relative = Path(output).resolve().relative_to(index.parent.parent.resolve())
-        atomic_write_text(index, json.dumps({"record": relative.as_posix()}) + "\n")
+        try:
+            atomic_write_text(index, json.dumps({"record": relative.as_posix()}) + "\n")
+        except OSError as exc:
+            print(f"{index}: not written ({exc}); later runs probe for themselves", file=sys.stderr)
