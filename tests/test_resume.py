@@ -23,6 +23,7 @@ from conftest import copy_workflow, default_signals, snakemake, tool_env
 
 from archbench.execute.lifeline import MARK
 from archbench.plan.campaign import load_campaign_file, raw_path
+from archbench.workloads.training import vendor_evidence
 
 pytestmark = pytest.mark.workflow
 
@@ -135,8 +136,13 @@ def test_kill_at_random_points_then_resume_loses_nothing(tmp_path):
     snakemake(workdir, "--profile", "profiles/local", "--configfile", "tiny.yaml", timeout=900)
 
     expected = {raw_path(m) for m in load_campaign_file(workdir / "tiny.yaml").measurements}
-    on_disk = {str(p.relative_to(workdir / "results")) for p in (workdir / "results/raw").rglob("*.json")}
+    raw = workdir / "results/raw"
+    on_disk = {str(p.relative_to(workdir / "results")) for p in raw.rglob("*.json")
+               if vendor_evidence.PROBES_DIR not in p.parts}
     assert on_disk == expected  # every measurement exactly once, nothing extra
+    for index in raw.glob(f"*/{vendor_evidence.PROBES_DIR}/*.json"):  # each names a record
+        named = index.parent.parent / json.loads(index.read_text())["record"]
+        assert str(named.relative_to(workdir / "results")) in expected
     records = [json.loads((workdir / "results" / path).read_text()) for path in expected]
     assert all(r["status"] == "ok" for r in records)
     assert not list((workdir / "results/raw").rglob(".*.worker"))  # no scratch file left
