@@ -148,7 +148,7 @@ def probes(config: TrainRun) -> bool:
 
 def early_probe(config: TrainRun):
     """The vendor probe child of a run whose writing process will probe (a CPU run with the
-    probe on that names no earlier repetition's evidence), started now, before this process
+    probe on that names no other run's evidence to state), started now, before this process
     imports its framework (:class:`~archbench.workloads.training.vendor_evidence.ProbeChild`);
     None for any other run or process."""
     if (not probes(config) or config.vendor_evidence_from
