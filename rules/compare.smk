@@ -1,7 +1,19 @@
 # Before and after (docs/compare.md): when the campaign names a baseline (`compare_with:`),
 # this campaign's collected measurements against the baseline's records, configuration by
 # configuration, written to results/compare/. Runs inside Snakemake's own process (see
-# ARTIFACT_STEP in common.smk).
+# ARTIFACT_STEP in common.smk). A baseline without records, or a table that is not a
+# measurements table, stops the run here in one line, before any job; a comparison that
+# cannot be made (no configuration in common) fails this rule with one line, never a
+# traceback, and the campaign's records stay.
+
+from archbench.results.compare import check_baseline
+from archbench.results.record_sets import CompareError
+
+if BASELINE and workflow.is_main_process:
+    try:
+        check_baseline(BASELINE.results)
+    except CompareError as _fault:
+        sys.exit(f"archbench: compare_with: {_fault}")
 
 
 rule compare_results:
@@ -31,4 +43,8 @@ rule compare_results:
         statistic=config.get("statistic", "mean"),
         caption=compare_caption(),
     run:
-        compare_job(input, output, params, log)
+        try:
+            compare_job(input, output, params, log)
+        except CompareError as fault:
+            write_log(log[0], f"archbench: compare_with: {fault}")
+            raise WorkflowError(f"archbench: compare_with: {fault}") from None

@@ -84,14 +84,17 @@ def test_this_machines_tensorflow_is_a_cpu_build():
     assert p.accelerator_fields()["gpu_models"] == []
 
 
-def test_a_record_of_this_cpu_machine_says_no_cuda_and_no_gpu(tmp_path):
+@pytest.mark.parametrize("framework", ["tensorflow", "pytorch"])
+def test_a_record_of_this_cpu_machine_says_no_cuda_and_no_gpu(framework, tmp_path):
+    """Also PyTorch's: this machine's PyTorch is a CUDA build, whose CUDA, cuDNN and NCCL a
+    run on the CPU never uses."""
     out = tmp_path / "rec.json"  # a process of its own: TensorFlow's thread pools are per process
-    subprocess.run([sys.executable, "-m", "archbench.train", "--model", "small_cnn",
+    subprocess.run([sys.executable, "-m", "archbench.train", "--framework", framework, "--model", "small_cnn",
                     "--batch-size", "4", "--image-size", "32", "--num-classes", "10",
                     "--warmup-steps", "1", "--steps", "2", "--output", str(out)],
                    check=True, capture_output=True, timeout=300)
     r = read_record(out)
-    assert r["status"] == "ok" and r["framework_version"].startswith("2.")
+    assert r["status"] == "ok" and r["framework_version"].startswith("2.") and r["framework"] == framework
     assert r["cuda_version"] is None and r["cudnn_version"] is None and r["nccl_version"] is None
     assert r["gpu_models"] == []
 

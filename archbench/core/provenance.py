@@ -1,5 +1,6 @@
 """Provenance of a run: host, CPU model, framework version, git commit, Slurm job, times,
-and the CUDA stack and GPUs a TensorFlow process ran with."""
+and the CUDA stack and GPUs a GPU run's framework ran with (a CPU run states none: its
+tensors never met the CUDA libraries a CUDA build of its framework loads)."""
 
 from __future__ import annotations
 
@@ -65,8 +66,9 @@ def performance_env() -> dict[str, str]:
     return {k: os.environ[k] for k in PERFORMANCE_ENV if k in os.environ}
 
 
-def host_fields() -> dict[str, Any]:
-    """Record fields describing where and from what code a run executes."""
+def host_fields(device: str | None = None) -> dict[str, Any]:
+    """Record fields describing where and from what code a run executes; the CUDA stack
+    (:func:`accelerator_fields`) only for a run on ``device`` "gpu"."""
     return {
         "arch": platform.machine(),
         "hosts": [socket.gethostname()],
@@ -77,7 +79,7 @@ def host_fields() -> dict[str, Any]:
         "env": performance_env(),
         "image": os.environ.get("ARCHBENCH_IMAGE", "host"),
         "image_sha256": os.environ.get("ARCHBENCH_IMAGE_SHA256") or None,
-        **accelerator_fields(),
+        **(accelerator_fields() if device == "gpu" else no_accelerator()),
     }
 
 

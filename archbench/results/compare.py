@@ -9,12 +9,16 @@ what changed in between (docs/compare.md; the comparison is
     archbench compare a/results b/results --fail-below 0.95 --output results/compare
 
 Exit status: 0; 1 when ``--fail-below R`` finds a significant slowdown with ratio below R
-(the configurations named on stderr); 2 when the comparison cannot be made.
+(the configurations named on stderr); 2 when the comparison cannot be made (a side without
+records, no configuration in common, a file that is not a measurements table, a bad
+argument) or, with ``--fail-below``, when a configuration could not be compared and
+``--allow-incomparable`` was not given. Each refusal is one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -41,8 +45,12 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="the ratio's statistic of the repetitions (default mean)")
     p.add_argument("--threshold", type=float, default=None, metavar="T",
                    help="practical band: a change within 1/(1+T)..1+T is no change (default 0.02)")
-    p.add_argument("--fail-below", type=float, default=None, metavar="R",
-                   help="exit 1 when a significant slowdown has ratio new/base below R")
+    p.add_argument("--fail-below", default=None, metavar="R",
+                   help="exit 1 when a significant slowdown has ratio new/base below R (a number "
+                        "above 0); exit 2 when a configuration could not be compared")
+    p.add_argument("--allow-incomparable", action="store_true",
+                   help="with --fail-below: configurations that could not be compared (too few "
+                        "runs, one side only, units differ) do not fail the gate")
     p.add_argument("--output", metavar="DIR",
                    help="write the tables (CSV, Markdown, LaTeX), the figure (PNG, PDF, SVG) "
                         "and report.md there")
@@ -86,6 +94,41 @@ def write_files(comparison, directory: str | os.PathLike, title: str) -> list[Pa
     return paths
 
 
+def ratio_limit(text: str | None) -> float | None:
+    """``--fail-below``'s ratio: a number in (0, inf), or None when not given."""
+    from archbench.results.record_sets import CompareError
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 < value < math.inf):
+        raise CompareError(f"--fail-below {text}: not a ratio (a number above 0, e.g. 0.95)")
+    return value
+
+
+def check_output(directory: str | os.PathLike) -> None:
+    """Refuse an ``--output`` that is a file, or a folder holding anything but an earlier
+    comparison's ``FILES`` (rewritten): never mix the tables with other files."""
+    from archbench.results.record_sets import CompareError
+    path = Path(directory)
+    if path.exists() and not path.is_dir():
+        raise CompareError(f"--output {directory}: an existing file, not a folder")
+    if path.is_dir():
+        others = sorted(p.name for p in path.iterdir() if p.name not in FILES)
+        if others:
+            raise CompareError(f"--output {directory}: a folder holding other files "
+                               f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}); "
+                               "name a new or empty folder")
+
+
+def incomparable(comparison) -> list[str]:
+    """The configurations ``comparison`` could not compare, each with its reason."""
+    rows = comparison.table[comparison.table["verdict"] == "not comparable"]
+    return [f"{r.system}/{r.experiment}/{r.config_id} ({r.reason})" for r in rows.itertuples()]
+
+
 def failing(comparison, below: float) -> list[str]:
     """Lines naming each significant slowdown with ratio below ``below``."""
     rows = comparison.regressions(below)
@@ -93,19 +136,73 @@ def failing(comparison, below: float) -> list[str]:
             f"[{r.ci95_low:.3f}, {r.ci95_high:.3f}]" for r in rows.itertuples()]
 
 
+# a measurements table's row names its configuration by these (a CSV without them is
+# some other table: normalising it would invent a configuration with an empty identity)
+TABLE_IDENTITY = ("experiment", "system", "config_id")
+
+
+def side_name(name: str, source: str | os.PathLike, filters: Sequence[str] = ()) -> str:
+    """How a refusal names a side: "base (old/results)", its filters included."""
+    return f"{name} ({' '.join([str(source), *filters])})"
+
+
+def read_checked(name: str, source: str | os.PathLike, filters: Sequence):
+    """:func:`~archbench.results.record_sets.read_side`, refusing (CompareError, one line
+    naming the side and its file) a file that cannot be read as a measurements table and a
+    side left without records."""
+    from archbench.results.record_sets import CompareError, is_table, read_side
+    shown = side_name(name, source, [str(f) for f in filters])
+    try:
+        frame, errors = read_side(source, filters)
+    except (ValueError, OSError) as exc:  # pandas' parser, a bad value, RecordError...
+        what = "not a readable measurements table: " if is_table(source) else ""
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        raise CompareError(f"{shown}: {what}{text}") from exc
+    if is_table(source):
+        for column in TABLE_IDENTITY:
+            empty = frame[column].isna() if column in frame else None
+            if empty is not None and empty.any():
+                raise CompareError(f"{shown}: not a measurements table: no {column} in row "
+                                   f"{int(empty.to_numpy().argmax()) + 2} (a tidy table names "
+                                   f"each run's {', '.join(TABLE_IDENTITY)})")
+    if frame.empty:
+        invalid = f" ({len(errors)} invalid, the first: {errors[0]})" if errors else ""
+        raise CompareError(f"{shown}: no records{invalid}")
+    return frame, errors
+
+
+def check_baseline(source: str | os.PathLike) -> None:
+    """A campaign's ``compare_with`` baseline, checked before any job (CompareError, one
+    line): a table must be a readable measurements table with rows, a results folder must
+    hold record files (their contents are read by the comparison itself)."""
+    from archbench.results.record_sets import CompareError, is_table, record_paths
+    if is_table(source):
+        read_checked("base", source, [])
+    elif not record_paths(source):
+        raise CompareError(f"{side_name('base', source)}: no records")
+
+
 def compare_sources(base: str | os.PathLike, new: str | os.PathLike, *, base_filter: Sequence[str] = (),
                     new_filter: Sequence[str] = (), across: Sequence[str] = (),
                     statistic: str = "mean", threshold: float | None = None):
     """The :class:`~archbench.results.comparison.Comparison` of two results folders (or
     tables), each side's records kept by its filters (``KEY=VALUE`` texts), and each side's
-    lines naming the records left out as invalid."""
+    lines naming the records left out as invalid. CompareError (one line) when a side
+    cannot be read, has no records, or the sides share no configuration."""
     from archbench.results.comparison import compare
-    from archbench.results.record_sets import DEFAULT_THRESHOLD, implied_across, parse_filter, read_side
+    from archbench.results.record_sets import DEFAULT_THRESHOLD, CompareError, implied_across, parse_filter
     filters = [[parse_filter(f) for f in fs] for fs in (base_filter, new_filter)]
-    sides = [read_side(source, fs) for source, fs in zip((base, new), filters)]
+    sides = [read_checked(name, source, fs) for name, source, fs in zip(("base", "new"), (base, new), filters)]
     comparison = compare(sides[0][0], sides[1][0], statistic=statistic,
                          threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
                          across=[*across, *implied_across(*filters)])
+    if not comparison.table["present"].eq("both").any():
+        only = comparison.table["present"].value_counts()
+        raise CompareError(
+            f"no configuration in common: {side_name('base', base, base_filter)} has "
+            f"{only.get('base only', 0)}, {side_name('new', new, new_filter)} has "
+            f"{only.get('new only', 0)} (configurations match by identity; to match across a field "
+            "that differs: --across FIELD, or across: under compare_with)")
     return comparison, {"base": sides[0], "new": sides[1]}
 
 
@@ -114,6 +211,9 @@ def run(args: argparse.Namespace) -> int:
     from archbench.results.record_sets import CompareError
     new = args.new or args.base
     try:
+        below = ratio_limit(args.fail_below)
+        if args.output:
+            check_output(args.output)
         if args.new is None and not (args.base_filter or args.new_filter):
             raise CompareError("one results folder: choose the two sides with --base-filter/--new-filter")
         comparison, sides = compare_sources(
@@ -122,23 +222,30 @@ def run(args: argparse.Namespace) -> int:
     except (CompareError, ValueError) as exc:  # RecordError, DuplicateRunError too
         print(f"archbench compare: {exc}", file=sys.stderr)
         return 2
-    for name, (frame, errors) in sides.items():
+    for name, (_, errors) in sides.items():
         for line in errors:
             print(f"archbench compare: {name}: excluded invalid record: {line}", file=sys.stderr)
-        if frame.empty:
-            print(f"archbench compare: {name}: no records", file=sys.stderr)
     title = " -> ".join(" ".join([str(source), *filters]) for source, filters in
                         ((args.base, args.base_filter), (new, args.new_filter)))
     print(report(comparison, title))
     if args.output:
-        write_files(comparison, args.output, title)
-    if args.fail_below is not None:
-        bad = failing(comparison, args.fail_below)
-        if bad:
-            print(f"archbench compare: {len(bad)} significant slowdown(s) below ratio "
-                  f"{args.fail_below:g}:", *bad, sep="\n  ", file=sys.stderr)
-            return 1
-    return 0
+        try:
+            write_files(comparison, args.output, title)
+        except OSError as exc:
+            print(f"archbench compare: --output {args.output}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+    if below is None:
+        return 0
+    bad = failing(comparison, below)
+    if bad:
+        print(f"archbench compare: {len(bad)} significant slowdown(s) below ratio {below:g}:",
+              *bad, sep="\n  ", file=sys.stderr)
+    unjudged = [] if args.allow_incomparable else incomparable(comparison)
+    if unjudged:
+        print(f"archbench compare: --fail-below {below:g} cannot judge {len(unjudged)} of "
+              f"{len(comparison.table)} configuration(s), not comparable (--allow-incomparable "
+              f"accepts them): {'; '.join(unjudged)}", file=sys.stderr)
+    return 1 if bad else (2 if unjudged else 0)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

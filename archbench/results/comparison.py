@@ -15,7 +15,9 @@ and a verdict: faster or slower when the interval excludes 1 and the ratio lies 
 the practical band [1 / (1 + threshold), 1 + threshold]; no significant change otherwise;
 not comparable with fewer than 2 ok runs on a side, different units, or a configuration
 present on one side only. What changed in the runs' provenance (framework, oneDNN, image,
-CPU, hosts, commit, CUDA...) is listed per configuration and summarised.
+CPU, hosts, commit, CUDA...) is listed per configuration and summarised: each framework's
+version under its framework's name, the CUDA stack of GPU runs only (a CPU run's tensors
+never met it).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import pandas as pd
 from archbench.core import metrics
 from archbench.results.record_sets import DEFAULT_THRESHOLD, CompareError
 from archbench.results.tables.common import KEYS, check_statistic, normalise, sort_rows
+from archbench.workloads.training.frameworks import label
 
 IDENTITY = (*KEYS, "config_id")
 VERDICTS = ("slower", "faster", "no significant change", "not comparable")  # table order
@@ -40,7 +43,7 @@ CONFIDENCE = 0.95
 FAILURE_STATUSES = ("oom", "timeout", "failed")
 # what a run was made with, by tidy-table column: never part of a configuration's identity
 PROVENANCE = {
-    "framework_version": "TensorFlow version",
+    "framework_version": "framework version",  # summarised per framework: "PyTorch version"
     "vendor_evidence_version": "oneDNN version (vendor evidence)",
     "vendor_evidence_library": "vendor library that ran (vendor evidence)",
     "image": "container image",
@@ -53,6 +56,8 @@ PROVENANCE = {
     "nccl_version": "NCCL version",
     "gpu_models": "GPU models",
 }
+VERSION = "framework_version"  # one per framework: named by the configurations' framework
+GPU_STACK = ("cuda_version", "cudnn_version", "nccl_version", "gpu_models")  # of GPU runs only
 ENV = "env "  # the run's environment: one provenance field per variable, "env <NAME>"
 SHORT_HEX = 12
 COLUMNS = (
@@ -69,6 +74,7 @@ class Runs:
     """The runs of one configuration on one side."""
 
     identity: dict
+    framework: str = ""  # the framework its runs ran in (names its version)
     values: list[float] = field(default_factory=list)  # ok runs' throughputs
     units: set = field(default_factory=set)
     failures: Counter = field(default_factory=Counter)
@@ -119,15 +125,23 @@ def configurations(frame: pd.DataFrame, identity: Sequence[str], extra: Sequence
     shown = ("experiment", "system", "config_id")
     keys = frame[list(identity)].astype(object).where(frame[list(identity)].notna(), None)
     texts = pd.DataFrame({c: frame[c].astype(object).map(_text) for c in (*shown, *columns)})
+    on_cpu = frame["device"].ne("gpu").fillna(True).to_numpy(dtype=bool) if "device" in frame \
+        else np.ones(len(frame), dtype=bool)
+    for c in (c for c in GPU_STACK if c in columns):  # a CUDA build's versions, never used
+        texts[c] = texts[c].where(~on_cpu, None)
+    framework = frame["framework"].astype(object).map(_text) if "framework" in frame else \
+        pd.Series(None, index=frame.index, dtype=object)
     ok = (frame["status"].eq("ok").fillna(False) & frame["throughput"].notna()).to_numpy()
     status = frame["status"].astype(object).where(frame["status"].isin(FAILURE_STATUSES), "failed")
     found: dict[tuple, Runs] = {}
     rows = zip(keys.itertuples(index=False, name=None), texts.itertuples(index=False, name=None),
-               ok, frame["throughput"].to_numpy(), frame["throughput_unit"].astype(object), status)
-    for key, text, good, value, unit, failure in rows:
+               ok, frame["throughput"].to_numpy(), frame["throughput_unit"].astype(object), status,
+               framework)
+    for key, text, good, value, unit, failure, name in rows:
         runs = found.get(key)
         if runs is None:
-            runs = found[key] = Runs(dict(zip(shown, text)), provenance={c: set() for c in columns})
+            runs = found[key] = Runs(dict(zip(shown, text)), name or "",
+                                     provenance={c: set() for c in columns})
         if good:
             runs.values.append(float(value))
             runs.units.add(str(unit))
@@ -168,6 +182,8 @@ def _changed(base: Runs, new: Runs, across: Sequence[str]) -> str:
     parts = []
     for c in fields([base], [new], across):
         a, b = sorted(base.provenance.get(c, set())), sorted(new.provenance.get(c, set()))
+        if c == VERSION and base.framework != new.framework:  # across frameworks: name each
+            a, b = ([f"{label(r.framework)} {v}" for v in vs] for r, vs in ((base, a), (new, b)))
         if a != b:
             parts.append(f"{c}: {' | '.join(a) or 'none'} -> {' | '.join(b) or 'none'}")
     return "; ".join(parts)
@@ -275,13 +291,20 @@ def summarise_changes(base: dict, new: dict, across: Sequence[str] = ()) -> pd.D
     rows = []
     for column in fields(base.values(), new.values(), across):
         what = PROVENANCE.get(column) or ("compared across" if column in across else "environment variable")
-        values = [sorted(set().union(*(r.provenance.get(column, set()) for r in side.values())))
-                  for side in (base, new)]
-        differ = sum(sorted(base[k].provenance.get(column, set())) !=
-                     sorted(new[k].provenance.get(column, set())) for k in both)
-        rows.append({"field": column, "what": what, "changed": values[0] != values[1] or differ > 0,
-                     "configurations": f"{differ} of {len(both)}",
-                     "base": " | ".join(values[0]) or "none", "new": " | ".join(values[1]) or "none"})
+        names = sorted({r.framework for side in (base, new) for r in side.values()}) \
+            if column == VERSION else [None]
+        for name in names:  # each framework's version under its own name
+            def held(runs: Runs, name=name) -> list[str]:
+                mine = name is None or runs.framework == name
+                return sorted(runs.provenance.get(column, set())) if mine else []
+            values = [sorted(set().union(*map(held, side.values()))) for side in (base, new)]
+            if not (values[0] or values[1]):
+                continue
+            differ = sum(held(base[k]) != held(new[k]) for k in both)
+            rows.append({"field": column, "what": f"{label(name)} version" if name else what,
+                         "changed": values[0] != values[1] or differ > 0,
+                         "configurations": f"{differ} of {len(both)}",
+                         "base": " | ".join(values[0]) or "none", "new": " | ".join(values[1]) or "none"})
     return pd.DataFrame(rows, columns=list(CHANGE_COLUMNS))
 
 

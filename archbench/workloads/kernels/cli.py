@@ -98,7 +98,7 @@ def base_fields(job: KernelRun, cluster: workers.Cluster | None = None, tile: in
                 device=job.device)
     if job.device == "gpu":  # one worker per GPU
         conf.update(gpus_per_node=conf["processes_per_node"], gpus=job.workers)
-    fields = {**provenance.host_fields(), **conf, "experiment": job.experiment,
+    fields = {**provenance.host_fields(job.device), **conf, "experiment": job.experiment,
                "system": job.system, "config_id": job.config_id or config_id(conf),
                "repetition": job.repetition, "framework": "tensorflow",
                "throughput_unit": KERNELS[job.kernel].unit, "warmup_steps": job.warmup_steps,

@@ -92,7 +92,7 @@ def base_fields(config: TrainRun, *, framework_version: str = "", nodes: int | N
         conf["parameter_servers"] = config.parameter_servers
     if chosen.variable_updates:
         conf["variable_update"] = config.variable_update or chosen.variable_updates[0]
-    return {**provenance.host_fields(), **conf, "experiment": "adhoc", "system": "local",
+    return {**provenance.host_fields(config.device), **conf, "experiment": "adhoc", "system": "local",
             "config_id": config_id(conf), "repetition": 0, "framework_version": framework_version}
 
 
