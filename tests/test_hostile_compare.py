@@ -115,8 +115,10 @@ def output_onto(tmp: Path, what: str) -> list[str]:
     elif what == "folder":
         target.mkdir()
         (target / "notes.txt").write_text("keep me\n")
-    elif what == "raw":
-        target = tmp / "a" / "results" / "raw"
+    elif what == "results":
+        target = tmp / "a" / "results"
+    elif what == "inside raw":
+        target = tmp / "b" / "results" / "raw" / "sysa" / "new"
     else:  # below a file
         target.write_text("keep me\n")
         target = target / "sub"
@@ -137,9 +139,9 @@ CASES = [
          ("archbench compare: no configuration in common: base ({tmp}/a/results) has 1, "
           "new ({tmp}/b/results) has 1",)),
     Case("a CSV that is not a measurements table", lambda t: csv_side(t, "a,b\n1,2\n"),
-         ("new ({tmp}/other.csv): not a measurements table: no experiment in row 2",)),
+         ("new ({tmp}/other.csv): not a measurements table: no experiment on line 2",)),
     Case("a measurements CSV without config_id", csv_without_config_id,
-         ("base ({tmp}/noid.csv): not a measurements table: no config_id in row 2",)),
+         ("base ({tmp}/noid.csv): not a measurements table: no config_id on line 2",)),
     Case("a malformed CSV", lambda t: csv_side(t, "a,b\n1,2\n1,2,3,4\n"),
          ("new ({tmp}/other.csv): not a readable measurements table: Error tokenizing data",)),
     Case("a CSV that is not text", lambda t: csv_side(t, b"\xff\xfe\x00\x81,\x90\n\x00\xff,1\n"),
@@ -151,6 +153,16 @@ CASES = [
                                                           f"--fail-below={v}"),
            (f"archbench compare: --fail-below {value}: {NO_RATIO}",))
       for value in ("nan", "-1", "0", "inf", "-inf", "abc", "", "1e999")],
+    *[Case(f"a CSV with throughput {value}", lambda t, v=value: csv_side(
+        t, tidy_csv(t).read_text().replace("100.0", v, 1)),
+           (f"new ({{tmp}}/other.csv): line 2: throughput {value} is not a positive finite number",))
+      for value in ("-100.0", "inf", "0.0")],
+    Case("the same records on both sides", lambda t: [str(write_set(t / "a" / "results", {(1, 8): TIGHT}))] * 2,
+         ("archbench compare: base and new are the same records ({tmp}/a/results): name two result sets",)),
+    *[Case(f"--threshold {value}", lambda t, v=value: two(t, {(1, 8): TIGHT}, {(1, 8): SLOW},
+                                                         f"--threshold={v}"),
+           (f"archbench compare: --threshold {value}: not a number >= 0",))
+      for value in ("nan", "-0.1", "inf", "abc")],
     Case("--fail-below with every configuration one run a side",
          lambda t: two(t, {(1, 8): [100.0]}, {(1, 8): [90.0]}, "--fail-below", "0.95"),
          ("--fail-below 0.95 cannot judge 1 of 1 configuration(s), not comparable "
@@ -162,8 +174,10 @@ CASES = [
          ("archbench compare: --output {tmp}/out: an existing file, not a folder",)),
     Case("--output onto a folder of other files", lambda t: output_onto(t, "folder"),
          ("--output {tmp}/out: a folder holding other files (notes.txt); name a new or empty folder",)),
-    Case("--output onto a results raw/ folder", lambda t: output_onto(t, "raw"),
-         ("--output {tmp}/a/results/raw: a folder holding other files (sysa)",)),
+    Case("--output onto a results folder", lambda t: output_onto(t, "results"),
+         ("--output {tmp}/a/results: a folder holding other files (raw)",)),
+    Case("--output inside a side's records", lambda t: output_onto(t, "inside raw"),
+         ("--output {tmp}/b/results/raw/sysa/new: inside the records of {tmp}/b/results",)),
     Case("--output below a file", lambda t: output_onto(t, "below a file"),
          ("archbench compare: --output {tmp}/out/sub: Not a directory",)),
 ]

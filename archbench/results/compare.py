@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "to different values; repeatable")
     p.add_argument("--statistic", choices=("mean", "median"), default="mean",
                    help="the ratio's statistic of the repetitions (default mean)")
-    p.add_argument("--threshold", type=float, default=None, metavar="T",
+    p.add_argument("--threshold", default=None, metavar="T",
                    help="practical band: a change within 1/(1+T)..1+T is no change (default 0.02)")
     p.add_argument("--fail-below", default=None, metavar="R",
                    help="exit 1 when a significant slowdown has ratio new/base below R (a number "
@@ -94,25 +94,45 @@ def write_files(comparison, directory: str | os.PathLike, title: str) -> list[Pa
     return paths
 
 
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def ratio_limit(text: str | None) -> float | None:
     """``--fail-below``'s ratio: a number in (0, inf), or None when not given."""
     from archbench.results.record_sets import CompareError
     if text is None:
         return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _number(text)
     if not (0 < value < math.inf):
         raise CompareError(f"--fail-below {text}: not a ratio (a number above 0, e.g. 0.95)")
     return value
 
 
-def check_output(directory: str | os.PathLike) -> None:
-    """Refuse an ``--output`` that is a file, or a folder holding anything but an earlier
-    comparison's ``FILES`` (rewritten): never mix the tables with other files."""
+def band(text: str | None) -> float | None:
+    """``--threshold``: a finite number >= 0, or None when not given (the default band)."""
     from archbench.results.record_sets import CompareError
+    if text is None:
+        return None
+    value = _number(text)
+    if not (0 <= value < math.inf):
+        raise CompareError(f"--threshold {text}: not a number >= 0 (e.g. 0.02 for +/-2%)")
+    return value
+
+
+def check_output(directory: str | os.PathLike, sources: Sequence[str | os.PathLike] = ()) -> None:
+    """Refuse an ``--output`` that is a file, a folder holding anything but an earlier
+    comparison's ``FILES`` (rewritten), or a folder inside the ``raw/`` of a side's
+    ``sources``: never mix the tables with other files, nor with records."""
+    from archbench.results.record_sets import CompareError, raw_folder
     path = Path(directory)
+    for source in sources:
+        raw = raw_folder(source)
+        if raw is not None and path.resolve().is_relative_to(raw.resolve()):
+            raise CompareError(f"--output {directory}: inside the records of {source}")
     if path.exists() and not path.is_dir():
         raise CompareError(f"--output {directory}: an existing file, not a folder")
     if path.is_dir():
@@ -153,18 +173,29 @@ def read_checked(name: str, source: str | os.PathLike, filters: Sequence):
     from archbench.results.record_sets import CompareError, is_table, read_side
     shown = side_name(name, source, [str(f) for f in filters])
     try:
-        frame, errors = read_side(source, filters)
+        frame, errors = read_side(source)  # filtered below, once a table's rows are checked
     except (ValueError, OSError) as exc:  # pandas' parser, a bad value, RecordError...
         what = "not a readable measurements table: " if is_table(source) else ""
-        text = " ".join(str(exc).split()) or type(exc).__name__
+        text = " ".join(str(exc).split()).removeprefix(f"{source}: ") or type(exc).__name__
         raise CompareError(f"{shown}: {what}{text}") from exc
-    if is_table(source):
+    if is_table(source):  # records were checked when written; a table's rows were not
         for column in TABLE_IDENTITY:
             empty = frame[column].isna() if column in frame else None
             if empty is not None and empty.any():
-                raise CompareError(f"{shown}: not a measurements table: no {column} in row "
+                raise CompareError(f"{shown}: not a measurements table: no {column} on line "
                                    f"{int(empty.to_numpy().argmax()) + 2} (a tidy table names "
                                    f"each run's {', '.join(TABLE_IDENTITY)})")
+        value = frame["throughput"]
+        wrong = value.notna() & ~(value.gt(0) & value.lt(math.inf))
+        if wrong.any():
+            row = int(wrong.to_numpy().argmax())
+            raise CompareError(f"{shown}: line {row + 2}: throughput {value.iloc[row]} is not a "
+                               "positive finite number")
+    try:
+        for condition in filters:
+            frame = frame[condition.mask(frame)].reset_index(drop=True)
+    except CompareError as exc:
+        raise CompareError(f"{shown}: {exc}") from exc
     if frame.empty:
         invalid = f" ({len(errors)} invalid, the first: {errors[0]})" if errors else ""
         raise CompareError(f"{shown}: no records{invalid}")
@@ -192,6 +223,9 @@ def compare_sources(base: str | os.PathLike, new: str | os.PathLike, *, base_fil
     from archbench.results.comparison import compare
     from archbench.results.record_sets import DEFAULT_THRESHOLD, CompareError, implied_across, parse_filter
     filters = [[parse_filter(f) for f in fs] for fs in (base_filter, new_filter)]
+    if Path(base).resolve() == Path(new).resolve() and sorted(base_filter) == sorted(new_filter):
+        raise CompareError(f"base and new are the same records ({' '.join([str(base), *base_filter])}): "
+                           "name two result sets, or choose two sides with --base-filter/--new-filter")
     sides = [read_checked(name, source, fs) for name, source, fs in zip(("base", "new"), (base, new), filters)]
     comparison = compare(sides[0][0], sides[1][0], statistic=statistic,
                          threshold=DEFAULT_THRESHOLD if threshold is None else threshold,
@@ -211,14 +245,14 @@ def run(args: argparse.Namespace) -> int:
     from archbench.results.record_sets import CompareError
     new = args.new or args.base
     try:
-        below = ratio_limit(args.fail_below)
+        below, threshold = ratio_limit(args.fail_below), band(args.threshold)
         if args.output:
-            check_output(args.output)
+            check_output(args.output, (args.base, new))
         if args.new is None and not (args.base_filter or args.new_filter):
             raise CompareError("one results folder: choose the two sides with --base-filter/--new-filter")
         comparison, sides = compare_sources(
             args.base, new, base_filter=args.base_filter, new_filter=args.new_filter,
-            across=args.across, statistic=args.statistic, threshold=args.threshold)
+            across=args.across, statistic=args.statistic, threshold=threshold)
     except (CompareError, ValueError) as exc:  # RecordError, DuplicateRunError too
         print(f"archbench compare: {exc}", file=sys.stderr)
         return 2
