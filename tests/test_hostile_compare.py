@@ -157,6 +157,9 @@ CASES = [
         t, tidy_csv(t).read_text().replace("100.0", v, 1)),
            (f"new ({{tmp}}/other.csv): line 2: throughput {value} is not a positive finite number",))
       for value in ("-100.0", "inf", "0.0")],
+    Case("a throughput hundreds of orders of magnitude off, under --fail-below", lambda t: [
+        *csv_side(t, tidy_csv(t).read_text().replace("100.0", "1e300", 1)), "--fail-below", "0.9"],
+         ("cannot judge 1 of 1 configuration(s)", "(the ratio's interval overflows)")),
     Case("the same records on both sides", lambda t: [str(write_set(t / "a" / "results", {(1, 8): TIGHT}))] * 2,
          ("archbench compare: base and new are the same records ({tmp}/a/results): name two result sets",)),
     *[Case(f"--threshold {value}", lambda t, v=value: two(t, {(1, 8): TIGHT}, {(1, 8): SLOW},

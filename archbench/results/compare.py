@@ -221,9 +221,16 @@ def compare_sources(base: str | os.PathLike, new: str | os.PathLike, *, base_fil
     lines naming the records left out as invalid. CompareError (one line) when a side
     cannot be read, has no records, or the sides share no configuration."""
     from archbench.results.comparison import compare
-    from archbench.results.record_sets import DEFAULT_THRESHOLD, CompareError, implied_across, parse_filter
+    from archbench.results.record_sets import (
+        DEFAULT_THRESHOLD,
+        CompareError,
+        implied_across,
+        parse_filter,
+        raw_folder,
+    )
     filters = [[parse_filter(f) for f in fs] for fs in (base_filter, new_filter)]
-    if Path(base).resolve() == Path(new).resolve() and sorted(base_filter) == sorted(new_filter):
+    same = [(raw_folder(source) or Path(source)).resolve() for source in (base, new)]
+    if same[0] == same[1] and sorted(base_filter) == sorted(new_filter):
         raise CompareError(f"base and new are the same records ({' '.join([str(base), *base_filter])}): "
                            "name two result sets, or choose two sides with --base-filter/--new-filter")
     sides = [read_checked(name, source, fs) for name, source, fs in zip(("base", "new"), (base, new), filters)]

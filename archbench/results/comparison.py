@@ -218,7 +218,10 @@ def _row(base: Runs | None, new: Runs | None, *, statistic: str, threshold: floa
         return {**row, "verdict": "not comparable", "reason": "; ".join(short) + need}
     if len(units) > 1:
         return {**row, "verdict": "not comparable", "reason": f"units differ: {' vs '.join(units)}"}
-    gm, low, high, _ = metrics.ratio_interval(base.values, new.values, CONFIDENCE)
+    try:
+        gm, low, high, _ = metrics.ratio_interval(base.values, new.values, CONFIDENCE)
+    except OverflowError:  # a spread of hundreds of orders of magnitude: no interval to give
+        return {**row, "verdict": "not comparable", "reason": "the ratio's interval overflows"}
     ratio = row["new"] / row["base"]
     verdict_, reason = verdict(ratio, (low, high), threshold)
     return {**row, "ratio": ratio, "gm_ratio": gm, "ci95_low": low, "ci95_high": high,
