@@ -1,7 +1,7 @@
 """The ``archbench`` command (also ``python -m archbench.campaign``).
 
     archbench check CAMPAIGN.yaml          # validate a campaign and every input it names
-    archbench schema                       # the whole experiment schema, every type's keys
+    archbench schema [SECTION]             # every key a campaign may use: campaign, experiment, system
     archbench plan [--configfile FILE]     # the dry run: the plan, then every job; runs nothing
     archbench run [--configfile FILE] [SNAKEMAKE ARGUMENTS]   # run a campaign
     archbench paper [--configfile FILE]    # every table, figure and the report from results/raw
@@ -91,11 +91,19 @@ def check(path: str, workflow: str | None = None) -> int:
     return 0
 
 
-def schema() -> int:
-    """Print the whole experiment schema (YAML)."""
-    from archbench.plan.campaign import experiment_schema
+def schema(section: str | None = None) -> int:
+    """Print every key a campaign may use (YAML, one JSON Schema per section: campaign,
+    experiment, system), or the schema of one ``section``."""
+    from archbench.plan.campaign import SCHEMA_SECTIONS, campaign_schemas
+    schemas = campaign_schemas()
+    if section is not None:
+        text = yaml.safe_dump(schemas[section], sort_keys=False, width=100)
+    else:
+        text = "\n".join(["# Every key a campaign may use, one JSON Schema per section:",
+                          *(f"#   {name}: {what}" for name, what in SCHEMA_SECTIONS.items()),
+                          yaml.safe_dump(schemas, sort_keys=False, width=100)])
     try:
-        print(yaml.safe_dump(experiment_schema(), sort_keys=False, width=100), flush=True)
+        print(text, flush=True)
     except BrokenPipeError:  # `archbench schema | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
@@ -190,7 +198,11 @@ def parser() -> argparse.ArgumentParser:
                                "uses (default: the current directory when it holds a Snakefile, "
                                "else the checkout holding the campaign file, else none: the "
                                "shipped systems)")
-    commands.add_parser("schema", help="print the whole experiment schema", allow_abbrev=False)
+    schemas = commands.add_parser("schema", allow_abbrev=False,
+                                  help="print every key a campaign may use (campaign, "
+                                       "experiment and system keys)")
+    schemas.add_argument("section", nargs="?", choices=("campaign", "experiment", "system"),
+                         help="print this section alone")
     helps = {"plan": "the dry run: the plan (measurements, jobs, node-hours), then every job",
              "run": "run a campaign (every further argument goes to Snakemake)",
              "paper": "rebuild every table, figure and the report from results/raw (no benchmark)"}
@@ -227,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "compare":
         from archbench.results.compare import run
         return run(args)
-    return schema()
+    return schema(args.section)
 
 
 if __name__ == "__main__":
