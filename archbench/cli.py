@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -157,6 +158,43 @@ def snakemake_environment() -> dict[str, str]:
     return env
 
 
+def executor_of(profile: Path, extra: Sequence[str]) -> str | None:
+    """The executor Snakemake would use: ``--executor``/``-e`` of ``extra``, else the
+    ``executor`` of the profile's config file; None when neither says (or the profile
+    cannot be read: Snakemake then says why)."""
+    for i, word in enumerate(extra):
+        if word in ("--executor", "-e") and i + 1 < len(extra):
+            return extra[i + 1]
+        if word.startswith("--executor="):
+            return word.split("=", 1)[1]
+    for name in ("config.v8+.yaml", "config.yaml"):  # Snakemake's choice of the two
+        if (profile / name).is_file():
+            try:
+                settings = yaml.safe_load((profile / name).read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, yaml.YAMLError):
+                return None
+            return settings.get("executor") if isinstance(settings, dict) else None
+    return None
+
+
+def check_sbatch(args: argparse.Namespace, extra: Sequence[str], workflow: Path) -> int | None:
+    """With the Slurm executor on a machine without ``sbatch`` on PATH: one line at once
+    (Snakemake would say nothing about it until its first submission, after the whole
+    plan). A dry run goes on (the plan is what a Slurm machine would run); ``run`` and
+    ``paper`` stop with status 1. None: go on."""
+    profile = Path(args.profile) if Path(args.profile).is_dir() else workflow / args.profile
+    if executor_of(profile, extra) != "slurm" or shutil.which("sbatch"):
+        return None
+    if args.command == "plan" or DRY_RUN.intersection(extra):
+        print(f"archbench: no sbatch on this machine: the plan below is what --profile "
+              f"{args.profile} would submit to Slurm from a machine that has it", file=sys.stderr)
+        return None
+    print(f"archbench: --profile {args.profile} submits jobs with sbatch, and this machine has "
+          "no sbatch on PATH: run it where Slurm is installed (a login node), or use "
+          f"--profile {DEFAULT_PROFILE}", file=sys.stderr)
+    return 1
+
+
 def run_snakemake(args: argparse.Namespace, extra: Sequence[str]) -> int:
     """Replace this process with Snakemake in the workflow's directory (Ctrl-C then reaches
     Snakemake alone, which cleans up as it does when run directly)."""
@@ -169,6 +207,8 @@ def run_snakemake(args: argparse.Namespace, extra: Sequence[str]) -> int:
         print(f"archbench: no Snakefile in {Path.cwd()}: run `archbench {args.command}` in the "
               "workflow's directory (a checkout) or give --workflow DIR", file=sys.stderr)
         return 1
+    if (refused := check_sbatch(args, extra, workflow)) is not None:
+        return refused
     argv = [sys.executable, "-m", "snakemake", *snakemake_arguments(args, extra, workflow)]
     print(f"archbench: in {workflow}: snakemake {shlex.join(argv[3:])}", file=sys.stderr)
     sys.stderr.flush()
