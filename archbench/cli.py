@@ -158,23 +158,24 @@ def snakemake_environment() -> dict[str, str]:
     return env
 
 
-def executor_of(profile: Path, extra: Sequence[str]) -> str | None:
-    """The executor Snakemake would use: ``--executor``/``-e`` of ``extra``, else the
-    ``executor`` of the profile's config file; None when neither says (or the profile
-    cannot be read: Snakemake then says why)."""
+def executor_of(profile: Path, extra: Sequence[str]) -> tuple[str | None, str]:
+    """The executor Snakemake would use and what says so: ``--executor``/``-e`` of
+    ``extra``, else the ``executor`` of the profile's config file; (None, ...) when neither
+    says (or the profile cannot be read: Snakemake then says why)."""
     for i, word in enumerate(extra):
         if word in ("--executor", "-e") and i + 1 < len(extra):
-            return extra[i + 1]
+            return extra[i + 1], f"{word} {extra[i + 1]}"
         if word.startswith("--executor="):
-            return word.split("=", 1)[1]
+            return word.split("=", 1)[1], word
     for name in ("config.v8+.yaml", "config.yaml"):  # Snakemake's choice of the two
         if (profile / name).is_file():
             try:
                 settings = yaml.safe_load((profile / name).read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, yaml.YAMLError):
-                return None
-            return settings.get("executor") if isinstance(settings, dict) else None
-    return None
+                return None, ""
+            executor = settings.get("executor") if isinstance(settings, dict) else None
+            return executor, f"--profile {profile.name}"
+    return None, ""
 
 
 def check_sbatch(args: argparse.Namespace, extra: Sequence[str], workflow: Path) -> int | None:
@@ -183,15 +184,18 @@ def check_sbatch(args: argparse.Namespace, extra: Sequence[str], workflow: Path)
     plan). A dry run goes on (the plan is what a Slurm machine would run); ``run`` and
     ``paper`` stop with status 1. None: go on."""
     profile = Path(args.profile) if Path(args.profile).is_dir() else workflow / args.profile
-    if executor_of(profile, extra) != "slurm" or shutil.which("sbatch"):
+    executor, via = executor_of(profile, extra)
+    if executor != "slurm" or shutil.which("sbatch"):
         return None
+    if via.startswith("--profile"):
+        via = f"--profile {args.profile}"
     if args.command == "plan" or DRY_RUN.intersection(extra):
-        print(f"archbench: no sbatch on this machine: the plan below is what --profile "
-              f"{args.profile} would submit to Slurm from a machine that has it", file=sys.stderr)
+        print(f"archbench: no sbatch on this machine: the plan below is what {via} would "
+              "submit to Slurm from a machine that has it", file=sys.stderr)
         return None
-    print(f"archbench: --profile {args.profile} submits jobs with sbatch, and this machine has "
-          "no sbatch on PATH: run it where Slurm is installed (a login node), or use "
-          f"--profile {DEFAULT_PROFILE}", file=sys.stderr)
+    print(f"archbench: {via} submits jobs with sbatch, and this machine has no sbatch on "
+          f"PATH: run it where Slurm is installed (a login node), or use --profile "
+          f"{DEFAULT_PROFILE}", file=sys.stderr)
     return 1
 
 

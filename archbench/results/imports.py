@@ -385,12 +385,14 @@ def read_values(path: str | os.PathLike, mapping: dict | None = None) -> list[tu
 def check_repeats(path: Path, rows: list[tuple[int, dict]], lines: dict[int, int]) -> None:
     """Raise ImportFormatError naming both rows when two ``rows`` (row number, values) are
     one configuration and repetition: equal tidy rows but for their value columns
-    (:data:`VALUE_COLUMNS`), so that a default and the value it stands for are equal."""
+    (:data:`VALUE_COLUMNS`) and scaling unit, so that a default and the value it stands
+    for are equal."""
     seen: dict[tuple, tuple[int, dict]] = {}
     for number, values in rows:
         tidy = _tidy_row(path, number, values)
         key = tuple((k, v) for k, v in tidy.items()
-                    if k not in ("run_id", "throughput", "reported_error", "source"))
+                    if k not in ("run_id", "throughput", "reported_error", "source",
+                                 "scaling_unit"))  # the series a row joins, not what ran
         if key not in seen:
             seen[key] = (number, values)
             continue
