@@ -20,6 +20,9 @@ import yaml
 from conftest import REPO, count_input
 
 from archbench import cli
+from archbench.core.hardware import cores_of
+from archbench.core.validate import ConfigError
+from archbench.plan import systems
 from archbench.plan.configfiles import check_configfiles
 from archbench.results.imports import read_import
 
@@ -59,13 +62,19 @@ CASES = [
      CHECK, 1,
      "archbench: invalid configuration: c.yaml: imports.0: a.csv: rows 1 and 2 (lines 2 and "
      "4): one configuration and repetition twice (system=local, model=small_cnn, repetition 0): "
-     "4000 and 9000 img/s (each run takes its own repetition)"),
+     "4000 img/s and 9000 img/s (each run takes its own repetition)"),
     ("import-a-default-and-its-value", {"c.yaml": importing("a.csv"), "a.csv":
                                         f"{HEADER},nodes\nlocal,small_cnn,4000,img/s,\n"
                                         "local,small_cnn,4100,img/s,1\n"}, CHECK, 1,
      "archbench: invalid configuration: c.yaml: imports.0: a.csv: rows 1 and 2 (lines 2 and "
      "3): one configuration and repetition twice (system=local, model=small_cnn, nodes=1, "
-     "repetition 0): 4000 and 4100 img/s"),
+     "repetition 0): 4000 img/s and 4100 img/s"),
+    ("import-one-value-in-two-units", {"c.yaml": importing("k.csv"), "k.csv":
+                                       "system,kernel,throughput,unit\nlocal,matmul,1000,GFLOP/s\n"
+                                       "local,matmul,1,TFLOP/s\n"}, CHECK, 1,
+     "archbench: invalid configuration: c.yaml: imports.0: k.csv: rows 1 and 2 (lines 2 and "
+     "3): one configuration and repetition twice (system=local, kernel=matmul, repetition 0): "
+     "1000 GFLOP/s and 1 TFLOP/s"),
     ("import-repetitions-apart", {"c.yaml": importing("a.csv"), "a.csv":
                                   f"{HEADER},repetition\nlocal,small_cnn,4000,img/s,0\n"
                                   "local,small_cnn,4100,img/s,1\n"}, CHECK, 0,
@@ -120,6 +129,9 @@ CASES = [
     ("configfile-second-of-two", {"c.yaml": campaign(), "d.yaml": "[]\n"},
      ("configfile", "c.yaml", "d.yaml"), 1,
      "archbench: invalid configuration: d.yaml: (top level): a campaign must be a mapping "
+     "(the file holds a list)"),
+    ("configfile-json-list", {"c.json": "[1, 2]"}, ("configfile", "c.json"), 1,
+     "archbench: invalid configuration: c.json: (top level): a campaign must be a mapping "
      "(the file holds a list)"),
     ("configfile-a-campaign", {"c.yaml": campaign()}, ("configfile", "c.yaml"), 0, ""),
     # systems whose cores the workflow's machine would have stood in for
@@ -212,6 +224,16 @@ def test_hostile_input_is_one_line(tmp_path, monkeypatch, files, argv, code, lin
         assert out.strip() == line and err == "", (out, err)
         count_input("issue 42 (listed cases)", "accepted")
     assert snapshot(tmp_path / "results") == raw
+
+
+def test_auto_cores_never_give_a_node_more_cores_than_this_machine(monkeypatch):
+    monkeypatch.setattr(systems.os, "cpu_count", lambda: 2)
+    definition = {"arch": "x86_64", "sockets": 4, "cores_per_socket": "auto"}
+    with pytest.raises(ConfigError, match=r"^system_definitions.two.sockets: 4 sockets with "
+                                          r"cores_per_socket 'auto': this machine has 2 cores$"):
+        systems.resolve_system("two", definition)
+    system = systems.resolve_system("two", {**definition, "sockets": 2})
+    assert cores_of(system) == 2
 
 
 def test_a_dry_run_with_slurm_and_no_sbatch_says_so_and_plans(tmp_path, monkeypatch, capsys):

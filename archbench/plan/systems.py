@@ -110,5 +110,10 @@ def resolve_system(name: str, definition: dict | None = None,
                           f"workflow, not of a node that launcher {system['launcher']} "
                           "runs on: give the node's cores per socket", source=source)
     if system["cores_per_socket"] == "auto":
-        system["cores_per_socket"] = max(1, (os.cpu_count() or 1) // system["sockets"])
+        cores = os.cpu_count() or 1
+        if system["sockets"] > cores:  # a socket of this machine's cores each would be more
+            key = f"{where}.sockets" if where else "sockets"
+            raise ConfigError(f"{key}: {system['sockets']} sockets with cores_per_socket 'auto': "
+                              f"this machine has {cores} cores", source=source)
+        system["cores_per_socket"] = cores // system["sockets"]
     return system

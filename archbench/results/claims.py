@@ -41,7 +41,11 @@ non-UTF-8 or header-only file, a repeated column, a wrong field count, a cell th
 printable); besides, text identity cells are names (up to 64 letters, digits, ``_ . + -``,
 after an optional ``!``), value, low and high are finite plain decimals of at most 1e21 in
 magnitude, a tolerance is a non-negative number or percentage, counts are 1 to 1,000,000
-(problem and tile sizes up to 2**50), and the unit is one of the metric's.
+(problem and tile sizes up to 2**50), and the unit is one of the metric's. Two claims
+of one metric for one configuration (the same identity columns and baseline) must be
+able to hold together: a file in which no value lies within both claims' tolerances
+(4,000 and 9,000 img/s at 10%) is refused naming both rows; one value stated twice (an
+abstract's 1.7x for a section's 1.74x) passes.
 
 :func:`check_imports` checks a campaign's ``imports:`` (import and claims files) when the
 workflow is planned; ``python -m archbench.results.claims FILE...`` checks files and prints

@@ -47,9 +47,11 @@ repetition             no        repetition index when rows are single runs
 =====================  ========  ==========================================================
 
 Each configuration is measured once per repetition: two rows of one file that describe
-the same configuration (every column but throughput, error and source, with the defaults
-below filled in) with the same ``repetition`` (none given: 0) are refused, identical or
-not, in one line naming both rows. Give each run its own ``repetition``.
+the same configuration (every column but throughput, unit, error, source and
+scaling_unit, with the defaults below filled in: 1 TFLOP/s is 1,000 GFLOP/s, an empty
+``nodes`` is 1) with the same ``repetition`` (none given: 0) are refused, identical or
+not, in one line naming both rows: the tables would count them as two runs. Give each
+run its own ``repetition``.
 
 A scaling series is every row that agrees on all identifying columns except the counts
 that grow with its unit (``archbench.results.tables.scaling``): over nodes, the per-node layout
@@ -385,14 +387,14 @@ def read_values(path: str | os.PathLike, mapping: dict | None = None) -> list[tu
 def check_repeats(path: Path, rows: list[tuple[int, dict]], lines: dict[int, int]) -> None:
     """Raise ImportFormatError naming both rows when two ``rows`` (row number, values) are
     one configuration and repetition: equal tidy rows but for their value columns
-    (:data:`VALUE_COLUMNS`) and scaling unit, so that a default and the value it stands
-    for are equal."""
+    (:data:`VALUE_COLUMNS`, the unit: 1 TFLOP/s is 1,000 GFLOP/s) and scaling unit, so
+    that a default and the value it stands for are equal."""
     seen: dict[tuple, tuple[int, dict]] = {}
     for number, values in rows:
         tidy = _tidy_row(path, number, values)
         key = tuple((k, v) for k, v in tidy.items()
-                    if k not in ("run_id", "throughput", "reported_error", "source",
-                                 "scaling_unit"))  # the series a row joins, not what ran
+                    if k not in ("run_id", "throughput", "throughput_unit", "reported_error",
+                                 "source", "scaling_unit"))  # the series a row joins, not what ran
         if key not in seen:
             seen[key] = (number, values)
             continue
@@ -405,8 +407,13 @@ def check_repeats(path: Path, rows: list[tuple[int, dict]], lines: dict[int, int
                                     f"{tidy['repetition']})")
         raise ImportFormatError(
             f"{both}: one configuration and repetition twice ({given}, repetition "
-            f"{tidy['repetition']}): {earlier['throughput']:g} and {values['throughput']:g} "
-            f"{values['unit']} (each run takes its own repetition)")
+            f"{tidy['repetition']}): {_value(earlier)} and {_value(values)} "
+            "(each run takes its own repetition)")
+
+
+def _value(values: dict) -> str:
+    """'4000 img/s': a row's value as given."""
+    return f"{values['throughput']:g} {values['unit']}"
 
 
 def read_import(path: str | os.PathLike, mapping: dict | None = None) -> pd.DataFrame:
