@@ -147,11 +147,15 @@ CASES = [
      CHECK, 1,
      "archbench: invalid configuration: c.yaml: system_definitions.two.cores_per_socket: 'auto' "
      "counts the cores of the machine running the workflow, not of a node that launcher srun "
-     "runs on: give the node's cores per socket"),
+     "runs on: give the node's cores per socket (or this_machine: true when the nodes are this "
+     "machine)"),
     ("system-auto-cores-on-mpirun", {"c.yaml": inline({"arch": "x86_64", "launcher": "mpirun",
                                                        "cores_per_socket": "auto"})}, CHECK, 1,
      "archbench: invalid configuration: c.yaml: system_definitions.two.cores_per_socket: 'auto' "
      "counts the cores of the machine running the workflow, not of a node that launcher mpirun"),
+    ("system-auto-cores-on-nodes-that-are-here", {"c.yaml": inline({
+        "arch": "x86_64", "launcher": "srun", "cores_per_socket": "auto", "this_machine": True})},
+     CHECK, 0, "c.yaml: 2 measurements"),
     ("system-auto-cores-here", {"c.yaml": inline({"arch": "x86_64", "cores_per_socket": "auto"})},
      CHECK, 0, "c.yaml: 2 measurements"),
     ("system-given-cores", {"c.yaml": inline({"arch": "x86_64", "sockets": 2, "launcher": "srun",

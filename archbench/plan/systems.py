@@ -80,8 +80,8 @@ def resolve_system(name: str, definition: dict | None = None,
     ``auto`` values (arch, cores_per_socket) describe the machine running the workflow.
     A node's cores come from the system's own keys, sockets x cores_per_socket, never
     from a default: a system without cores_per_socket is refused, and ``auto`` (this
-    machine's cores) is refused unless the system's runs start here (launcher local), as
-    the shipped ``local`` system's do.
+    machine's cores) is refused unless the system's runs start here (launcher local, as
+    the shipped ``local`` system's do, or ``this_machine: true``).
     """
     if definition is None:
         path = system_file(name, system_dir)
@@ -104,11 +104,13 @@ def resolve_system(name: str, definition: dict | None = None,
     check_image(system, where, source)
     if system["arch"] == "auto":
         system["arch"] = platform.machine()
-    if system["cores_per_socket"] == "auto" and system["launcher"] != "local":
+    if system["cores_per_socket"] == "auto" and system["launcher"] != "local" \
+            and not system.get("this_machine"):
         key = f"{where}.cores_per_socket" if where else "cores_per_socket"
         raise ConfigError(f"{key}: 'auto' counts the cores of the machine running the "
                           f"workflow, not of a node that launcher {system['launcher']} "
-                          "runs on: give the node's cores per socket", source=source)
+                          "runs on: give the node's cores per socket (or this_machine: "
+                          "true when the nodes are this machine)", source=source)
     if system["cores_per_socket"] == "auto":
         cores = os.cpu_count() or 1
         if system["sockets"] > cores:  # a socket of this machine's cores each would be more
