@@ -1,7 +1,7 @@
 """The ``archbench`` command (also ``python -m archbench.campaign``).
 
     archbench check CAMPAIGN.yaml          # validate a campaign and every input it names
-    archbench schema                       # the whole experiment schema, every type's keys
+    archbench schema [SECTION]             # every key a campaign may use: campaign, experiment, system
     archbench plan [--configfile FILE]     # the dry run: the plan, then every job; runs nothing
     archbench run [--configfile FILE] [SNAKEMAKE ARGUMENTS]   # run a campaign
     archbench paper [--configfile FILE]    # every table, figure and the report from results/raw
@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -91,11 +92,19 @@ def check(path: str, workflow: str | None = None) -> int:
     return 0
 
 
-def schema() -> int:
-    """Print the whole experiment schema (YAML)."""
-    from archbench.plan.campaign import experiment_schema
+def schema(section: str | None = None) -> int:
+    """Print every key a campaign may use (YAML, one JSON Schema per section: campaign,
+    experiment, system), or the schema of one ``section``."""
+    from archbench.plan.campaign import SCHEMA_SECTIONS, campaign_schemas
+    schemas = campaign_schemas()
+    if section is not None:
+        text = yaml.safe_dump(schemas[section], sort_keys=False, width=100)
+    else:
+        text = "\n".join(["# Every key a campaign may use, one JSON Schema per section:",
+                          *(f"#   {name}: {what}" for name, what in SCHEMA_SECTIONS.items()),
+                          yaml.safe_dump(schemas, sort_keys=False, width=100)])
     try:
-        print(yaml.safe_dump(experiment_schema(), sort_keys=False, width=100), flush=True)
+        print(text, flush=True)
     except BrokenPipeError:  # `archbench schema | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
@@ -149,6 +158,47 @@ def snakemake_environment() -> dict[str, str]:
     return env
 
 
+def executor_of(profile: Path, extra: Sequence[str]) -> tuple[str | None, str]:
+    """The executor Snakemake would use and what says so: ``--executor``/``-e`` of
+    ``extra``, else the ``executor`` of the profile's config file; (None, ...) when neither
+    says (or the profile cannot be read: Snakemake then says why)."""
+    for i, word in enumerate(extra):
+        if word in ("--executor", "-e") and i + 1 < len(extra):
+            return extra[i + 1], f"{word} {extra[i + 1]}"
+        if word.startswith("--executor="):
+            return word.split("=", 1)[1], word
+    for name in ("config.v8+.yaml", "config.yaml"):  # Snakemake's choice of the two
+        if (profile / name).is_file():
+            try:
+                settings = yaml.safe_load((profile / name).read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, yaml.YAMLError):
+                return None, ""
+            executor = settings.get("executor") if isinstance(settings, dict) else None
+            return executor, f"--profile {profile.name}"
+    return None, ""
+
+
+def check_sbatch(args: argparse.Namespace, extra: Sequence[str], workflow: Path) -> int | None:
+    """With the Slurm executor on a machine without ``sbatch`` on PATH: one line at once
+    (Snakemake would say nothing about it until its first submission, after the whole
+    plan). A dry run goes on (the plan is what a Slurm machine would run); ``run`` and
+    ``paper`` stop with status 1. None: go on."""
+    profile = Path(args.profile) if Path(args.profile).is_dir() else workflow / args.profile
+    executor, via = executor_of(profile, extra)
+    if executor != "slurm" or shutil.which("sbatch"):
+        return None
+    if via.startswith("--profile"):
+        via = f"--profile {args.profile}"
+    if args.command == "plan" or DRY_RUN.intersection(extra):
+        print(f"archbench: no sbatch on this machine: the plan below is what {via} would "
+              "submit to Slurm from a machine that has it", file=sys.stderr)
+        return None
+    print(f"archbench: {via} submits jobs with sbatch, and this machine has no sbatch on "
+          f"PATH: run it where Slurm is installed (a login node), or use --profile "
+          f"{DEFAULT_PROFILE}", file=sys.stderr)
+    return 1
+
+
 def run_snakemake(args: argparse.Namespace, extra: Sequence[str]) -> int:
     """Replace this process with Snakemake in the workflow's directory (Ctrl-C then reaches
     Snakemake alone, which cleans up as it does when run directly)."""
@@ -161,6 +211,8 @@ def run_snakemake(args: argparse.Namespace, extra: Sequence[str]) -> int:
         print(f"archbench: no Snakefile in {Path.cwd()}: run `archbench {args.command}` in the "
               "workflow's directory (a checkout) or give --workflow DIR", file=sys.stderr)
         return 1
+    if (refused := check_sbatch(args, extra, workflow)) is not None:
+        return refused
     argv = [sys.executable, "-m", "snakemake", *snakemake_arguments(args, extra, workflow)]
     print(f"archbench: in {workflow}: snakemake {shlex.join(argv[3:])}", file=sys.stderr)
     sys.stderr.flush()
@@ -190,7 +242,11 @@ def parser() -> argparse.ArgumentParser:
                                "uses (default: the current directory when it holds a Snakefile, "
                                "else the checkout holding the campaign file, else none: the "
                                "shipped systems)")
-    commands.add_parser("schema", help="print the whole experiment schema", allow_abbrev=False)
+    schemas = commands.add_parser("schema", allow_abbrev=False,
+                                  help="print every key a campaign may use (campaign, "
+                                       "experiment and system keys)")
+    schemas.add_argument("section", nargs="?", choices=("campaign", "experiment", "system"),
+                         help="print this section alone")
     helps = {"plan": "the dry run: the plan (measurements, jobs, node-hours), then every job",
              "run": "run a campaign (every further argument goes to Snakemake)",
              "paper": "rebuild every table, figure and the report from results/raw (no benchmark)"}
@@ -227,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "compare":
         from archbench.results.compare import run
         return run(args)
-    return schema()
+    return schema(args.section)
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ def test_invalid_config_gives_one_line_naming_the_key(default, path, value, expe
 
 def test_inline_system_definition_is_validated(default):
     cfg = copy.deepcopy(default)
-    cfg["system_definitions"] = {"local": {"arch": "sparc"}}
+    cfg["system_definitions"] = {"local": {"arch": "sparc", "cores_per_socket": 2}}
     with pytest.raises(ConfigError, match=r"system_definitions.local.arch: 'sparc' is not one of"):
         load_campaign(cfg)
 

@@ -142,7 +142,7 @@ def test_image_and_image_uri_are_exclusive_one_line(tmp_path):
     # from a system file, the message names the file
     systems = tmp_path / "systems"
     systems.mkdir()
-    (systems / "site.yaml").write_text("name: site\narch: x86_64\ncontainer_runtime: charliecloud\n"
+    (systems / "site.yaml").write_text("name: site\narch: x86_64\ncores_per_socket: 2\ncontainer_runtime: charliecloud\n"
                                        "image_uri: oras://site/tf:1\n")
     cfg = {"campaign": "c", "systems": ["site"], "experiments": prebuilt("x", "y")["experiments"]}
     with pytest.raises(ConfigError) as err:

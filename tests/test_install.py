@@ -111,10 +111,14 @@ def test_check_needs_no_checkout(installed, tmp_path):
         "config/systems/atlantis.yaml for 'atlantis'\n")
 
 
-def test_schema_prints_every_experiment_type(installed, tmp_path):
+def test_schema_prints_every_key_a_campaign_may_use(installed, tmp_path):
     proc = run(installed, "archbench", "schema", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "thread_scaling" in yaml.safe_load(proc.stdout)["$defs"]
+    schemas = yaml.safe_load(proc.stdout)
+    assert list(schemas) == ["campaign", "experiment", "system"]
+    assert "thread_scaling" in schemas["experiment"]["$defs"]
+    assert {"experiments", "systems"} <= set(schemas["campaign"]["properties"])
+    assert "cores_per_socket" in schemas["system"]["properties"]
 
 
 @pytest.mark.workflow

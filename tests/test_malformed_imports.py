@@ -107,7 +107,10 @@ def assert_rejection(exc: ImportFormatError, files: tuple[Path, ...], row: int |
     found = re.search(r": row (\d+) \((header|line \d+)\)", message)
     if found and found.group(1) != "0" and "not valid CSV" not in message:
         assert re.search(r": column '[^']*': \S", message), message
-    if row is not None:
+    both = re.search(r": rows (\d+) and (\d+) \(lines \d+ and \d+\): ", message)
+    if row is not None and both:  # a row repeating another's configuration names both
+        assert str(row) in both.groups(), message
+    elif row is not None:
         assert f": row {row} (line " in message, message
 
 
@@ -194,9 +197,12 @@ def import_files(draw: st.DrawFn) -> bytes:
     columns = draw(st.permutations(columns))
     never_empty = ("system", "model", "kernel", "throughput", "unit", "strategy",
                    "scaling_unit", "nodes", "workers", "gpus")
+    count = draw(st.integers(1, 4))
+    if count > 1 and "repetition" not in columns:  # one configuration, one row per repetition
+        columns.insert(draw(st.integers(0, len(columns))), "repetition")
     rows = []
-    for _ in range(draw(st.integers(1, 4))):
-        rows.append([cell(draw, c, columns)
+    for i in range(count):
+        rows.append([str(i) if c == "repetition" and count > 1 else cell(draw, c, columns)
                      if c in never_empty or draw(st.booleans()) else "" for c in columns])
     return render([list(columns), *rows], draw(st.sampled_from(["\n", "\r\n"])))
 
@@ -211,8 +217,10 @@ def claims_files(draw: st.DrawFn) -> bytes:
     columns = draw(st.permutations(["metric", "value", "low", "high", "unit", "tolerance",
                                     "source", "note", *identity]))
     rows = []
-    for _ in range(draw(st.integers(1, 4))):
-        metric = draw(st.sampled_from(sorted(published.METRICS)))
+    # one claim per metric: two of one metric and identity may contradict each other
+    metrics = draw(st.lists(st.sampled_from(sorted(published.METRICS)), min_size=1, max_size=4,
+                            unique=True))
+    for metric in metrics:
         claim = {"metric": metric, "unit": draw(st.sampled_from(sorted(published.METRICS[metric].units))),
                  "source": draw(NAMES), "note": draw(TEXT)}
         bounds = sorted(draw(st.lists(st.floats(-1e21, 1e21), min_size=1, max_size=2)))

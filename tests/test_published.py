@@ -273,8 +273,8 @@ def test_check_refuses_a_claim_no_configuration_can_match(tmp_path, monkeypatch,
 def test_the_inception4_row_names_what_the_campaign_runs(tmp_path, monkeypatch):
     message = checked("osu-2019", edited_claims(tmp_path, "osu-2019", 6, "model", "inception4"),
                       monkeypatch)
-    assert message.endswith("with system=osu-skylake-48, framework=tensorflow (it runs model "
-                            "inception_v3, inception_v4, resnet101, resnet152, resnet50)")
+    assert message.endswith("'inception4' matches no configuration of the campaign (it runs "
+                            "model inception_v3, inception_v4, resnet101, resnet152, resnet50)")
 
 
 def test_jobs_skip_the_claims_match_the_main_process_made(tmp_path, monkeypatch):

@@ -97,7 +97,7 @@ def test_slurm_extra_with_a_plugin_managed_option_is_refused_naming_file_and_key
                                        ("--reservation=r", "reservation"), ("--exclude=c1", "exclude")])
 def test_the_refusal_names_the_key_to_use_instead(word, key):
     cfg = yaml.safe_load((REPO / "tests" / "campaigns" / "tiny.yaml").read_text())
-    cfg["system_definitions"] = {"local": {"arch": "auto", "slurm_extra": word}}
+    cfg["system_definitions"] = {"local": {"arch": "auto", "cores_per_socket": 2, "slurm_extra": word}}
     with pytest.raises(ConfigError, match=rf"^system_definitions\.local\.slurm_extra: .* {key}\b"):
         load_campaign(cfg)
 

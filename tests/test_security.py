@@ -15,7 +15,7 @@ HOSTILE = ["; rm -rf ~", "$(touch /tmp/pwned)", "`id`", "debug\nrm -rf /", "a &&
 @pytest.fixture
 def base():
     cfg = yaml.safe_load((REPO / "tests" / "campaigns" / "tiny.yaml").read_text())
-    cfg["system_definitions"] = {"local": {"arch": "auto", "partition": "debug"}}
+    cfg["system_definitions"] = {"local": {"arch": "auto", "cores_per_socket": 2, "partition": "debug"}}
     return cfg
 
 

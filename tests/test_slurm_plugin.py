@@ -160,7 +160,8 @@ def test_without_the_plugin_a_slurm_extra_cannot_be_checked_and_says_so_in_one_l
     campaign = tmp_path / "extra.yaml"
     campaign.write_text(yaml.safe_dump({
         "campaign": "extra", "systems": ["site"],
-        "system_definitions": {"site": {"arch": "auto", "slurm_extra": "--hint=nomultithread"}},
+        "system_definitions": {"site": {"arch": "auto", "cores_per_socket": 2,
+                                        "slurm_extra": "--hint=nomultithread"}},
         "experiments": {"t": {"type": "thread_scaling", "models": ["small_cnn"], "threads": [1],
                               "batch_sizes": [4]}}}))
     code = ("import sys; sys.modules['snakemake_executor_plugin_slurm'] = None; "

@@ -3,16 +3,16 @@
 
 from __future__ import annotations
 
-import os
-
 
 def cores_of(system: dict) -> int:
-    """Physical cores per node of a system (``auto``: this machine's CPUs)."""
-    per_socket = system.get("cores_per_socket", "auto")
-    sockets = int(system.get("sockets", 1))
-    if not isinstance(per_socket, int):
-        return max(1, os.cpu_count() or 1)
-    return sockets * per_socket
+    """Physical cores per node of a system: sockets x cores_per_socket, its own keys (a
+    resolved system has ``auto`` replaced, :func:`archbench.plan.systems.resolve_system`);
+    raises ValueError for a system that does not give them, never this machine's cores."""
+    per_socket = system.get("cores_per_socket")
+    if isinstance(per_socket, bool) or not isinstance(per_socket, int):
+        raise ValueError(f"system {system.get('name', '')!r}: cores_per_socket "
+                         f"{per_socket!r} is not a count of cores")
+    return int(system.get("sockets", 1)) * per_socket
 
 
 def hardware_threads(system: dict) -> int:

@@ -4,7 +4,7 @@ A *measurement* is a flat dict whose keys are record field names (see record.py)
 ``repetitions``, ``timeout_minutes``, ``retries`` and ``env``. Each experiment is
 expanded by its type (``archbench.plan.experiment_types``) on each of its systems.
 
-    archbench schema                  # the whole experiment schema, every type's keys
+    archbench schema                  # every key a campaign may use: campaign, experiment, system
     archbench check CAMPAIGN.yaml     # every input checked, as the workflow does
 """
 
@@ -63,6 +63,22 @@ def experiment_schema() -> dict:
     defs["variable_update_name"] = {**defs["variable_update_name"], "enum": [
         *update_strategies(), *(s for s in multi_process() if not STRATEGIES[s].variable_updates)]}
     return {**base, "$defs": defs}
+
+
+# the sections of `archbench schema`: what each schema describes
+SCHEMA_SECTIONS = {
+    "campaign": "the top level of a campaign file (config/config.yaml, config/campaigns/*.yaml)",
+    "experiment": "each entry of `experiments:` (and the keys of `defaults:`); `type` picks "
+                  "its definition under $defs, and every type takes the common keys",
+    "system": "each config/systems/<name>.yaml, or entry of `system_definitions:`"}
+
+
+def campaign_schemas() -> dict[str, dict]:
+    """Every key a campaign may use, by where it goes (:data:`SCHEMA_SECTIONS`): the
+    campaign schema, the whole experiment schema (:func:`experiment_schema`) and the
+    system schema."""
+    return {"campaign": load_schema("config"), "experiment": experiment_schema(),
+            "system": load_schema("system")}
 
 
 class ExperimentError(ValueError):

@@ -2,8 +2,8 @@
 reads them.
 
 Snakemake parses its --configfile files itself, before the workflow starts: one that is
-not UTF-8 stops it with a traceback, one that is not YAML with a message that does not
-name it. It loads the workflow profile (profiles/default/config.yaml) earlier still, for
+not UTF-8 stops it with a traceback, one that is not YAML, is empty or whose top level
+is not a mapping (a list) with a message that does not name it. It loads the workflow profile (profiles/default/config.yaml) earlier still, for
 every run in the workflow's directory, and evaluates a profile written as a YTE template:
 that profile calls :func:`check_configfiles`, which reads each file as the workflow will
 (:func:`archbench.core.yamlio.load_yaml_file`) and stops on the first bad one with one line
@@ -66,12 +66,23 @@ def snakemake_targets(argv: Sequence[str] | None = None) -> list[str]:
 def check_configfiles(argv: Sequence[str] | None = None) -> None:
     """Exit with one line (``archbench: invalid configuration: FILE: reason``) when a
     --configfile of Snakemake's command line (default ``sys.argv``) cannot be read as a
-    campaign file: missing, a directory, not UTF-8, not YAML, a key given twice, ..."""
+    campaign file: missing, a directory, not UTF-8, not YAML, a key given twice, empty or
+    not a mapping at its top level (a list, a single value), ..."""
     argv = list(sys.argv if argv is None else argv)
     if not invoked_as_snakemake(argv):
         return
     for path in configfile_arguments(argv[1:]):
         try:
-            load_yaml_file(path)
+            campaign = load_yaml_file(path)
         except ConfigError as exc:
             raise SystemExit(f"archbench: invalid configuration: {exc}") from None
+        if not isinstance(campaign, dict):  # Snakemake's own message names no file
+            raise SystemExit(f"archbench: invalid configuration: {path}: (top level): a "
+                             f"campaign must be a mapping ({_what(campaign)})")
+
+
+def _what(document: object) -> str:
+    """What a YAML document that is not a mapping is, for the refusal."""
+    if document is None:
+        return "the file is empty"
+    return f"the file holds a {'list' if isinstance(document, list) else type(document).__name__}"

@@ -24,7 +24,7 @@ from archbench.plan.slurm_requests import check_system
 SYSTEM_DIR: Traversable = resources.files("archbench").joinpath("systems")
 DEFAULTS = {"nodes": 1, "sockets": 1, "threads_per_core": 1, "runtime_minutes": 30,
             "container_runtime": "none", "launcher": "local", "vendor_library": "none",
-            "env": {}, "cores_per_socket": "auto"}
+            "env": {}}
 
 
 def check_image(system: dict, where: str, source: str | None) -> None:
@@ -78,6 +78,10 @@ def resolve_system(name: str, definition: dict | None = None,
     shipped systems) or the inline ``definition``, validate, fill defaults.
 
     ``auto`` values (arch, cores_per_socket) describe the machine running the workflow.
+    A node's cores come from the system's own keys, sockets x cores_per_socket, never
+    from a default: a system without cores_per_socket is refused, and ``auto`` (this
+    machine's cores) is refused unless the system's runs start here (launcher local, as
+    the shipped ``local`` system's do, or ``this_machine: true``).
     """
     if definition is None:
         path = system_file(name, system_dir)
@@ -100,6 +104,18 @@ def resolve_system(name: str, definition: dict | None = None,
     check_image(system, where, source)
     if system["arch"] == "auto":
         system["arch"] = platform.machine()
+    if system["cores_per_socket"] == "auto" and system["launcher"] != "local" \
+            and not system.get("this_machine"):
+        key = f"{where}.cores_per_socket" if where else "cores_per_socket"
+        raise ConfigError(f"{key}: 'auto' counts the cores of the machine running the "
+                          f"workflow, not of a node that launcher {system['launcher']} "
+                          "runs on: give the node's cores per socket (or this_machine: "
+                          "true when the nodes are this machine)", source=source)
     if system["cores_per_socket"] == "auto":
-        system["cores_per_socket"] = max(1, (os.cpu_count() or 1) // system["sockets"])
+        cores = os.cpu_count() or 1
+        if system["sockets"] > cores:  # a socket of this machine's cores each would be more
+            key = f"{where}.sockets" if where else "sockets"
+            raise ConfigError(f"{key}: {system['sockets']} sockets with cores_per_socket 'auto': "
+                              f"this machine has {cores} cores", source=source)
+        system["cores_per_socket"] = cores // system["sockets"]
     return system

@@ -97,19 +97,32 @@ def check_claims(paths: Iterable[str | os.PathLike], summary: pd.DataFrame) -> N
             name = metric.candidates or metric.table
             if name not in built:
                 built[name] = BUILDERS[name](summary).reset_index(drop=True)
-            why = unmatched(claim, built[name], name)
+            why = unmatched(claim, built[name], name, summary)
             if why:
                 row = str(claim["file"]).rsplit(", row ", 1)[1]  # read_claims: "NAME, row N"
                 raise ImportFormatError(f"{path}: row {row}: {why}")
 
 
-def unmatched(claim: pd.Series, table: pd.DataFrame, name: str) -> str | None:
+def unmatched(claim: pd.Series, table: pd.DataFrame, name: str,
+              summary: pd.DataFrame | None = None) -> str | None:
     """Why ``claim`` gets no value from any row of ``table`` (the table ``name`` of its
-    metric, built from the plan), as "column 'C': reason"; None when some row gives one."""
+    metric, built from the plan ``summary``), as "column 'C': reason"; None when some row
+    gives one. The column named is the first that matches nothing: a value no
+    configuration of the whole plan has, else (the metric's table empty) the metric,
+    else the first column, in :data:`~archbench.results.claims.IDENTITY` order, that no
+    configuration agreeing with the columns before it has."""
     identity = identity_of(claim)
     for key in identity:
         if table_column(table, key) is None:
             return f"column '{key}': the {name} table, which gives {claim['metric']}, has no such column"
+    for key, value in identity.items():  # a name the campaign never runs, whatever the metric
+        if summary is not None and table_column(summary, key) is not None \
+                and not matching_rows(summary, {key: value}).any():
+            return (f"column '{key}': {_shown(value)} matches no configuration of the campaign "
+                    f"({_values_of(summary, key)})")
+    if table.empty:
+        return (f"column 'metric': no configuration of the campaign gives a {claim['metric']} "
+                f"(its {name} table is empty)")
     mask, before = matching_rows(table, {}), {}
     for key, value in identity.items():
         narrowed = mask & matching_rows(table, {key: value})

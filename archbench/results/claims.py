@@ -41,7 +41,11 @@ non-UTF-8 or header-only file, a repeated column, a wrong field count, a cell th
 printable); besides, text identity cells are names (up to 64 letters, digits, ``_ . + -``,
 after an optional ``!``), value, low and high are finite plain decimals of at most 1e21 in
 magnitude, a tolerance is a non-negative number or percentage, counts are 1 to 1,000,000
-(problem and tile sizes up to 2**50), and the unit is one of the metric's.
+(problem and tile sizes up to 2**50), and the unit is one of the metric's. Two claims
+of one metric for one configuration (the same identity columns and baseline) must be
+able to hold together: a file in which no value lies within both claims' tolerances
+(4,000 and 9,000 img/s at 10%) is refused naming both rows; one value stated twice (an
+abstract's 1.7x for a section's 1.74x) passes.
 
 :func:`check_imports` checks a campaign's ``imports:`` (import and claims files) when the
 workflow is planned; ``python -m archbench.results.claims FILE...`` checks files and prints
@@ -194,7 +198,65 @@ def read_claims(path: str | os.PathLike) -> pd.DataFrame:
                 except ValueError as exc:
                     raise ImportFormatError(f"{where}: column '{name}': {exc}") from None
         claims.append(_checked(claim, where, f"{path.name}, row {number}"))
+    check_contradictions(path, claims, [line for _, line, _ in rows])
     return pd.DataFrame(claims, columns=[*CLAIM_FIELDS, "file", *IDENTITY])
+
+
+def accepted(claim: dict) -> tuple[float, float]:
+    """The values of the claim's metric, in its base unit (a fraction and a percentage of
+    one efficiency compare equal), that ``vs_published`` finds within its tolerance: its
+    value or range widened by the tolerance (of the value, or of the bound passed)."""
+    per = METRICS[claim["metric"]].units[claim["unit"]]
+    tolerance = str(claim.get("tolerance") or DEFAULT_TOLERANCE)
+
+    def limit(reference: float) -> float:
+        if tolerance.endswith("%"):
+            return abs(reference) * float(tolerance[:-1]) / 100.0
+        return float(tolerance)
+
+    low, high = claim.get("low", claim.get("value")), claim.get("high", claim.get("value"))
+    low = -float("inf") if low is None else low - limit(low)
+    high = float("inf") if high is None else high + limit(high)
+    return low / per, high / per
+
+
+def check_contradictions(path: Path, claims: list[dict], lines: list[int]) -> None:
+    """Raise ImportFormatError naming both rows when two ``claims`` (in file order, data
+    row i on line ``lines[i-1]``) state one metric of one configuration (the same metric,
+    identity columns and baseline) and no value satisfies both within their tolerances:
+    ``vs_published`` would flag the campaign whatever it measures. A paper that states one
+    value twice (in its abstract and a section, once rounded) passes."""
+    seen: dict[tuple, list[int]] = {}
+    for number, claim in enumerate(claims, start=1):
+        key = (claim["metric"], *((k, claim.get(k)) for k in IDENTITY))
+        low, high = accepted(claim)
+        for first in seen.get(key, []):
+            earlier = claims[first - 1]
+            other_low, other_high = accepted(earlier)
+            if low <= other_high and other_low <= high:
+                continue
+            identity = ", ".join(f"{k}={_plain(claim[k])}" for k in IDENTITY if k in claim)
+            raise ImportFormatError(
+                f"{path}: rows {first} and {number} (lines {lines[first - 1]} and "
+                f"{lines[number - 1]}): two {claim['metric']} claims of one configuration "
+                f"({identity}) that cannot both hold: {_said(earlier)} and {_said(claim)} "
+                "(keep the one the paper states, or widen a tolerance)")
+        seen.setdefault(key, []).append(number)
+
+
+def _plain(value: object) -> str:
+    """A cell as written: counts without a decimal point."""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def _said(claim: dict) -> str:
+    """A claim's value or range as written, with its unit and tolerance."""
+    if "value" in claim:
+        said = f"{claim['value']:g}"
+    else:
+        low, high = claim.get("low"), claim.get("high")
+        said = f"{'' if low is None else f'{low:g}'}-{'' if high is None else f'{high:g}'}"
+    return f"{said} {claim['unit']} (tolerance {claim.get('tolerance') or DEFAULT_TOLERANCE})"
 
 
 def _checked(claim: dict, where: str, file: str) -> dict:

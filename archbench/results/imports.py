@@ -41,8 +41,17 @@ problem_size           no        kernel problem size (N, or bytes for STREAM)
 tile_size              no        kernel tile size
 vendor_library         no        onednn | mkl | armpl | acl
 vendor_library_enabled no        true | false (also on/off, yes/no, 1/0)
+framework              no        the framework that measured the row (a registered one:
+                                 tensorflow, pytorch, ...); default tensorflow
 repetition             no        repetition index when rows are single runs
 =====================  ========  ==========================================================
+
+Each configuration is measured once per repetition: two rows of one file that describe
+the same configuration (every column but throughput, unit, error, source and
+scaling_unit, with the defaults below filled in: 1 TFLOP/s is 1,000 GFLOP/s, an empty
+``nodes`` is 1) with the same ``repetition`` (none given: 0) are refused, identical or
+not, in one line naming both rows: the tables would count them as two runs. Give each
+run its own ``repetition``.
 
 A scaling series is every row that agrees on all identifying columns except the counts
 that grow with its unit (``archbench.results.tables.scaling``): over nodes, the per-node layout
@@ -92,6 +101,7 @@ malformed when it:
   ignored, stored as spelled there): img/s (training); FLOP/s, kFLOP/s, MFLOP/s, GFLOP/s,
   TFLOP/s, PFLOP/s (matmul, CG, FFT); B/s, kB/s, MB/s, GB/s, TB/s, KiB/s, MiB/s, GiB/s
   (STREAM: GB/s, stream_comm: MiB/s);
+- repeats a configuration and repetition of an earlier row (see above);
 - gives a number that is not plain decimal (no inf, nan, hex or ``1_000``) or out of bounds:
   counts (nodes, workers, gpus, gpus_per_node, processes_per_node, threads, inter_threads,
   parameter_servers, repetition) 1 to 1,000,000 (0 allowed for threads, inter_threads,
@@ -141,6 +151,7 @@ from archbench.core.record import bound
 from archbench.core.validate import ConfigError
 from archbench.core.yamlio import load_yaml_text
 from archbench.workloads.names import registered
+from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
 
 REQUIRED = ("system", "throughput", "unit")
 TEXT_COLUMNS = ("system", "model", "kernel", "unit", "source", "experiment",
@@ -163,7 +174,8 @@ MAX_VALUE = bound("throughput", "maximum")
 CHOICES: dict[str, Callable[[], Sequence[str]]] = {
     "data": lambda: ("synthetic", "real"),
     "strategy": lambda: registered("strategy"),
-    "scaling_unit": lambda: ("nodes", "workers", "gpus")}
+    "scaling_unit": lambda: ("nodes", "workers", "gpus"),
+    "framework": lambda: registered("framework")}
 BOOL_COLUMNS = ("vendor_library_enabled",)
 KNOWN = set(TEXT_COLUMNS) | set(INT_COLUMNS) | set(FLOAT_COLUMNS) | set(CHOICES) | set(BOOL_COLUMNS)
 _BOOL = {"true": True, "false": False, "on": True, "off": False, "yes": True, "no": False,
@@ -177,6 +189,8 @@ UNITS = {"img/s": ("img/s", 1.0),
          "GiB/s": ("GB/s", 1e9 / 2**30)}
 _UNIT_KEYS = {unit.lower(): unit for unit in UNITS}
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")  # 64 characters, as campaign names
+# the columns of a row that are its value, not its configuration
+VALUE_COLUMNS = ("throughput", "error", "source")
 # a sidecar is small and hand-written; PyYAML reads about 80 KiB a second
 MAX_MAPPING_BYTES = 64 * 2**10
 
@@ -366,7 +380,40 @@ def read_values(path: str | os.PathLike, mapping: dict | None = None) -> list[tu
         if unit and values.get(unit) is None and not (unit == "nodes" and "gpus" not in values):
             raise ImportFormatError(f"{at}: column '{unit}': empty (the row scales over {unit})")
         out.append((number, values))
+    check_repeats(path, out, {number: line for number, line, _ in rows})
     return out
+
+
+def check_repeats(path: Path, rows: list[tuple[int, dict]], lines: dict[int, int]) -> None:
+    """Raise ImportFormatError naming both rows when two ``rows`` (row number, values) are
+    one configuration and repetition: equal tidy rows but for their value columns
+    (:data:`VALUE_COLUMNS`, the unit: 1 TFLOP/s is 1,000 GFLOP/s) and scaling unit, so
+    that a default and the value it stands for are equal."""
+    seen: dict[tuple, tuple[int, dict]] = {}
+    for number, values in rows:
+        tidy = _tidy_row(path, number, values)
+        key = tuple((k, v) for k, v in tidy.items()
+                    if k not in ("run_id", "throughput", "throughput_unit", "reported_error",
+                                 "source", "scaling_unit"))  # the series a row joins, not what ran
+        if key not in seen:
+            seen[key] = (number, values)
+            continue
+        first, earlier = seen[key]
+        given = ", ".join(f"{k}={v}" for k, v in values.items()
+                          if k not in (*VALUE_COLUMNS, "unit", "repetition"))
+        both = f"{path}: rows {first} and {number} (lines {lines[first]} and {lines[number]})"
+        if earlier == values:
+            raise ImportFormatError(f"{both}: the same row twice ({given}, repetition "
+                                    f"{tidy['repetition']})")
+        raise ImportFormatError(
+            f"{both}: one configuration and repetition twice ({given}, repetition "
+            f"{tidy['repetition']}): {_value(earlier)} and {_value(values)} "
+            "(each run takes its own repetition)")
+
+
+def _value(values: dict) -> str:
+    """'4000 img/s': a row's value as given."""
+    return f"{values['throughput']:g} {values['unit']}"
 
 
 def read_import(path: str | os.PathLike, mapping: dict | None = None) -> pd.DataFrame:
@@ -404,6 +451,7 @@ def _tidy_row(path: Path, number: int, v: dict) -> dict:
         "global_batch": global_batch, "problem_size": v.get("problem_size"),
         "tile_size": v.get("tile_size"), "vendor_library": v.get("vendor_library"),
         "vendor_library_enabled": v.get("vendor_library_enabled"),
+        "framework": v.get("framework", DEFAULT_FRAMEWORK),
         "throughput": v["throughput"], "throughput_unit": v["unit"], "status": "ok",
         "reason": "", "reported_error": v.get("error"),
         "source": v.get("source", path.name),
