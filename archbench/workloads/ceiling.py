@@ -7,7 +7,8 @@ What a value implies, per second:
 - img/s (training): img/s x the model's training FLOPs per image, the lower bound its
   framework's registry declares (``least_training_flops`` of
   ``archbench.workloads.training.models`` and of PyTorch's registry; the framework
-  named, else the smaller of them) at the row's image size (else the model's smallest);
+  named, else the smaller of them) at the row's image size (the model's smallest where
+  it states none or a smaller one);
 - FLOP/s and B/s in any prefix (kernels): the value itself.
 
 The hardware: ``gpus`` GPUs for a GPU row (``device`` gpu, else ``workers``), else CPU
@@ -99,7 +100,7 @@ def training_flops(row: Mapping[str, Any]) -> tuple[float, str] | None:
     model = row.get("model")
     if model not in MODELS:
         return None
-    size = _count(row, "image_size") or MODELS[model].min_image_size
+    size = max(_count(row, "image_size") or 0, MODELS[model].min_image_size)  # none smaller runs
     named = row.get("framework")
     chosen = [named] if named in FRAMEWORKS else list(FRAMEWORKS)
     flops = min(importlib.import_module(FRAMEWORKS[name].models.split(":")[0])
