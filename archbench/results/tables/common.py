@@ -175,7 +175,8 @@ def _short_windows(good: pd.DataFrame) -> pd.Series:
     """Per ``_gid`` of the ok runs ``good``: True when one of them timed a window too short
     to time (:func:`metrics.short_window`), False when every one states a longer one,
     else missing."""
-    short = pd.Series([metrics.short_window(None if pd.isna(s) else s) for s in good["measured_window_s"]],
+    seconds = good["measured_window_s"] if "measured_window_s" in good else [None] * len(good)
+    short = pd.Series([metrics.short_window(None if pd.isna(s) else s) for s in seconds],
                       index=good.index, dtype="boolean")
     grouped = short.groupby(good["_gid"])
     return grouped.any().where(grouped.any() | (grouped.count() == grouped.size()), pd.NA)
