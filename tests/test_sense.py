@@ -20,7 +20,7 @@ from archbench.core.record import DEFAULTS, RecordError, bound, make_record, rea
 from archbench.results import imports as importer
 from archbench.results.collect import collect
 from archbench.results.integrity import quarantine_invalid
-from archbench.workloads import sense
+from archbench.workloads import ceiling, sense
 from archbench.workloads.kernels import KERNELS
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -201,9 +201,13 @@ def test_imports_and_records_share_one_definition_of_the_bounds():
 @st.composite
 def consistent_training(draw) -> dict:
     """A training record as a real run writes it: n step times inside a window that
-    outlasts them by at most the allowance, throughput = images / window."""
+    outlasts them by at most the allowance, throughput = images / window, and no step
+    shorter than its FLOPs at the physical bound allow."""
     batch, workers = draw(st.integers(1, 2**20)), draw(st.integers(1, 2**10))
-    times = draw(st.lists(st.floats(1e-4, 100.0), min_size=1, max_size=30))
+    shape = train_record(batch_per_process=batch, workers=workers, processes_per_node=workers)
+    fastest = batch * workers * ceiling.training_flops(shape)[0] / (
+        ceiling.FACTOR * ceiling.hardware(shape)[0])
+    times = [fastest + t for t in draw(st.lists(st.floats(1e-4, 100.0), min_size=1, max_size=30))]
     total = math.fsum(times)
     window = total * (1 + draw(st.floats(0, 0.99 * sense.WINDOW_SLACK))) \
         + draw(st.floats(0, 0.99 * sense.WINDOW_SLACK_S))
@@ -216,12 +220,16 @@ def consistent_training(draw) -> dict:
 
 @st.composite
 def consistent_kernel(draw) -> dict:
-    """A kernel record as a real run writes it: throughput = work x steps / time."""
+    """A kernel record as a real run writes it: throughput = work x steps / time, no step
+    shorter than its work at the physical bound allows."""
     spec = KERNELS[draw(st.sampled_from(sorted(KERNELS)))]
     record = kernel_record(kernel=spec.name, problem_size=draw(st.integers(2, 2**16)),
                            workers=draw(st.integers(1, 64)), throughput_unit=spec.unit,
                            metrics={"iterations": {"value": draw(st.integers(1, 1000)), "unit": "count"}})
-    times = draw(st.lists(st.floats(1e-4, 100.0), min_size=1, max_size=10))
+    amount, base, _ = ceiling.implied(record, spec.work(record), spec.unit)
+    peak = ceiling.hardware(record)[0 if base == "FLOP/s" else 1]
+    fastest = amount / (ceiling.FACTOR * peak)
+    times = [fastest + t for t in draw(st.lists(st.floats(1e-4, 100.0), min_size=1, max_size=10))]
     return {**record, "step_times_s": times, "measured_steps": len(times),
             "throughput": spec.work(record) * len(times) / math.fsum(times)}
 

@@ -10,6 +10,10 @@ import math
 from typing import Sequence
 
 SPREAD_LIMIT = 0.10  # a configuration whose (max - min) exceeds 10% of its mean is flagged
+# a measured window shorter than this is too short to time (docs/metrics.md, "Repetitions
+# and the summary"): its edges (the closing barrier, a straggler's finish) vary by up to
+# ~10 ms, 2 % of 0.5 s, a fifth of the spread limit
+MIN_WINDOW_S = 0.5
 
 
 def global_batch(batch_per_process: int, workers: int) -> int:
@@ -106,6 +110,14 @@ def spread_flag(values: Sequence[float], limit: float = SPREAD_LIMIT) -> bool:
     """True when (max - min) exceeds ``limit`` times the mean."""
     mean = sum(values) / len(values)
     return mean > 0 and spread(values) > limit * mean
+
+
+def short_window(seconds: float | None) -> bool | None:
+    """True when a measured window lasted less than :data:`MIN_WINDOW_S` seconds; None
+    when its length is unknown."""
+    if seconds is None or math.isnan(seconds):
+        return None
+    return seconds < MIN_WINDOW_S
 
 
 MIN_REPETITIONS_TO_COMPARE = 2  # ok runs per side a ratio's interval needs (a sample variance)

@@ -41,7 +41,10 @@ non-UTF-8 or header-only file, a repeated column, a wrong field count, a cell th
 printable); besides, text identity cells are names (up to 64 letters, digits, ``_ . + -``,
 after an optional ``!``), value, low and high are finite plain decimals of at most 1e21 in
 magnitude, a tolerance is a non-negative number or percentage, counts are 1 to 1,000,000
-(problem and tile sizes up to 2**50), and the unit is one of the metric's. Two claims
+(problem and tile sizes up to 2**50), the unit is one of the metric's, and a throughput,
+GFLOP/s or bandwidth ``value`` or ``low`` is within the physical bound of the hardware its
+identity columns count (:func:`archbench.workloads.ceiling.beyond_peak`; a claim that
+gives no nodes, workers or GPUs holds for any scale and is not bounded). Two claims
 of one metric for one configuration (the same identity columns and baseline) must be
 able to hold together: a file in which no value lies within both claims' tolerances
 (4,000 and 9,000 img/s at 10%) is refused naming both rows; one value stated twice (an
@@ -64,11 +67,13 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from archbench.core.csvfile import ImportFormatError, at_row, clean_text, parse_number, read_rows, show
+from archbench.workloads.ceiling import beyond_peak
 from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
 from archbench.results.imports import (
     INT_COLUMNS,
     MAX_VALUE,
     NAME,
+    RECORD_FIELD,
     UNITS,
     canonical_unit,
     mapping_of,
@@ -276,6 +281,10 @@ def _checked(claim: dict, where: str, file: str) -> dict:
         raise ImportFormatError(f"{where}: column 'low': above high")
     if "baseline" in claim and not metric.series:
         raise ImportFormatError(f"{where}: column 'baseline': {claim['metric']} takes no baseline")
+    row = {RECORD_FIELD.get(name, name): value for name, value in claim.items()}
+    for column in ("value", "low"):  # a claim may not imply more than the hardware can do
+        if column in claim and (impossible := beyond_peak(row, claim[column], claim["unit"])):
+            raise ImportFormatError(f"{where}: column '{column}': {impossible}")
     return {"framework": DEFAULT_FRAMEWORK, **claim, "file": file}
 
 

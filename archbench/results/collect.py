@@ -15,7 +15,7 @@ import pandas as pd
 
 from archbench.workloads.gpu import device_mismatch
 from archbench.workloads.training.vendor_evidence import evidence_columns
-from archbench.workloads.sense import read_counted_records
+from archbench.workloads.sense import measured_window_s, read_counted_records
 
 
 
@@ -55,6 +55,7 @@ def flatten(record: dict) -> dict:
     row["devices"] = ",".join(record.get("devices") or [])
     steps = record.get("step_times_s") or []
     row["n_steps_recorded"] = len(steps)
+    row["measured_window_s"] = measured_window_s(record)
     for name, metric in sorted((record.get("metrics") or {}).items()):
         row[f"metric_{name}"] = metric["value"]
         row[f"metric_{name}_unit"] = metric["unit"]

@@ -107,7 +107,10 @@ malformed when it:
   parameter_servers, repetition) 1 to 1,000,000 (0 allowed for threads, inter_threads,
   parameter_servers and repetition); batch at most 2**20, global_batch 2**40,
   problem_size and tile_size 2**50; throughput above 0, error at least 0, both at most 1e21
-  (the bounds of the record fields they fill, ``schemas/record.schema.json``: :data:`INT_BOUNDS`).
+  (the bounds of the record fields they fill, ``schemas/record.schema.json``: :data:`INT_BOUNDS`);
+- gives a throughput its hardware cannot deliver: more FLOP/s (img/s x the model's
+  declared FLOPs per image) or bytes/s than 10 x the peak of the row's cores or GPUs
+  (:func:`archbench.workloads.ceiling.beyond_peak`, docs/metrics.md).
 
 A mapping sidecar is malformed, besides the file checks above, when it is over 64 KiB,
 is not a YAML mapping of ``columns``, ``constants`` and ``values`` whose entries are
@@ -150,6 +153,7 @@ from archbench.core.csvfile import (
 from archbench.core.record import bound
 from archbench.core.validate import ConfigError
 from archbench.core.yamlio import load_yaml_text
+from archbench.workloads.ceiling import beyond_peak
 from archbench.workloads.names import registered
 from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
 
@@ -379,6 +383,8 @@ def read_values(path: str | os.PathLike, mapping: dict | None = None) -> list[tu
         unit = scaling_unit(values)
         if unit and values.get(unit) is None and not (unit == "nodes" and "gpus" not in values):
             raise ImportFormatError(f"{at}: column '{unit}': empty (the row scales over {unit})")
+        if impossible := beyond_peak(_tidy_row(path, number, values)):
+            raise ImportFormatError(f"{at}: column 'throughput': {impossible}")
         out.append((number, values))
     check_repeats(path, out, {number: line for number, line, _ in rows})
     return out

@@ -23,6 +23,16 @@ the work of one step as its spec counts it (``KernelSpec.work``).
 
 A record checks only what it holds: one without step times or window metrics (an
 imported or fabricated value) is held to the schema's bounds alone.
+
+Every ok record, consistent or not, is then held to the physical bound of
+:mod:`archbench.workloads.ceiling`: its throughput may not imply more FLOP/s (img/s x
+the model's declared training FLOPs per image) or bytes/s than :data:`~archbench.
+workloads.ceiling.FACTOR` x the peak of the cores or GPUs it ran on. Imports and claims
+are held to the same bound.
+
+:func:`measured_window_s` is the measured window of a record (training: ``metrics.window_s``;
+a kernel: the sum of its step times); a window too short to time
+(:func:`archbench.core.metrics.short_window`) is flagged in the summary, not refused.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from typing import Any, Iterable, Mapping
 
 from archbench.core import metrics
 from archbench.core.record import RecordError, read_record, validate
+from archbench.workloads.ceiling import beyond_peak
 from archbench.workloads.names import unregistered
 
 ROUNDING = 1e-6  # relative: one value computed in two orders of floating-point operations
@@ -73,7 +84,13 @@ def problem(record: Mapping[str, Any]) -> str:
     if times and steps is not None and len(times) != steps:
         return f"step_times_s: {len(times)} step times for measured_steps {steps}"
     check = _train_problem if record.get("kind") == "train" else _kernel_problem
-    return check(record, throughput, times)
+    return check(record, throughput, times) or _impossible(record)
+
+
+def _impossible(record: Mapping[str, Any]) -> str:
+    """"throughput: <why>" when the record's throughput is beyond the physical bound."""
+    beyond = beyond_peak(record)
+    return f"throughput: {beyond}" if beyond else ""
 
 
 def _train_problem(record: Mapping[str, Any], throughput: float, times: list[float]) -> str:
@@ -135,6 +152,14 @@ def _kernel_problem(record: Mapping[str, Any], throughput: float, times: list[fl
                 f"times: {work:g} {unit.removesuffix('/s')} x {len(times)} steps / {total:g} s "
                 f"= {expected:g} {unit}")
     return ""
+
+
+def measured_window_s(record: Mapping[str, Any]) -> float | None:
+    """The seconds a record's measurement was timed over: a training record's
+    ``metrics.window_s``, else the sum of its step times; None when it holds neither."""
+    window = metric_value(record, "window_s")
+    times = record.get("step_times_s") or []
+    return window if window is not None else (math.fsum(times) if times else None)
 
 
 def check(record: dict, source: str = "record") -> None:

@@ -52,7 +52,7 @@ SETTING_METRICS = {
 # its KMP_* part (vendor_evidence.kmp_read_by: "none" = no runtime loaded reads them)
 SETTING_TEXT = ("mkl_env", "kmp_read_by")
 SUMMARY_METRICS = {**MEASURED_METRICS, **SETTING_METRICS}
-FLOAT_FIELDS = ("throughput", "reported_error", *SUMMARY_METRICS.values())
+FLOAT_FIELDS = ("throughput", "reported_error", "measured_window_s", *SUMMARY_METRICS.values())
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False,
               "yes": True, "no": False}
 
@@ -69,8 +69,8 @@ KEYS = tuple(CONFIG_FIELDS) + SERIES_FIELDS + ("variant",)
 STATISTICS = ("mean", "median")  # what a campaign's tables report (``statistic:``)
 SUMMARY_STATS = (
     "unit", "n", "statistic", "value", "mean", "median", "std", "min", "max", "ci95_low",
-    "ci95_high", "error",
-    "spread_flag", "n_failed", "failures", "status", *SUMMARY_METRICS, *SETTING_TEXT, "source",
+    "ci95_high", "error", "spread_flag", "short_window_flag",
+    "n_failed", "failures", "status", *SUMMARY_METRICS, *SETTING_TEXT, "source",
 )
 SUMMARY_COLUMNS = KEYS + SUMMARY_STATS
 
@@ -171,6 +171,17 @@ def _summary_status(n_ok: int, counts: Counter) -> str:
     return max(FAILURE_STATUSES, key=lambda s: (counts[s], -FAILURE_STATUSES.index(s)))
 
 
+def _short_windows(good: pd.DataFrame) -> pd.Series:
+    """Per ``_gid`` of the ok runs ``good``: True when one of them timed a window too short
+    to time (:func:`metrics.short_window`), False when every one states a longer one,
+    else missing."""
+    seconds = good["measured_window_s"] if "measured_window_s" in good else [None] * len(good)
+    short = pd.Series([metrics.short_window(None if pd.isna(s) else s) for s in seconds],
+                      index=good.index, dtype="boolean")
+    grouped = short.groupby(good["_gid"])
+    return grouped.any().where(grouped.any() | (grouped.count() == grouped.size()), pd.NA)
+
+
 def summarise(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     """Summary per configuration (docs/metrics.md, "Repetitions and the summary").
 
@@ -179,7 +190,9 @@ def summarise(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     table reports; ``statistic`` names it in each row), ``std`` (sample), ``min``, ``max``, the 95% confidence interval of the mean
     (t-distribution, n-1 degrees of freedom; empty for n < 2), ``error`` = max - min
     (:func:`metrics.spread`; an imported row's published error when it is a single value),
-    ``spread_flag`` (:func:`metrics.spread_flag`, error > 10% of the mean), ``n_failed``,
+    ``spread_flag`` (:func:`metrics.spread_flag`, error > 10% of the mean),
+    ``short_window_flag`` (an ok run's window lasted under :data:`metrics.MIN_WINDOW_S`;
+    empty when no run states its window), ``n_failed``,
     ``failures`` ("oom:2, timeout:1") and ``status``: ok, partial (some runs failed), or the
     dominant failure (oom|timeout|failed) when no run succeeded -- then every value is empty,
     never zero.
@@ -222,6 +235,7 @@ def summarise(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     out["error"] = spread.where(~use_reported, reported)
     reported_flag = reported > metrics.SPREAD_LIMIT * out["mean"]
     out["spread_flag"] = flag.where(~use_reported, reported_flag).astype("boolean")
+    out["short_window_flag"] = _short_windows(good).reindex(out.index).astype("boolean")
 
     failed = frame[~ok]
     # a run without a value counts as failed even if its status claims ok
@@ -256,7 +270,7 @@ def check_statistic(statistic: str) -> None:
 def summary_of(df: pd.DataFrame, statistic: str | None = None) -> pd.DataFrame:
     """Summary per configuration over its repetitions: n, mean, median, std, min, max, the
     95% confidence interval of the mean, error = max - min, a flag where the error exceeds
-    10% of the mean, failures and status; ``value`` is the reported statistic (mean unless
+    10% of the mean, a flag where a run's window was too short to time, failures and status; ``value`` is the reported statistic (mean unless
     ``statistic`` says median); settings the runs recorded: the ``cores`` a process was
     pinned to and ``mkl_env``, the MKL/OpenMP environment variables the runs had ("none":
     none set). ``df`` passes as is when it already is a summary and no other statistic is

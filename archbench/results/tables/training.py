@@ -44,7 +44,8 @@ VENDOR_COLUMNS = (
 HYBRID_COLUMNS = (
     "experiment", "system", "framework", "model", "data", "vendor_library_enabled", "configuration",
     "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "global_batch",
-    "statistic", "n", "img_s", "img_s_min", "img_s_max", "std", "error", "spread_flag", "n_failed",
+    "statistic", "n", "img_s", "img_s_min", "img_s_max", "std", "error", "spread_flag",
+    "short_window_flag", "n_failed",
     "status",
 )
 

@@ -3,10 +3,15 @@
 Every model is registered in MODELS. Its training FLOPs per image are counted from the
 built network (:func:`forward_flops`): multiply-add = 2 FLOPs in every convolution and
 dense layer (batch norm, activations and pooling are not counted, as in the papers'
-GFLOPs), and one training step = 3 x forward (forward, gradients w.r.t. activations and
-w.r.t. weights). The count is exact for the input size used, so it holds for reduced
-image sizes too. ``reference_gflops`` is the published forward count at the model's
-native input size, kept as a check on the counter.
+GFLOPs, which mostly count multiply-adds and call them FLOPs: ResNet-50's "3.8 x 10^9
+FLOPs" are 7.7 GFLOPs here), and one training step = 3 x forward (forward, gradients
+w.r.t. activations and w.r.t. weights). The count is exact for the input size used, so
+it holds for reduced image sizes too.
+
+Each model also *declares* its forward GFLOPs at its native input size
+(``forward_gflops``), so a record can be checked without building a network
+(:func:`least_training_flops`, the physical bound of ``archbench.workloads.ceiling``);
+tests check the declared numbers against the counted ones.
 
 Layouts: NHWC (``channels_last``) is the default; NCHW (``channels_first``) builds the
 same network with the channel axis first. TensorFlow's plain CPU kernels do not run
@@ -16,7 +21,7 @@ NCHW convolutions; :func:`check_data_format` probes the backend and fails clearl
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
 
@@ -43,9 +48,16 @@ class ModelSpec:
 
     ``build(input_shape, num_classes)`` returns an uncompiled Keras model producing logits;
     ``dataset`` names the real data it trains on (``imagenet``: TFRecords of the system's
-    data_dir, ``digits``: scikit-learn's bundled digits); ``reference_gflops`` is the
-    published forward GFLOPs at ``native_image_size`` (None where none is published);
-    ``learning_rate`` is the default SGD learning rate of a run.
+    data_dir, ``digits``: scikit-learn's bundled digits); ``learning_rate`` is the default
+    SGD learning rate of a run.
+
+    ``forward_gflops`` is the forward GFLOPs (2 per multiply-add) of one image at
+    ``native_image_size`` as :func:`forward_flops` counts the Keras network, rounded down
+    (the published figure where the network is the published one). ``stride`` and
+    ``border`` give the side of the last feature grid, ``(image_size - border) // stride``:
+    the network's total downsampling and the pixels its unpadded ("valid") layers lose,
+    so that :func:`least_training_flops` scales the declared count down to smaller images
+    without ever exceeding the counted one.
     """
 
     build: Callable
@@ -54,8 +66,10 @@ class ModelSpec:
     num_classes: int = 1000
     channels: int = 3
     dataset: str = "imagenet"
-    reference_gflops: float | None = None
     learning_rate: float = 0.01
+    stride: int = 32
+    border: int = 0
+    forward_gflops: float = field(kw_only=True)
 
 
 def _bn_axis() -> int:
@@ -216,20 +230,26 @@ def _inception_v4(input_shape, num_classes):
     return k.Model(inputs, k.layers.Dense(num_classes)(x), name="inception_v4")
 
 
+# forward_gflops: counted by forward_flops at the native size, rounded down; the
+# published multiply-adds x 2 where the network is the paper's (He et al. 2016, Table 1:
+# ResNet-50/101/152 3.8/7.6/11.3 G; Simonyan & Zisserman: VGG-16 15.5 G; Inception-v3 5.7 G,
+# Inception-v4 12.3 G multiply-adds).
 MODELS: dict[str, ModelSpec] = {
-    "small_cnn": ModelSpec(_small_cnn, 8),
+    "small_cnn": ModelSpec(_small_cnn, 8, stride=2, border=6, forward_gflops=0.152),
     "digits_cnn": ModelSpec(_digits_cnn, 8, native_image_size=8, num_classes=10, channels=1,
-                            dataset="digits", learning_rate=0.1),
+                            dataset="digits", learning_rate=0.1, stride=2,
+                            forward_gflops=0.00193),
     # tf_cnn_benchmarks' AlexNet variant (64-192-384-384-256, "same" padding): 1.68 GFLOPs
     # counted at 224, not the original's published 1.43.
-    "alexnet": ModelSpec(_alexnet, 64),
-    "vgg16": ModelSpec(_application("VGG16"), 32, reference_gflops=30.9),
-    "resnet50": ModelSpec(_application("ResNet50"), 32, reference_gflops=7.7),
-    "resnet101": ModelSpec(_application("ResNet101"), 32, reference_gflops=15.2),
-    "resnet152": ModelSpec(_application("ResNet152"), 32, reference_gflops=22.6),
+    "alexnet": ModelSpec(_alexnet, 64, border=32, forward_gflops=1.68),
+    "vgg16": ModelSpec(_application("VGG16"), 32, forward_gflops=30.9),
+    "resnet50": ModelSpec(_application("ResNet50"), 32, forward_gflops=7.71),
+    "resnet101": ModelSpec(_application("ResNet101"), 32, forward_gflops=15.1),
+    "resnet152": ModelSpec(_application("ResNet152"), 32, forward_gflops=22.5),
     "inception_v3": ModelSpec(_application("InceptionV3"), 75, native_image_size=299,
-                              reference_gflops=11.5),
-    "inception_v4": ModelSpec(_inception_v4, 75, native_image_size=299, reference_gflops=24.6),
+                              border=43, forward_gflops=11.4),
+    "inception_v4": ModelSpec(_inception_v4, 75, native_image_size=299, border=43,
+                              forward_gflops=24.5),
 }
 
 
@@ -309,6 +329,21 @@ def training_flops_per_image(name: str, image_size: int, num_classes: int | None
     """Training FLOPs per image of model ``name`` at ``image_size`` (builds it once, cached)."""
     model = build_model(name, image_size, num_classes or spec(name).num_classes)
     return training_flops(model)
+
+
+def least_training_flops(name: str, image_size: int, forward_gflops: float | None = None) -> float:
+    """A lower bound of the training FLOPs per image of model ``name`` at ``image_size``,
+    from its declared count alone (no network is built): 3 x ``forward_gflops`` (default:
+    the model's declared Keras count) x (g(image_size) / g(native))^2, with g the side of
+    the last feature grid (:class:`ModelSpec`), and the ratio at most 1. Every layer's
+    map shrinks no faster than the last grid and a classifier behind a global pooling
+    does not shrink at all; above the native size the count only grows (0 where the grid
+    is empty)."""
+    s = spec(name)
+    forward = (s.forward_gflops if forward_gflops is None else forward_gflops) * 1e9
+    native = (s.native_image_size - s.border) // s.stride
+    grid = max(0, (image_size - s.border) // s.stride)
+    return 3.0 * forward * min(1.0, (grid / native) ** 2)
 
 
 def check_data_format(tf, data_format: str) -> None:
