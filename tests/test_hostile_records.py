@@ -188,6 +188,13 @@ def test_a_record_planned_twice_agrees_with_one_of_its_specs(tmp_path):
     assert len(frame) == 1 and errors == []
 
 
+def test_the_vendor_library_that_ran_is_a_finding_not_a_contradiction():
+    """A training record names the library its probe saw run (oneDNN+ACL where ArmPL was
+    declared): that is vendor_mismatch's business, not its plan's."""
+    m = PLANS["tensorflow"]
+    assert mismatch(record_of(m, vendor_library="onednn-acl"), m) == ""
+
+
 def test_a_best_record_is_checked_against_the_layout_chosen_for_it():
     """A `best` placeholder plans its layout later: a record agrees with the chosen layout
     (or with the placeholder when none was chosen); with no layouts file, nothing to check."""

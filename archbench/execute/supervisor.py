@@ -203,6 +203,8 @@ def identity_fields(measurement: dict, log_path: Path) -> dict:
 def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
               check: Callable[[], None] = lambda: None) -> dict:
     """Run the measurement (with its retries) and write its record; return the record.
+    A worker record that may not count, or that is not what the measurement plans
+    (:func:`archbench.plan.plan_match.mismatch`), becomes a failure record with the reason.
     ``check`` runs while waiting for the host guard or the worker, and may raise to stop
     the run (no record then). Raises storage.Unwritable, before the benchmark starts if it
     can, when the record or the log cannot be written (no record then either)."""

@@ -11,9 +11,10 @@ A record agrees with its plan when
 
 - every record field the measurement states has the measurement's value: the fields of
   the configuration id (framework, model, batch per process, nodes, processes per node,
-  threads, vendor library, data, strategy, kernel, problem and tile size, device, GPUs,
-  parameter servers, variable update) and every other planned setting a record holds
-  (image size, global batch, workers, steps, experiment, system, repetition, ...);
+  threads, vendor library on or off, data, strategy, kernel, problem and tile size,
+  device, GPUs, parameter servers, variable update) and every other planned setting a record holds
+  (image size, global batch, workers, steps, experiment, system, repetition, ...), but
+  the vendor library a training record names, which is the one that ran (:data:`FOUND`);
   ``device`` and ``framework`` unstated read as ``cpu`` and ``tensorflow``, as the
   tables read them;
 - each environment variable the measurement sets has its value in the record's ``env``;
@@ -42,6 +43,9 @@ from archbench.workloads.training.outcome import THROUGHPUT_UNIT
 READ_AS = {"device": "cpu", "framework": DEFAULT_FRAMEWORK}
 # A record's environment holds the planned variables and the host's: compared one by one.
 ENV = "env"
+# Planned fields a record states as found: the vendor library that ran (the probe's
+# finding; where it differs from the system's declaration, ``vendor_mismatch`` says so).
+FOUND = ("vendor_library",)
 
 
 def throughput_unit(record: Mapping[str, Any]) -> str | None:
@@ -56,10 +60,10 @@ def throughput_unit(record: Mapping[str, Any]) -> str | None:
 def compared_fields(measurement: Mapping[str, Any]) -> list[str]:
     """The record fields a measurement fixes: the identity fields (``CONFIG_FIELDS``) it
     states or that have a meaning unstated (:data:`READ_AS`), then every other record
-    field it states (its environment apart)."""
+    field it states (its environment apart), but those it states as found (:data:`FOUND`)."""
     known = schema()["properties"]
-    identity = [f for f in CONFIG_FIELDS if f in measurement or f in READ_AS]
-    rest = [k for k in measurement if k in known and k not in CONFIG_FIELDS and k != ENV]
+    identity = [f for f in CONFIG_FIELDS if (f in measurement or f in READ_AS) and f not in FOUND]
+    rest = [k for k in measurement if k in known and k not in (*CONFIG_FIELDS, *FOUND, ENV)]
     return identity + rest
 
 
