@@ -273,9 +273,8 @@ def test_paper_lists_and_excludes_what_does_not_count_and_says_so_in_one_line(ho
                                          for line in listed[3:])
     table = pd.read_csv(workdir / "results/tables/measurements.csv")
     assert list(table["run_id"]) == [f"{measurements[0]['config_id']}/rep0"]
-    line = ("archbench: 1 records counted, 17 excluded (listed in "
-            "results/tables/invalid_records.txt)")
-    said = [x for x in (proc.stdout + proc.stderr).splitlines() if "records counted" in x]
+    line = "archbench: records: 1 counted, 17 excluded (listed in results/tables/invalid_records.txt)"
+    said = [x for x in (proc.stdout + proc.stderr).splitlines() if x.startswith("archbench: records:")]
     assert said == [line]
     html = (workdir / "results/report.html").read_text(errors="replace")
     assert "Excluded records" in html and "invalid_records.html" in html

@@ -152,7 +152,7 @@ def excluded_html(lines: Sequence[str]) -> str:
 
 def outcome_line(counted: int, excluded: int, listing: str | os.PathLike) -> str:
     """The line a collection ends with: records counted, records excluded, where they are listed."""
-    return f"archbench: {counted} records counted, {excluded} excluded (listed in {listing})"
+    return f"archbench: records: {counted} counted, {excluded} excluded (listed in {listing})"
 
 
 def write_table(frame: pd.DataFrame, csv_path: str | os.PathLike, parquet_path: str | os.PathLike) -> None:
