@@ -38,6 +38,11 @@ onstart:
     write_planned_specs()
 
 
+# The last word of a run or `paper`: records counted, excluded, and where they are listed.
+onsuccess:
+    report_collection()
+
+
 rule all:
     input:
         get_final_outputs(),

@@ -15,6 +15,9 @@ if DRY_RUN and workflow.is_main_process and not REGENERATE_ONLY:
         batch_max_minutes=BATCH_MAX_MINUTES)[1], file=sys.stderr)
 
 
+# Every record file under results/raw that does not count is listed in invalid_records.txt
+# with its reason (records the campaign does not plan included: a change to those collects
+# again), and shown in the report.
 rule collect_measurements:
     input:
         records=get_record_paths,
@@ -22,8 +25,12 @@ rule collect_measurements:
         csv="results/tables/measurements.csv",
         parquet="results/tables/measurements.parquet",
         invalid="results/tables/invalid_records.txt",
+        html=report("results/tables/invalid_records.html", category="Excluded records",
+                    caption="../report/captions/excluded.rst"),
     log:
-        "logs/collect_measurements/collect.log",
+        COLLECT_LOG,
+    params:
+        unplanned=get_unplanned_records,
     run:
         collect_job(input, output, log)
 

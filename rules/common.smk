@@ -20,11 +20,13 @@ from archbench.plan.batching import group_names
 from archbench.plan.configfiles import snakemake_targets
 from archbench.plan.containers import build_command, image_file, pull_commands, shell_join, uri_scheme
 from archbench.plan.experiment_types.node_scaling import best_sources
+from archbench.plan.plan_match import plans_of
 from archbench.plan.slurm_requests import pinned_nodes
 from archbench.plan.systems import run_settings
 from archbench.results import artifacts
 from archbench.results.claims import is_claims_file
 from archbench.results.collect import collect as collect_records
+from archbench.results.collect import excluded_html, outcome_line, unplanned
 from archbench.results.collect import write_table as write_collected
 from archbench.results.compare import FILES as COMPARE_FILES
 from archbench.results.compare import compare_sources, write_files as write_comparison
@@ -111,9 +113,18 @@ if BATCH_GROUPS:
 # it only reports what it would quarantine.
 LOCKED_ELSEWHERE = workflow.is_main_process and another_run_holds_locks()
 
-# A corrupt, truncated or nonsensical record is never aggregated: it is moved aside and rerun.
+
+def planned_records(paths):
+    """What the campaign planned for each record path of ``paths`` (a `best` measurement:
+    the layout chosen for it, archbench/plan/plan_match.py)."""
+    return plans_of("results", ((p, MEASUREMENTS[p]) for p in paths))
+
+
+# A corrupt, truncated or nonsensical record, or one that is not what its plan says, is
+# never aggregated: it is moved aside and rerun.
 if workflow.is_main_process and not REGENERATE_ONLY:
-    for message in quarantine_invalid(MEASUREMENTS, "results", dry_run=DRY_RUN or LOCKED_ELSEWHERE):
+    for message in quarantine_invalid(MEASUREMENTS, "results", dry_run=DRY_RUN or LOCKED_ELSEWHERE,
+                                      plans=planned_records(MEASUREMENTS)):
         print(f"archbench: {message}", file=sys.stderr)
 
 
@@ -177,6 +188,13 @@ def get_record_paths(wildcards=None):
     on disk (no rule makes records then, so no benchmark is ever scheduled). With every
     record on disk the two lists are the same, so a run after `paper` plans nothing new."""
     return [p for p in sorted(MEASUREMENTS) if Path(p).exists()] if REGENERATE_ONLY else sorted(MEASUREMENTS)
+
+
+def get_unplanned_records(wildcards=None):
+    """The record files under results/raw the campaign does not plan, each with its reason
+    (another campaign's, or left from an edited one): listed and excluded by collection,
+    never moved. A change to them collects again."""
+    return unplanned("results/raw", MEASUREMENTS, CAMPAIGN.name)
 
 
 @per_job
@@ -388,14 +406,37 @@ def write_log(path, *lines):
 
 
 def collect_job(input, output, log):
-    """collect_measurements: the records into the tidy table (CSV, Parquet), the invalid
-    ones named in their own file."""
+    """collect_measurements: the records that count into the tidy table (CSV, Parquet);
+    every other record file under results/raw (invalid, not what its plan says, not
+    planned by the campaign) named with its reason in one list (output.invalid), which
+    the report shows (output.html). The log
+    ends with the line a run prints at its end (report_collection)."""
     with ARTIFACT_STEP:
-        frame, errors = collect_records(list(input.records))
+        records = list(input.records)
+        frame, errors = collect_records(records, planned_records(records))
+        errors += get_unplanned_records()
         write_collected(frame, output.csv, output.parquet)
         atomic_write_text(output.invalid, "".join(f"{line}\n" for line in errors))
-    write_log(log[0], *(f"excluded invalid record: {line}" for line in errors),
-              f"collected {len(frame)} records, excluded {len(errors)} invalid")
+        atomic_write_text(output.html, excluded_html(errors))
+    write_log(log[0], *(f"excluded record: {line}" for line in errors),
+              outcome_line(len(frame), len(errors), output.invalid))
+
+
+COLLECT_LOG = "logs/collect_measurements/collect.log"
+
+
+def report_collection():
+    """At the end of a run that builds the tables (`run`, `paper`): print the collection's
+    last line, how many records were counted and excluded and where they are listed."""
+    targets = set(workflow.dag_settings.targets or ())
+    if targets and not targets & {"all", "paper"}:
+        return
+    try:
+        line = Path(COLLECT_LOG).read_text().splitlines()[-1]
+    except (OSError, IndexError):
+        return
+    if line.startswith("archbench: "):
+        print(line, flush=True)
 
 
 def merge_job(input, output, params, log):

@@ -156,8 +156,8 @@ def test_every_reader_refuses_an_impossible_record_alike(tmp_path):
 IMPORTS = [
     ("img/s of a model on one core (image size unknown: the smallest)",
      "system,model,threads,throughput,unit\ns,resnet50,1,1e9,img/s\n",
-     "column 'throughput': 1e+09 img/s x 4.72e+08 training FLOP/img (resnet50 at 32 px, any "
-     "framework) = 4.72e+17 FLOP/s, over 10 x the peak of 1 CPU core (3.84e+11 FLOP/s) = "
+     "column 'throughput': 1e+09 img/s x 4.72e+08 training FLOP/img (resnet50 at 32 px, "
+     "tensorflow) = 4.72e+17 FLOP/s, over 10 x the peak of 1 CPU core (3.84e+11 FLOP/s) = "
      "3.84e+12 FLOP/s: physically impossible"),
     ("GFLOP/s of a kernel on one node",
      "system,kernel,nodes,throughput,unit\ns,matmul,1,5,PFLOP/s\n",
@@ -165,8 +165,8 @@ IMPORTS = [
      "(3.93e+14 FLOP/s) = 3.93e+15 FLOP/s: physically impossible"),
     ("img/s on 8 GPUs",
      "system,model,gpus,gpus_per_node,throughput,unit\ns,inception_v3,8,8,1e12,img/s\n",
-     "column 'throughput': 1e+12 img/s x 5.34e+08 training FLOP/img (inception_v3 at 75 px, any "
-     "framework) = 5.34e+20 FLOP/s, over 10 x the peak of 8 GPUs (2e+16 FLOP/s) = 2e+17 FLOP/s: "
+     "column 'throughput': 1e+12 img/s x 5.34e+08 training FLOP/img (inception_v3 at 75 px, "
+     "tensorflow) = 5.34e+20 FLOP/s, over 10 x the peak of 8 GPUs (2e+16 FLOP/s) = 2e+17 FLOP/s: "
      "physically impossible"),
     ("a published table row", "system,model,gpus,throughput,unit\npiz-daint,inception_v3,1,138.23,img/s\n", ""),
     ("a model archbench does not build", "system,model,throughput,unit\ns,lenet,1e20,img/s\n", ""),

@@ -25,6 +25,7 @@ def measurement(**overrides):
                                  "steps": 2}}}
     m = load_campaign(cfg).measurements[0]
     m.update(overrides)
+    m["global_batch"] = m["batch_per_process"] * m["workers"]  # as planning derives it
     m["config_id"] = config_id(m)
     return m
 

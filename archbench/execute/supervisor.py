@@ -55,6 +55,7 @@ from archbench.execute import hostguard, lifeline
 from archbench.execute.specfiles import SpecError, read_spec
 from archbench.plan.containers import IMAGE_DIR, exec_prefix, image_file, runtime_env
 from archbench.plan.containers import image_digest as hash_file
+from archbench.plan.plan_match import mismatch as plan_mismatch
 from archbench.workloads.sense import read_counted
 from archbench.workloads.tfenv import FRAMEWORK_ENV
 
@@ -202,6 +203,8 @@ def identity_fields(measurement: dict, log_path: Path) -> dict:
 def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
               check: Callable[[], None] = lambda: None) -> dict:
     """Run the measurement (with its retries) and write its record; return the record.
+    A worker record that may not count, or that is not what the measurement plans
+    (:func:`archbench.plan.plan_match.mismatch`), becomes a failure record with the reason.
     ``check`` runs while waiting for the host guard or the worker, and may raise to stop
     the run (no record then). Raises storage.Unwritable, before the benchmark starts if it
     can, when the record or the log cannot be written (no record then either)."""
@@ -237,15 +240,19 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
                 except RecordError as exc:
                     # a record the worker finished (exit 0) but that may not count
                     worker_record, refused = None, str(exc) if code == 0 and scratch.exists() else ""
+                if worker_record is not None:  # what the worker measured must be what was planned
+                    taken = {**worker_record, **added,
+                             "env": {**worker_record.get("env", {}), **settings_env},
+                             "metrics": {**knobs, **worker_record.get("metrics", {})}}
+                    refused = plan_mismatch(taken, measurement)
+                    worker_record = None if refused else worker_record
                 if worker_record is None:  # a disk refusing it stops the run, no failure record
                     storage.check_writable(output, log_path)
                     fault = storage.reported_fault(log_text) if code == storage.EXIT_UNWRITABLE else None
                     if fault is not None:
                         raise fault
                 if worker_record is not None:
-                    record = {**worker_record, **added,
-                              "env": {**worker_record.get("env", {}), **settings_env},
-                              "metrics": {**knobs, **worker_record.get("metrics", {})}}
+                    record = taken
                 elif code is None:
                     record = failure(identity, start=start, status="timeout", metrics=knobs,
                                      env=settings_env, reason=f"exceeded {timeout_s:.0f} s wall time"

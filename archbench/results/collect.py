@@ -1,5 +1,11 @@
 """Collect result records into one tidy table (one row per record).
 
+A record counts when it is valid and makes sense (:func:`archbench.workloads.sense.read_counted`)
+and is what its plan says (:func:`archbench.plan.plan_match.mismatch`); every other record
+file is excluded and named with its reason, and so is every record on disk that the
+campaign does not plan ("not planned by campaign <name>"), which is left where it is (it
+may be another campaign's).
+
 A record that says ``device: gpu`` and ``status: ok`` is a GPU measurement only when every
 device TensorFlow placed its step on is a GPU (``devices``); otherwise the table shows it
 as failed with the reason and without its throughput: never a CPU number under a GPU name.
@@ -7,15 +13,21 @@ as failed with the reason and without its throughput: never a CPU number under a
 
 from __future__ import annotations
 
+import html
 import os
 from collections import Counter
-from typing import Iterable
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from archbench.core.record import RecordError
+from archbench.plan.plan_match import mismatch_any
 from archbench.workloads.gpu import device_mismatch
+from archbench.workloads.sense import measured_window_s, read_counted
 from archbench.workloads.training.vendor_evidence import evidence_columns
-from archbench.workloads.sense import measured_window_s, read_counted_records
+
+Plans = Mapping[str, Sequence[Mapping]]  # record path -> the measurements planned for it
 
 
 
@@ -92,10 +104,56 @@ def records_to_frame(records: list[dict]) -> pd.DataFrame:
                              kind="stable").reset_index(drop=True)
 
 
-def collect(paths: Iterable[str | os.PathLike]) -> tuple[pd.DataFrame, list[str]]:
-    """Read records at ``paths``; return (tidy table of the valid ones, error lines of the rest)."""
-    records, errors = read_counted_records(sorted(str(p) for p in paths))
+def read_planned(path: str | os.PathLike, plans: Plans | None = None) -> dict:
+    """The record at ``path`` if it may count: valid, sensible
+    (:func:`archbench.workloads.sense.read_counted`) and, where ``plans`` names what was
+    planned for its path, what one of those plans says (:func:`archbench.plan.plan_match.mismatch`);
+    RecordError naming the path and the reason otherwise."""
+    record = read_counted(path)
+    reason = mismatch_any(record, list((plans or {}).get(str(path), ())))
+    if reason:
+        raise RecordError(f"{path}: {reason}")
+    return record
+
+
+def collect(paths: Iterable[str | os.PathLike], plans: Plans | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Read records at ``paths`` (:func:`read_planned`); return (tidy table of those that
+    count, one error line for each of the rest)."""
+    records, errors = [], []
+    for path in sorted(str(p) for p in paths):
+        try:
+            records.append(read_planned(path, plans))
+        except RecordError as exc:
+            errors.append(str(exc))
     return records_to_frame(records), errors
+
+
+def record_files(raw: str | os.PathLike) -> list[Path]:
+    """The record files under a ``raw/`` folder (``<system>/<experiment>/<config_id>/rep<k>.json``)."""
+    return sorted(Path(raw).glob("*/*/*/rep*.json"))
+
+
+def unplanned(raw: str | os.PathLike, planned: Iterable[str | os.PathLike], campaign: str) -> list[str]:
+    """One line for each record file under ``raw`` that is none of the ``planned`` paths:
+    ``<path>: not planned by campaign <campaign>``."""
+    wanted = {Path(p).as_posix() for p in planned}
+    return [f"{p.as_posix()}: not planned by campaign {campaign}"
+            for p in record_files(raw) if p.as_posix() not in wanted]
+
+
+def excluded_html(lines: Sequence[str]) -> str:
+    """The excluded records (``<path>: <reason>`` lines) as the report shows them: a
+    table of records and reasons."""
+    rows = "".join("<tr><td>{}</td><td>{}</td></tr>\n".format(*map(html.escape, (line.split(": ", 1) + [""])[:2]))
+                   for line in lines)
+    body = (f"<table>\n<tr><th>record</th><th>why it is not counted</th></tr>\n{rows}</table>"
+            if lines else "<p>No record was excluded.</p>")
+    return f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"></head><body>\n{body}\n</body></html>\n"
+
+
+def outcome_line(counted: int, excluded: int, listing: str | os.PathLike) -> str:
+    """The line a collection ends with: records counted, records excluded, where they are listed."""
+    return f"archbench: records: {counted} counted, {excluded} excluded (listed in {listing})"
 
 
 def write_table(frame: pd.DataFrame, csv_path: str | os.PathLike, parquet_path: str | os.PathLike) -> None:

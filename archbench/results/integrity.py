@@ -1,6 +1,8 @@
-"""Find corrupt, truncated or nonsensical records (:func:`archbench.workloads.sense.read_counted`,
-the check collection uses too) before a campaign runs and move them aside, so the
-workflow reruns those measurements instead of aggregating them."""
+"""Find corrupt, truncated or nonsensical records, and records that are not what their
+plan says (:func:`archbench.results.collect.read_planned`, the check collection uses too),
+before a campaign runs and move them aside, so the workflow reruns those measurements
+instead of aggregating them. Records the campaign does not plan are never moved (they may
+be another campaign's): collection lists them."""
 
 from __future__ import annotations
 
@@ -9,17 +11,18 @@ from pathlib import Path
 from typing import Iterable
 
 from archbench.core.record import RecordError
-from archbench.workloads.sense import read_counted
+from archbench.results.collect import Plans, read_planned
 
 
-def invalid_records(paths: Iterable[str | os.PathLike]) -> list[tuple[str, str]]:
-    """(path, reason) for every existing file in ``paths`` that is not a valid record."""
+def invalid_records(paths: Iterable[str | os.PathLike], plans: Plans | None = None) -> list[tuple[str, str]]:
+    """(path, reason) for every existing file in ``paths`` that is not a valid record, or
+    not what ``plans`` (by path) says it is."""
     found = []
     for path in paths:
         if not os.path.exists(path):
             continue
         try:
-            read_counted(path)
+            read_planned(path, plans)
         except RecordError as exc:
             found.append((str(path), str(exc)))
     return found
@@ -50,10 +53,11 @@ def another_run_holds_locks(workdir: str | os.PathLike = ".") -> bool:
 
 
 def quarantine_invalid(paths: Iterable[str | os.PathLike], results_dir: str | os.PathLike,
-                       dry_run: bool = False) -> list[str]:
-    """Move invalid records aside (or only report them on a dry run); one message each."""
+                       dry_run: bool = False, plans: Plans | None = None) -> list[str]:
+    """Move invalid records (and those ``plans`` contradicts) aside, or only report them
+    on a dry run; one message each."""
     messages = []
-    for path, reason in invalid_records(paths):
+    for path, reason in invalid_records(paths, plans):
         if dry_run:
             messages.append(f"invalid record, will be rerun: {reason}")
         else:

@@ -1,6 +1,8 @@
 """The two record sets a comparison reads (:mod:`archbench.results.comparison`): a results
 folder's records or a collected table, each side's records kept by filters on the tidy
-table's columns, and a campaign's ``compare_with:`` baseline."""
+table's columns, and a campaign's ``compare_with:`` baseline. A results folder's records
+that contradict its spec files (``specs/<campaign>/<digest>.json``) are left out with the
+reason, as collection leaves them out (:func:`read_folder`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from archbench.results.collect import collect
+from archbench.plan.plan_match import plans_of, spec_measurements
+from archbench.results.collect import Plans, collect, record_files
 from archbench.results.tables.common import KEYS, normalise
 
 DEFAULT_THRESHOLD = 0.02  # the practical band of a comparison (docs/compare.md)
@@ -101,7 +104,21 @@ def record_paths(source: str | os.PathLike) -> list[Path]:
     raw = raw_folder(source)
     if raw is None:
         raise CompareError(f"{source}: not a results folder (no raw/ in it) nor a measurements table")
-    return sorted(raw.glob("*/*/*/rep*.json"))
+    return record_files(raw)
+
+
+def folder_plans(raw: Path) -> Plans:
+    """What the spec files beside a ``raw/`` folder (``specs/<campaign>/<digest>.json``)
+    planned for each of its record paths (:func:`archbench.plan.plan_match.plans_of`);
+    none when it has no spec files (records copied without them are checked for sense only)."""
+    return plans_of(raw.parent, spec_measurements(raw.parent))
+
+
+def read_folder(source: str | os.PathLike) -> tuple[pd.DataFrame, list[str]]:
+    """The tidy table of a results folder's records and one line for each record left out:
+    invalid, nonsensical, or not what the folder's spec files planned for its path."""
+    raw = raw_folder(source)
+    return collect(record_paths(source), folder_plans(raw) if raw is not None else None)
 
 
 def read_side(source: str | os.PathLike, filters: Sequence[Filter] = ()) -> tuple[pd.DataFrame, list[str]]:
@@ -113,7 +130,7 @@ def read_side(source: str | os.PathLike, filters: Sequence[Filter] = ()) -> tupl
         from archbench.results.artifacts import read_measurements
         frame, errors = read_measurements(source), []
     else:
-        frame, errors = collect(record_paths(source))
+        frame, errors = read_folder(source)
         frame = normalise(frame)
     for condition in filters:
         frame = frame[condition.mask(frame)]

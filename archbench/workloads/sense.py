@@ -179,15 +179,3 @@ def read_counted(path: str | os.PathLike) -> dict:
     if nonsense:
         raise RecordError(f"{path}: {nonsense}")
     return record
-
-
-def read_counted_records(paths: Iterable[str | os.PathLike]) -> tuple[list[dict], list[str]]:
-    """Read many records with :func:`read_counted`; return (records, one error line per
-    file that may not count)."""
-    records, errors = [], []
-    for path in paths:
-        try:
-            records.append(read_counted(path))
-        except RecordError as exc:
-            errors.append(str(exc))
-    return records, errors

@@ -15,6 +15,8 @@ from archbench.core.record import config_id, make_record
 from archbench.workloads.training import frameworks, settings, strategies
 from archbench.workloads.training.settings import TrainRun
 
+# The unit of every training record's throughput: images of all workers per second.
+THROUGHPUT_UNIT = "img/s"
 _HELD: list = []  # a finished run's framework objects, until its record is written
 
 
@@ -137,7 +139,7 @@ def measured_record(fields: dict, *, start: str, times: Sequence[float], losses:
         **fields, start_time=start, end_time=provenance.now(), step_times_s=list(times),
         loss_first=finite(losses[0]), loss_last=finite(losses[-1]),
         loss_decreased=loss_decreased(losses), reason=reason,
-        throughput=metrics.window_throughput(images, wall), throughput_unit="img/s",
+        throughput=metrics.window_throughput(images, wall), throughput_unit=THROUGHPUT_UNIT,
         metrics=record_metrics)
 
 
