@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from archbench.core import metrics
 from archbench.core.record import RecordError, read_record, validate
