@@ -114,34 +114,50 @@ def test_a_live_holders_lease_is_respected(tmp_path, holder, said):
     assert snapshot(tmp_path) == before
 
 
+AWAY = Holder("node-elsewhere", 4242, "2026-01-01")
 STALE = [  # a lease whose holder is gone (or that names none): taken over, the run goes on
-    ("a dead pid of this host", lambda: replace(holders.this_process(), pid=dead_pid())),
-    ("a reused pid (another start)", lambda: replace(holders.this_process(), started=1)),
-    ("an earlier boot of this host", lambda: replace(holders.this_process(), boot="gone")),
-    ("another host's, untouched 20 minutes", lambda: Holder("node-elsewhere", 4242, "2026-01-01")),
-    ("not JSON", lambda: "{half a lease"),
-    ("empty", lambda: ""),
-    ("a list", lambda: "[1, 2]"),
-    ("pid 0", lambda: '{"host": "vm", "pid": 0, "since": "x"}'),
-    ("pid a string", lambda: '{"host": "vm", "pid": "1", "since": "x"}'),
-    ("binary", lambda: "\udcff\x00\x01"),
+    ("a dead pid of this host", lambda: replace(holders.this_process(), pid=dead_pid()), 0),
+    ("a reused pid (another start)", lambda: replace(holders.this_process(), started=1), 0),
+    ("an earlier boot of this host", lambda: replace(holders.this_process(), boot="gone"), 0),
+    ("another host's, untouched 20 minutes", lambda: AWAY, 1200),
+    ("another host's, renewed in a year", lambda: AWAY, -365 * 86400),
+    ("not JSON", lambda: "{half a lease", 0),
+    ("empty", lambda: "", 0),
+    ("a list", lambda: "[1, 2]", 0),
+    ("pid 0", lambda: '{"host": "vm", "pid": 0, "since": "x"}', 0),
+    ("pid 2**80", lambda: '{"host": "vm", "pid": %d, "since": "x"}' % 2**80, 0),
+    ("pid a string", lambda: '{"host": "vm", "pid": "1", "since": "x"}', 0),
+    ("a host of two lines", lambda: '{"host": "a\\nb", "pid": 1, "since": "x"}', 0),
+    ("binary", lambda: "\udcff\x00\x01", 0),
 ]
 
 
-@pytest.mark.parametrize("content", [c[1] for c in STALE], ids=[c[0] for c in STALE])
-def test_a_stale_lease_is_taken_over(tmp_path, content):
+@pytest.mark.parametrize("content, age_s", [c[1:] for c in STALE], ids=[c[0] for c in STALE])
+def test_a_stale_lease_is_taken_over(tmp_path, content, age_s):
     record = tmp_path / "raw/rep0.json"
     path = lease.lease_path(record)
     path.parent.mkdir(parents=True)
     given = content()
     path.write_text(given if isinstance(given, str) else given.to_text(), errors="surrogateescape")
-    os.utime(path, (time.time() - 1200, time.time() - 1200))
+    os.utime(path, (time.time() - age_s, time.time() - age_s))
     run = start_supervisor(tmp_path, [sys.executable, "-c", "pass"])
     _, err = run.communicate(timeout=120)
     assert run.returncode == 0, err
     assert f"archbench: {path}: stale lease of " in err and " taken over" in err
     assert read_record(record)["status"] == "failed"  # the worker left no record: its run failed
     assert not path.exists() and not list(path.parent.glob(".*.tmp"))
+
+
+def test_a_lease_that_cannot_be_read_is_one_line(tmp_path):
+    record = tmp_path / "raw/rep0.json"
+    lease.lease_path(record).mkdir(parents=True)
+    run = start_supervisor(tmp_path, [sys.executable, "-c", "pass"])
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == lease.EXIT_HELD
+    assert one_line(err) == (f"archbench: {record}: its lease {lease.lease_path(record)} cannot be "
+                             "read (is a directory): remove it: this run leaves its record, log and "
+                             "worker alone")
+    assert not record.exists()
 
 
 def test_two_takers_of_one_stale_lease_one_wins(tmp_path):
@@ -169,7 +185,8 @@ def lock(work: Path, holder: Holder | None) -> None:
     locks.mkdir(parents=True, exist_ok=True)
     (locks / "0.output.lock").write_text("results/tables/measurements.csv\n")
     if holder is not None:
-        (locks / f"{runlock.HOLDER_PREFIX}{holder.host}.{holder.pid}.json").write_text(holder.to_text())
+        text = holder if isinstance(holder, str) else holder.to_text()
+        (locks / f"{runlock.HOLDER_PREFIX}x.1.json").write_text(text)
 
 
 def me() -> Holder:
@@ -197,6 +214,10 @@ CLI = [  # (id, archbench arguments, holder of Snakemake's lock or "none", what 
     ("run after a dead run", ["run"], gone, "which is gone: run `archbench run --unlock`"),
     ("run while another host's run holds it", ["run"], elsewhere, "cannot be told from"),
     ("run while an unnamed run holds it", ["run"], "none", "did not name its process"),
+    ("a holder naming pid 2**80", ["run"], lambda: '{"host": "vm", "pid": %d, "since": "x"}' % 2**80,
+     "did not name its process"),
+    ("a holder of two lines", ["run"], lambda: '{"host": "a\\nb", "pid": 1, "since": "x"}',
+     "did not name its process"),
 ]
 
 
@@ -227,6 +248,7 @@ def test_plan_with_nolock_is_a_dry_run_and_not_refused(tmp_path):
 
 SNAKEMAKE = [  # Snakemake called directly: rules/common.smk refuses as archbench does
     ("--nolock", ["--nolock"], None, "--nolock refused"),
+    ("nolock set by a profile", ["--profile", "profiles/nolock"], None, "--nolock refused"),
     ("a run while a live run holds the lock", [], me, "holds Snakemake's lock: pid"),
     ("--unlock of a live run", ["--unlock"], me, "--unlock refused: pid"),
 ]
@@ -236,6 +258,9 @@ SNAKEMAKE = [  # Snakemake called directly: rules/common.smk refuses as archbenc
 @pytest.mark.parametrize("args, holder, said", [c[1:] for c in SNAKEMAKE], ids=[c[0] for c in SNAKEMAKE])
 def test_snakemake_itself_refuses_in_one_line(tmp_path, args, holder, said):
     work = copy_workflow(tmp_path / "wf")
+    (work / "profiles/nolock").mkdir()
+    (work / "profiles/nolock/config.yaml").write_text(
+        (work / "profiles/local/config.yaml").read_text() + "\nnolock: True\n")
     if holder is not None:
         lock(work, holder())
     locks = snapshot(work / ".snakemake") if holder else {}
@@ -245,7 +270,7 @@ def test_snakemake_itself_refuses_in_one_line(tmp_path, args, holder, said):
     said_lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("archbench:")]
     assert proc.returncode != 0 and len(said_lines) == 1 and said in said_lines[0], proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
-    assert not (work / "results/raw").exists()
+    assert not [p for d in ("logs", "results") for p in (work / d).rglob("*") if p.is_file()]
     if holder:
         assert {k: v for k, v in snapshot(work / ".snakemake").items() if "locks" in k} == \
             {k: v for k, v in locks.items() if "locks" in k}

@@ -79,14 +79,15 @@ def this_process(since: str | None = None) -> Holder:
 
 def parse(text: str) -> Holder | None:
     """The holder a holder file's text names; None when it names none (empty, not JSON,
-    keys missing or of the wrong type, no pid of a process)."""
+    keys missing or of the wrong type, no pid of a process, text that is not one line)."""
     try:
         data = json.loads(text)
         holder = Holder(host=data["host"], pid=data["pid"], since=data["since"],
                         boot=data.get("boot", ""), started=data.get("started"))
     except (ValueError, TypeError, KeyError):
         return None
-    fields_ok = (isinstance(holder.host, str) and isinstance(holder.since, str)
-                 and isinstance(holder.boot, str) and type(holder.pid) is int and holder.pid > 0
+    fields_ok = (all(isinstance(text, str) and text.isprintable()
+                     for text in (holder.host, holder.since, holder.boot))
+                 and type(holder.pid) is int and 0 < holder.pid < 2**31
                  and (holder.started is None or type(holder.started) is int))
     return holder if fields_ok else None

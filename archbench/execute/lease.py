@@ -51,9 +51,11 @@ class Held(Exception):
         self.record, self.holder, self.how = record, holder, how
 
     def __str__(self) -> str:
-        holder = f"{self.holder} ({self.how})" if self.holder else self.how
-        return (f"archbench: {self.record}: being measured by {holder}: this run leaves its "
-                f"record, log and worker alone (lease {lease_path(self.record)})")
+        alone = "this run leaves its record, log and worker alone"
+        if self.holder is None:
+            return f"archbench: {self.record}: its lease {lease_path(self.record)} {self.how}: {alone}"
+        return (f"archbench: {self.record}: being measured by {self.holder} ({self.how}): "
+                f"{alone} (lease {lease_path(self.record)})")
 
 
 def lease_path(record: str | os.PathLike) -> Path:
@@ -70,24 +72,28 @@ def state(holder: Holder | None, age_s: float) -> str:
     here = holder.local_state()
     if here != UNKNOWN:
         return here
-    return GONE if age_s > STALE_AFTER_S else ALIVE
+    return GONE if abs(age_s) > STALE_AFTER_S else ALIVE  # far in the future: not a renewal
 
 
-def read(path: Path) -> tuple[str, float] | None:
-    """(text, age in seconds) of lease ``path``; None when there is none."""
+def read(path: Path, record: Path) -> tuple[str, float] | None:
+    """(text, age in seconds) of lease ``path`` (of ``record``); None when there is none;
+    Held when it cannot be read (a directory, say)."""
     try:
         with open(path, "rb") as handle:
             age = time.time() - os.fstat(handle.fileno()).st_mtime
             return handle.read(4096).decode(errors="replace"), age
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise Held(record, None, f"cannot be read ({exc.strerror.lower()}): remove it") from exc
 
 
 class Lease:
     """A lease this process holds (see :func:`held`)."""
 
-    def __init__(self, path: Path, text: str):
-        self.path, self.text, self.renewed = path, text, time.monotonic()
+    def __init__(self, record: Path, text: str):
+        self.record, self.path, self.text = record, lease_path(record), text
+        self.renewed = time.monotonic()
 
     def renew(self) -> None:
         """Touch the lease if RENEW_S passed since the last time (cheap to call often)."""
@@ -100,7 +106,10 @@ class Lease:
 
     def release(self) -> None:
         """Remove the lease, if it is still this one."""
-        got = read(self.path)
+        try:
+            got = read(self.path, self.record)
+        except Held:
+            return
         if got is not None and got[0] == self.text:
             discard(self.path)
 
@@ -123,17 +132,20 @@ def take(record: str | os.PathLike) -> Lease:
     try:
         for _ in range(TRIES):
             if link(mine, path):
-                return Lease(path, text)
-            got = read(path)
+                return Lease(record, text)
+            got = read(path, record)
             if got is None:  # released meanwhile
                 continue
             holder = parse(got[0])
             if state(holder, got[1]) == ALIVE:
                 how = "alive" if holder.local_state() == ALIVE else \
-                    f"on another host; lease renewed {got[1]:.0f} s ago"
+                    f"on another host; lease renewed {max(got[1], 0):.0f} s ago"
                 raise Held(record, holder, how)
-            take_over(path, got[0], holder)
-        raise Held(record, None, "other supervisors taking over its stale lease at the same time")
+            try:
+                take_over(record, got[0], holder)
+            except OSError as exc:
+                raise storage.Unwritable(path, exc) from exc
+        raise Held(record, None, "is being taken over by other supervisors at the same time")
     finally:
         discard(mine)
 
@@ -152,9 +164,10 @@ def link(source: Path, path: Path) -> bool:
         raise storage.Unwritable(path, exc) from exc
 
 
-def take_over(path: Path, stale: str, holder: Holder | None) -> None:
-    """Remove lease ``path`` if it still is ``stale`` (moved aside first, under a name of
-    this process, so that only one taker removes it); one line to stderr saying so."""
+def take_over(record: Path, stale: str, holder: Holder | None) -> None:
+    """Remove the lease of ``record`` if it still is ``stale`` (moved aside first, under a
+    name of this process, so that only one taker removes it); one line to stderr saying so."""
+    path = lease_path(record)
     fd, name = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=".tmp", dir=path.parent)
     os.close(fd)
     aside = Path(name)
@@ -163,7 +176,7 @@ def take_over(path: Path, stale: str, holder: Holder | None) -> None:
     except FileNotFoundError:
         discard(aside)
         return  # another taker moved it
-    got = read(aside)
+    got = read(aside, record)
     if got is not None and got[0] != stale:  # a fresh lease, taken after the stale one
         link(aside, path)
     else:
