@@ -116,20 +116,18 @@ class Lease:
 
 def take(record: str | os.PathLike) -> Lease:
     """Take the lease of ``record``, taking over a stale one; Held when a live holder has
-    it; storage.Unwritable when its directory cannot be written."""
+    it; storage.Unwritable (naming the record) when its folder cannot be written."""
     record = Path(record)
     path = lease_path(record)
     text = this_process().to_text()
+    mine = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=".tmp", dir=path.parent)
+        mine = Path(name)
         with open(fd, "w") as handle:
             handle.write(text)
-        os.chmod(name, FILE_MODE)  # other users read who holds it
-    except OSError as exc:
-        raise storage.Unwritable(path.parent, exc) from exc
-    mine = Path(name)
-    try:
+        os.chmod(mine, FILE_MODE)  # other users read who holds it
         for _ in range(TRIES):
             if link(mine, path):
                 return Lease(record, text)
@@ -141,13 +139,13 @@ def take(record: str | os.PathLike) -> Lease:
                 how = "alive" if holder.local_state() == ALIVE else \
                     f"on another host; lease renewed {max(got[1], 0):.0f} s ago"
                 raise Held(record, holder, how)
-            try:
-                take_over(record, got[0], holder)
-            except OSError as exc:
-                raise storage.Unwritable(path, exc) from exc
+            take_over(record, got[0], holder)
         raise Held(record, None, "is being taken over by other supervisors at the same time")
+    except OSError as exc:  # the record's folder cannot be written: neither can the record
+        raise storage.Unwritable(record, exc) from exc
     finally:
-        discard(mine)
+        if mine is not None:
+            discard(mine)
 
 
 def link(source: Path, path: Path) -> bool:
@@ -158,10 +156,10 @@ def link(source: Path, path: Path) -> bool:
         return True
     except FileExistsError:
         return False
-    except OSError as exc:
+    except OSError:
         if os.stat(source).st_nlink == 2:
             return True
-        raise storage.Unwritable(path, exc) from exc
+        raise
 
 
 def take_over(record: Path, stale: str, holder: Holder | None) -> None:
