@@ -89,9 +89,11 @@ def test_a_second_supervisor_leaves_a_live_supervisors_record_log_and_worker_alo
 
 HELD = [  # a lease whose holder lives: the supervisor refuses, touching nothing
     ("a live process of this host", lambda: holders.this_process(), "(alive)"),
+    ("another boot of this host's name, renewed a minute ago",
+     lambda: replace(holders.this_process(), boot="another"), "(on another host or boot; lease renewed 6"),
     ("another host's, renewed a minute ago",
      lambda: Holder("node-elsewhere", 4242, "2026-01-01T00:00:00+00:00"),
-     "(on another host; lease renewed 6"),
+     "(on another host or boot; lease renewed 6"),
 ]
 
 
@@ -118,7 +120,8 @@ AWAY = Holder("node-elsewhere", 4242, "2026-01-01")
 STALE = [  # a lease whose holder is gone (or that names none): taken over, the run goes on
     ("a dead pid of this host", lambda: replace(holders.this_process(), pid=dead_pid()), 0),
     ("a reused pid (another start)", lambda: replace(holders.this_process(), started=1), 0),
-    ("an earlier boot of this host", lambda: replace(holders.this_process(), boot="gone"), 0),
+    ("another boot of this host's name, untouched 20 minutes",
+     lambda: replace(holders.this_process(), boot="gone"), 1200),
     ("another host's, untouched 20 minutes", lambda: AWAY, 1200),
     ("another host's, renewed in a year", lambda: AWAY, -365 * 86400),
     ("not JSON", lambda: "{half a lease", 0),

@@ -5,7 +5,7 @@ another host sharing the file system, whether it is still the same live process:
 
 - on the same host (same host name and boot), it is alive while its pid exists and was
   started at the recorded time (``/proc/<pid>/stat``'s start time: a reused pid is not it);
-- on another host nothing can be checked from here: a holder that renews its file
+- on another host (or another boot of a host of this name) nothing can be checked from here: a holder that renews its file
   (a lease, :mod:`archbench.execute.lease`) is taken for alive while the file's
   modification time is recent, for gone once it is older than its owner's bound; a holder
   that does not renew (Snakemake's lock) is of unknown state.
@@ -59,11 +59,12 @@ class Holder:
         return json.dumps(asdict(self), sort_keys=True) + "\n"
 
     def local_state(self) -> str:
-        """ALIVE or GONE for a holder of this host (GONE too for one of an earlier boot);
-        UNKNOWN for another host's."""
-        if self.host != socket.gethostname():
+        """ALIVE or GONE for a holder of this host; UNKNOWN for another host's, and for one
+        of this host's name but another boot (this host before a reboot, or another machine
+        of the same name: nothing tells them apart)."""
+        if self.host != socket.gethostname() or self.boot != boot_id():
             return UNKNOWN
-        if self.boot != boot_id() or not process_alive(self.pid):
+        if not process_alive(self.pid):
             return GONE
         return ALIVE if self.started is None or start_ticks(self.pid) in (None, self.started) else GONE
 

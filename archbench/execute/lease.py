@@ -12,7 +12,8 @@ which is then hard-linked to the lease's name, a step that fails when the name e
   holder's worker.
 - A lease is released (removed) when its supervisor ends, however it ends short of being
   killed. A killed holder's lease is stale and taken over at once on its own host (its
-  pid is gone, or is another process now). From another host nothing can be checked: a
+  pid is gone, or is another process now). From another host (or after a reboot: another
+  machine may bear the same name) nothing can be checked: a
   live holder renews its lease's modification time every RENEW_S, and a lease untouched
   for STALE_AFTER_S is taken for a dead host's (clocks of the hosts sharing the file
   system must agree within minutes). A lease that names no process (not written by
@@ -137,7 +138,7 @@ def take(record: str | os.PathLike) -> Lease:
             holder = parse(got[0])
             if state(holder, got[1]) == ALIVE:
                 how = "alive" if holder.local_state() == ALIVE else \
-                    f"on another host; lease renewed {max(got[1], 0):.0f} s ago"
+                    f"on another host or boot; lease renewed {max(got[1], 0):.0f} s ago"
                 raise Held(record, holder, how)
             take_over(record, got[0], holder)
         raise Held(record, None, "is being taken over by other supervisors at the same time")
