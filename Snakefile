@@ -35,6 +35,7 @@ localrules:
 
 # Once this run holds Snakemake's lock, before its first job.
 onstart:
+    name_lock_holder()
     write_planned_specs()
 
 

@@ -199,9 +199,26 @@ def check_sbatch(args: argparse.Namespace, extra: Sequence[str], workflow: Path)
     return 1
 
 
+def lock_refusal(command: str, extra: Sequence[str], workflow: Path) -> str | None:
+    """The one line refusing ``command`` before Snakemake starts (archbench.execute.runlock):
+    ``run`` and ``paper`` refuse --nolock, an --unlock while the run holding Snakemake's lock
+    lives, and (unless a dry run) any run while another one holds it. ``plan`` is a dry run:
+    it takes no lock and is never refused."""
+    if command == "plan":
+        return None
+    from archbench.execute import runlock
+    if runlock.names(list(extra), runlock.UNLOCK):
+        return runlock.refusal(workflow, unlock=True)
+    nolock = runlock.names(list(extra), runlock.NOLOCK)
+    if not nolock and DRY_RUN.intersection(extra):
+        return None
+    return runlock.refusal(workflow, nolock=nolock)
+
+
 def run_snakemake(args: argparse.Namespace, extra: Sequence[str]) -> int:
     """Replace this process with Snakemake in the workflow's directory (Ctrl-C then reaches
-    Snakemake alone, which cleans up as it does when run directly)."""
+    Snakemake alone, which cleans up as it does when run directly; the pid, which names the
+    run holding Snakemake's lock, stays the same), unless :func:`lock_refusal` refuses."""
     try:
         workflow = find_workflow(args.workflow)
     except NoWorkflow as exc:
@@ -210,6 +227,10 @@ def run_snakemake(args: argparse.Namespace, extra: Sequence[str]) -> int:
     if workflow is None:
         print(f"archbench: no Snakefile in {Path.cwd()}: run `archbench {args.command}` in the "
               "workflow's directory (a checkout) or give --workflow DIR", file=sys.stderr)
+        return 1
+    refused = lock_refusal(args.command, extra, workflow)
+    if refused:
+        print(refused, file=sys.stderr)
         return 1
     if (refused := check_sbatch(args, extra, workflow)) is not None:
         return refused

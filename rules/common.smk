@@ -13,6 +13,7 @@ from archbench.core import storage as archbench_storage
 from archbench.core.files import atomic_write_text
 from archbench.core.record import raw_path
 from archbench.core.validate import ConfigError
+from archbench.execute.runlock import invocation_refusal, name_holder, refusal as lock_refusal
 from archbench.execute.specfiles import digest, spec_dir, spec_text, write_specs
 from archbench.inputs import check_inputs
 from archbench.plan import jobs as archbench_plan
@@ -52,6 +53,12 @@ REGENERATE_ONLY = bool(config.get("regenerate_only", False))
 if "paper" in snakemake_targets() and not REGENERATE_ONLY:
     sys.exit("archbench: `paper` rebuilds from the records on disk only: run `archbench "
              "paper` (or `make paper`), or add --config regenerate_only=True")
+
+# Another run holding Snakemake's lock (named with its host, pid and whether it lives),
+# --nolock, and --unlock while that run lives: one line, before anything is read or
+# written (archbench/execute/runlock.py). Once this run holds the lock, onstart names it.
+if workflow.is_main_process and (_refused := invocation_refusal(dry_run=workflow.output_settings.dryrun)):
+    sys.exit(_refused)
 
 # The campaign files read again strictly (Snakemake's reading lets a repeated key win),
 # validated and expanded, and every input they name checked, all before any job. One line
@@ -275,6 +282,14 @@ def spec_of(path):
 # (archbench/execute/specfiles.py), written once this run holds Snakemake's lock and before any
 # job starts (onstart, in the Snakefile): a dry run or a run the lock refuses writes none.
 SPEC_DIR = spec_dir(CAMPAIGN.name)
+
+
+def name_lock_holder():
+    """onstart: name this run beside Snakemake's lock files (its host, pid, since when); a
+    run without the lock (``nolock`` set by a profile) stops here, before any job."""
+    if not workflow.execution_settings.lock:
+        sys.exit(lock_refusal(nolock=True))
+    name_holder()
 
 
 def write_planned_specs():

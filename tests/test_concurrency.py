@@ -41,8 +41,8 @@ def records(workdir: Path) -> list[dict]:
 
 def test_a_refused_run_with_other_settings_changes_nothing_a_live_run_measures(tmp_path):
     """A live campaign; while it runs, the same campaign (same name) with other settings is
-    started and refused by Snakemake's lock. Every record has the live run's settings, and
-    the live run's plan is then complete."""
+    started, with and without --nolock, and refused by the lock's holder (named). Every
+    record has the live run's settings and its log, and the live run's plan is then complete."""
     work = copy_workflow(tmp_path / "wf")
     (work / "live.yaml").write_text(CAMPAIGN.format(repetitions=6, steps=LIVE_STEPS))
     (work / "other.yaml").write_text(CAMPAIGN.format(repetitions=6, steps=OTHER_STEPS))
@@ -58,16 +58,23 @@ def test_a_refused_run_with_other_settings_changes_nothing_a_live_run_measures(t
             time.sleep(0.2)
         refused = snakemake(work, "--profile", "profiles/local", "--configfile", "other.yaml",
                             check=False)
+        unlocked = snakemake(work, "--profile", "profiles/local", "--configfile", "other.yaml",
+                             "--nolock", check=False)
         out, _ = live.communicate(timeout=600)
     finally:
         live.kill()
     assert live.returncode == 0, out[-3000:]
+    # each refused in one line; the first names the live run (its pid, alive), neither says --unlock
     text = refused.stdout + refused.stderr
-    assert refused.returncode != 0 and ("LockException" in text or "cannot be locked" in text), text[-3000:]
+    assert refused.returncode != 0 and f"holds Snakemake's lock: pid {live.pid} on " in text, text[-3000:]
+    assert ", alive: wait for it to end" in text and "--unlock" not in text
+    text = unlocked.stdout + unlocked.stderr
+    assert unlocked.returncode != 0 and "archbench: --nolock refused" in text, text[-3000:]
     done = records(work)
     assert len(done) == 6
     assert [r["measured_steps"] for r in done] == [LIVE_STEPS] * 6, "a record was measured with the refused run's settings"
     assert all(r["status"] == "ok" for r in done)
+    assert all(Path(work, r["log_path"]).exists() for r in done), "a refused run deleted a live run's log"
     # the refused run's plan landed in files of its own; the live run's are intact
     for spec_file in (work / "results/specs/race").iterdir():
         assert digest(spec_file.read_text()) == spec_file.stem

@@ -172,7 +172,13 @@ def test_one_horovod_serves_tensorflow_and_torch():
 def test_horovod_ranks_that_succeed_end_without_the_frameworks_teardown(tmp_path, monkeypatch):
     """Both ranks of a Horovod run that succeeded shut Horovod down (MPI finalised) and end
     without TensorFlow's teardown, which waited seconds on the dataset iterator's threads:
-    mpirun exits 0, each rank marks its end after the record, and MPI reports nothing."""
+    mpirun exits 0 with the record written, and MPI reports nothing.
+
+    Rank 0 alone writes the record, and ends after it; another rank may end before it is
+    written (Horovod's shutdown waits for no rank), which is fine: mpirun, and so the
+    supervisor, which reads the record only then, waits for every rank. The order is
+    asserted within rank 0 alone: marks of one process come from one clock, whatever the
+    clocks of other processes say."""
     horovod_ready()
     monkeypatch.setenv(MARKS_ENV, "1")
     out = tmp_path / "rec.json"
@@ -186,8 +192,10 @@ def test_horovod_ranks_that_succeed_end_without_the_frameworks_teardown(tmp_path
     marks = read_marks(proc.stderr)
     ended = {pid for name, _, pid, _ in marks if name == "ending-at-once"}
     assert len(ended) == 2 and len({pid for _, _, pid, _ in marks}) == 2
-    written = next(t for name, t, _, _ in marks if name == "record-written")
-    assert all(t >= written for name, t, _, _ in marks if name == "ending-at-once")
+    writes = [(t, pid) for name, t, pid, _ in marks if name == "record-written"]
+    assert len(writes) == 1, marks
+    written, writer = writes[0]
+    assert [t >= written for name, t, pid, _ in marks if name == "ending-at-once" and pid == writer] == [True]
     assert "MPI_Finalize" not in proc.stderr and "exiting improperly" not in proc.stderr
 
 

@@ -23,6 +23,11 @@ whoever started the supervisor (Snakemake, through its job shell), stop the run:
 tree is killed, its scratch file removed, and no record written, so the next run reruns it.
 A benchmark starts only while it holds the host guard (:mod:`archbench.execute.hostguard`): no
 two archbench benchmarks share a host; the wait does not count against the time limit.
+
+Before it writes anything of its measurement, the supervisor takes the record's lease
+(:mod:`archbench.execute.lease`): while another live supervisor holds it, this one ends with
+one line naming the record and the holder, exit status 75, and touches neither the
+record, nor the log, nor the holder's worker.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from archbench.core.record import (
     scratch_path,
     write_record,
 )
-from archbench.execute import hostguard, lifeline
+from archbench.execute import hostguard, lease, lifeline
 from archbench.execute.specfiles import SpecError, read_spec
 from archbench.plan.containers import IMAGE_DIR, exec_prefix, image_file, runtime_env
 from archbench.plan.containers import image_digest as hash_file
@@ -361,6 +366,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with stop_signals():
             return run_spec(spec, output=args.output, log_path=args.log)
+    except lease.Held as held:  # another supervisor measures this record: leave it alone
+        print(held, file=sys.stderr, flush=True)
+        return lease.EXIT_HELD
     except Interrupted as stop:
         written = "" if args.output.exists() else "; no record written (the next run reruns it)"
         print(f"{args.output}: stopped by {stop}{written}", flush=True)
@@ -382,7 +390,15 @@ def spec_from_file(path: Path, output: Path) -> dict:
 
 
 def run_spec(spec: dict, *, output: Path, log_path: Path) -> int:
-    """Supervise the measurement of a spec (its `best` placeholder resolved first)."""
+    """Supervise the measurement of a spec (its `best` placeholder resolved first), holding
+    its record's lease (lease.Held, before anything is written, when a live supervisor
+    holds it)."""
+    with lease.held(output) as own:
+        return run_leased(spec, output=output, log_path=log_path, renew=own.renew)
+
+
+def run_leased(spec: dict, *, output: Path, log_path: Path, renew: Callable[[], None]) -> int:
+    """:func:`run_spec` once the lease is held (``renew`` keeps it while the run waits)."""
     measurement = spec["measurement"]
     if measurement.get("best_of"):
         try:
@@ -393,8 +409,12 @@ def run_spec(spec: dict, *, output: Path, log_path: Path) -> int:
             write_record(output, record)
             print(f"{output}: failed {exc}")
             return 0
-    record = supervise(measurement, spec["system"], output=output, log_path=log_path,
-                       check=abandonment_check())
+    abandoned = abandonment_check()
+
+    def check() -> None:
+        renew()
+        abandoned()
+    record = supervise(measurement, spec["system"], output=output, log_path=log_path, check=check)
     print(f"{output}: {record['status']} {record['throughput']} {record['throughput_unit']}"
           f" {record['reason']}".rstrip())
     return 0

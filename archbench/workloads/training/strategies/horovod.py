@@ -179,7 +179,10 @@ def launch(plan: Launch) -> list[str]:
 def shut_down() -> None:
     """End Horovod in this process, in whichever framework started it (with MPI, MPI is
     finalised): the process may then end without the framework's teardown, which in a
-    2-rank TensorFlow run waited 1.5-5.4 s on its dataset iterator's threads."""
+    2-rank TensorFlow run waited 1.5-5.4 s on its dataset iterator's threads. It waits for
+    no other rank: a rank may end before rank 0 has written the record, which is no loss,
+    since mpirun (and so the supervisor, which reads the record only then) waits for every
+    rank, and a rank that finalised MPI and exits 0 ends no other."""
     for name in ("horovod.tensorflow", "horovod.torch"):
         hvd = sys.modules.get(name)
         if hvd is not None and hvd.is_initialized():
