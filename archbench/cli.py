@@ -244,7 +244,9 @@ def run_snakemake(args: argparse.Namespace, extra: Sequence[str]) -> int:
 
 
 def add_compare(commands) -> None:
-    """Register ``archbench compare``: the arguments of :mod:`archbench.results.compare`."""
+    """Register ``archbench compare`` (the arguments of :mod:`archbench.results.compare`) for
+    ``archbench --help``; :func:`main` hands the command line to
+    :func:`archbench.results.compare.main`, whose parser refuses in one line."""
     from archbench.results import compare  # argparse only; pandas when it runs
     compare.add_arguments(commands.add_parser(
         "compare", help="which configurations got faster or slower between two result sets",
@@ -291,6 +293,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["compare"]:  # its own parser: a usage error is one line, as its refusals
+        from archbench.results import compare
+        return compare.main(argv[1:], prog="archbench compare")
     p = parser()
     args, extra = p.parse_known_args(argv)
     if extra[:1] == ["--"]:  # `archbench run -- ARGS`: ARGS are Snakemake's
@@ -301,9 +307,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "check":
         return check(args.campaign, args.workflow)
-    if args.command == "compare":
-        from archbench.results.compare import run
-        return run(args)
     return schema(args.section)
 
 

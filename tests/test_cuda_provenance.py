@@ -102,6 +102,7 @@ def test_a_record_of_this_cpu_machine_says_no_cuda_and_no_gpu(framework, tmp_pat
 def gpu_record(**fields) -> dict:
     base = dict(experiment="e", system="v100", arch="x86_64", kind="train", model="small_cnn",
                 config_id="c1", repetition=0, throughput=10.0, throughput_unit="img/s",
+                device="gpu", devices=["GPU:0", "GPU:1"],
                 start_time="t0", end_time="t1", cuda_version="12.5.1", cudnn_version="9.3.0.75",
                 nccl_version="2.21.5", gpu_models=["Tesla V100-PCIE-16GB", "Tesla V100-PCIE-16GB"])
     return make_record(**{**base, **fields})
@@ -114,6 +115,28 @@ def test_tidy_table_and_platform_table_carry_the_cuda_stack():
     assert (row["cuda_version"], row["cudnn_version"], row["nccl_version"]) == (
         "12.5.1", "9.3.0.75", "2.21.5")
     assert row["recorded_gpu_models"] == "Tesla V100-PCIE-16GB,Tesla V100-PCIE-16GB"
+
+
+STACK = ("cuda_version", "cudnn_version", "nccl_version")
+
+
+# (what the record says its device is, whether its CUDA stack reaches the tidy table)
+@pytest.mark.parametrize("device, kept", [
+    ("gpu", True),
+    ("cpu", False),  # a record written before provenance left the stack out of CPU runs
+    (None, False),  # a record from before the device field: read as a CPU run
+])
+def test_collection_keeps_a_cuda_stack_only_on_gpu_records(device, kept):
+    old = gpu_record(device=device, devices=["GPU:0"] if device == "gpu" else ["CPU:0"])
+    frame = records_to_frame([old])
+    row = frame.iloc[0]
+    assert [row[c] for c in STACK] == (["12.5.1", "9.3.0.75", "2.21.5"] if kept else [None] * 3)
+    assert row["gpu_models"] == ("Tesla V100-PCIE-16GB,Tesla V100-PCIE-16GB" if kept else "")
+    platform = build_table("platform", frame, systems={}).iloc[0]
+    if kept:
+        assert platform["cuda_version"] == "12.5.1"
+    else:  # every table, figure and comparison reads the tidy table: none shows the stack
+        assert all(pd.isna(platform[c]) for c in (*STACK, "recorded_gpu_models"))
 
 
 def test_records_without_the_fields_still_read():

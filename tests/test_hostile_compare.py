@@ -126,6 +126,23 @@ def output_onto(tmp: Path, what: str) -> list[str]:
 
 
 NO_RATIO = "not a ratio (a number above 0, e.g. 0.95)"
+SEE_HELP = "(see python -m archbench.results.compare --help)"
+# the parser's refusals: one line naming the argument, never argparse's usage block
+USAGE = [
+    Case("an unknown option", lambda t: two(t, {(1, 8): TIGHT}, {(1, 8): SLOW}, "--foo"),
+         (f"archbench compare: unrecognized arguments: --foo {SEE_HELP}",)),
+    Case("a third result set", lambda t: [*two(t, {(1, 8): TIGHT}, {(1, 8): SLOW}), str(t)],
+         ("archbench compare: unrecognized arguments: {tmp} ",)),
+    Case("a bad --statistic", lambda t: two(t, {(1, 8): TIGHT}, {(1, 8): SLOW}, "--statistic", "max"),
+         ("archbench compare: argument --statistic: invalid choice: 'max' (choose from 'mean', "
+          f"'median') {SEE_HELP}",)),
+    Case("--statistic without a value", lambda t: [*two(t, {(1, 8): TIGHT}, {(1, 8): SLOW}), "--statistic"],
+         ("archbench compare: argument --statistic: expected one argument",)),
+    Case("no arguments", lambda t: [],
+         (f"archbench compare: the following arguments are required: base {SEE_HELP}",)),
+    Case("options only", lambda t: ["--fail-below", "0.95", "--allow-incomparable"],
+         ("archbench compare: the following arguments are required: base",)),
+]
 CASES = [
     Case("base without records", lambda t: empty_side(t, "base"),
          ("archbench compare: base ({tmp}/empty/results): no records",)),
@@ -183,6 +200,7 @@ CASES = [
          ("--output {tmp}/b/results/raw/sysa/new: inside the records of {tmp}/b/results",)),
     Case("--output below a file", lambda t: output_onto(t, "below a file"),
          ("archbench compare: --output {tmp}/out/sub: Not a directory",)),
+    *USAGE,
 ]
 
 
@@ -197,6 +215,24 @@ def test_a_hostile_comparison_is_refused_in_one_line(case, tmp_path, capsys):
     for part in case.says:
         assert part.format(tmp=tmp_path) in lines[0], err
     assert tree_digest(tmp_path) == before, "a refusal changed a file"
+
+
+@pytest.mark.parametrize("case", USAGE, ids=[c.name for c in USAGE])
+def test_archbench_compare_refuses_a_bad_command_line_in_one_line(case, tmp_path, capsys):
+    """The same refusals under ``archbench compare``, which names itself for --help; the
+    other subcommands keep argparse's usage block."""
+    from archbench import cli
+    argv = case.make(tmp_path)
+    before = tree_digest(tmp_path)
+    assert cli.main(["compare", *argv]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].endswith("(see archbench compare --help)"), lines
+    for part in case.says:
+        assert part.format(tmp=tmp_path).replace(SEE_HELP, "") in lines[0], lines
+    assert tree_digest(tmp_path) == before, "a refusal changed a file"
+    with pytest.raises(SystemExit):
+        cli.main(["schema", "--foo"])
+    assert capsys.readouterr().err.startswith("usage: archbench ")
 
 
 def test_allow_incomparable_lets_the_gate_judge_the_rest(tmp_path, capsys):

@@ -21,6 +21,7 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from archbench.core.provenance import no_accelerator
 from archbench.core.record import RecordError
 from archbench.plan.plan_match import mismatch_any
 from archbench.workloads.gpu import device_mismatch
@@ -55,7 +56,9 @@ def flatten(record: dict) -> dict:
     """One tidy-table row: lists joined, ``metrics`` spread into ``metric_<name>`` columns,
     the environment the run had as ``env`` (:func:`env_text`) and its MKL/OpenMP part as
     ``mkl_env`` (:func:`mkl_env_text`), the vendor evidence as ``vendor_*`` columns
-    (:func:`archbench.workloads.training.vendor_evidence.evidence_columns`)."""
+    (:func:`archbench.workloads.training.vendor_evidence.evidence_columns`). A record whose
+    ``device`` is not "gpu" states no CUDA stack (:func:`cpu_stack`)."""
+    record = cpu_stack(record)
     row = {k: v for k, v in record.items()
            if k not in ("metrics", "env", "step_times_s", "vendor_evidence")}
     row.update(evidence_columns(record.get("vendor_evidence")))
@@ -72,6 +75,15 @@ def flatten(record: dict) -> dict:
         row[f"metric_{name}"] = metric["value"]
         row[f"metric_{name}_unit"] = metric["unit"]
     return row
+
+
+def cpu_stack(record: dict) -> dict:
+    """``record``, or when its ``device`` is not "gpu" (absent reads as cpu), a copy without
+    a CUDA stack (:func:`archbench.core.provenance.no_accelerator`): a record written before
+    provenance left it out of CPU runs may carry the versions of a CUDA build's libraries
+    and the GPUs its host had, none of which its tensors met."""
+    return record if record.get("device") == "gpu" else {**record, **no_accelerator()}
+
 
 class DuplicateRunError(ValueError):
     """Two records claim the same run (config_id + repetition) of one experiment."""

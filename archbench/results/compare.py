@@ -22,7 +22,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 FILES = ("comparison.csv", "comparison.md", "comparison.tex", "changes.csv", "changes.md",
          "changes.tex", "comparison.png", "comparison.pdf", "comparison.svg", "report.md")
@@ -57,11 +57,25 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m archbench.results.compare``."""
-    return add_arguments(argparse.ArgumentParser(
-        prog="python -m archbench.results.compare", description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter))
+PROG = "python -m archbench.results.compare"
+
+
+class UsageError(ValueError):
+    """A command line the parser refuses (an unknown option, a bad choice, no BASE)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """The command's parser: a usage error raises :class:`UsageError` (:func:`main` says it
+    in one line, exit 2, as every other refusal) instead of printing argparse's usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def parser(prog: str = PROG) -> Parser:
+    """The command line of ``prog`` (``python -m archbench.results.compare`` or ``archbench compare``)."""
+    return add_arguments(Parser(prog=prog, description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter))
 
 
 def report(comparison, title: str, figure: str | None = None) -> str:
@@ -289,9 +303,14 @@ def run(args: argparse.Namespace) -> int:
     return 1 if bad else (2 if unjudged else 0)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point."""
-    return run(parser().parse_args(argv))
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    """CLI entry point (also of ``archbench compare``, as ``prog``)."""
+    try:
+        args = parser(prog).parse_args(argv)
+    except UsageError as exc:
+        print(f"archbench compare: {' '.join(str(exc).split())} (see {prog} --help)", file=sys.stderr)
+        return 2
+    return run(args)
 
 
 if __name__ == "__main__":
