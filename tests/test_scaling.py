@@ -149,8 +149,9 @@ def series_with_noise(draw):
         for ps, value in enumerate(values, start=1):
             rows.append(dict(system="s", gpus=n, gpus_per_node=min(n, 4), parameter_servers=ps,
                              batch=64, data="synthetic", throughput=value))
-    for other in draw(st.lists(st.sampled_from([{"batch": 32}, {"data": "real"}, {"system": "t"}]),
-                               max_size=3)):
+    others = ({"batch": 32}, {"data": "real"}, {"system": "t"})  # each layout once: a
+    for i in draw(st.lists(st.sampled_from(range(len(others))), max_size=3, unique=True)):
+        other = others[i]  # configuration listed twice is refused by the importer
         for n in draw(st.lists(st.sampled_from(POWERS), min_size=1, max_size=3, unique=True)):
             rows.append(dict(system="s", gpus=n, gpus_per_node=1, parameter_servers=1, batch=64,
                              data="synthetic", throughput=draw(st.floats(1.0, 1e4))) | other)
