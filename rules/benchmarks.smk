@@ -21,7 +21,7 @@ if not REGENERATE_ONLY:
             # reruns the job
             spec=get_spec,
         threads: get_threads
-        # batch_size > 1: up to that many measurements share one Slurm job, one at a time
+        # measurements_per_job > 1: up to that many measurements share one Slurm job, one at a time
         group: get_batch_group if BATCH_GROUPS else None
         # every key of archbench.plan.jobs.job_resources (nodes, tasks, cpus_per_task, mem_mb,
         # runtime, partition, account, the system's placement keys constraint, qos and

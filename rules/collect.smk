@@ -11,7 +11,7 @@ localrules:
 # A dry run (-n) prints the plan too (on stderr, before Snakemake lists the jobs).
 if DRY_RUN and workflow.is_main_process and not REGENERATE_ONLY:
     print(archbench_plan.campaign_plan(
-        CAMPAIGN.name, CAMPAIGN.measurements, SYSTEMS, batch_size=BATCH_SIZE,
+        CAMPAIGN.name, CAMPAIGN.measurements, SYSTEMS, measurements_per_job=MEASUREMENTS_PER_JOB,
         batch_max_minutes=BATCH_MAX_MINUTES)[1], file=sys.stderr)
 
 
@@ -42,12 +42,12 @@ rule plan_campaign:
     log:
         f"logs/plan_campaign/{CAMPAIGN.name}.log",
     params:
-        batch_size=BATCH_SIZE,  # a changed batch size rewrites the plan
+        measurements_per_job=MEASUREMENTS_PER_JOB,  # a changed count rewrites the plan
         batch_max_minutes=BATCH_MAX_MINUTES,
     run:
         archbench_plan.write_plan(CAMPAIGN.name, CAMPAIGN.measurements, SYSTEMS,
                                   csv=output.csv, markdown=output.markdown,
-                                  batch_size=params.batch_size,
+                                  measurements_per_job=params.measurements_per_job,
                                   batch_max_minutes=params.batch_max_minutes)
 
 

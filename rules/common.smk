@@ -95,16 +95,16 @@ BASELINE = baseline(config["compare_with"]) if "compare_with" in config else Non
 # The small JPEG TFRecord set rule make_tfrecords writes (a system's data_dir may name it).
 GENERATED_TFRECORDS = "results/data/tfrecords"
 
-# Batching (campaign key batch_size; archbench/plan/batching.py): each chunk of measurements is
+# Batching (campaign key measurements_per_job; archbench/plan/batching.py): each chunk of measurements is
 # one job group, i.e. one Slurm job. measurement_slots is counted per submission with a
 # pool of 1, so a group runs its members one after another and asks for one member's
 # cores and memory with the sum of their runtimes (not the sums Snakemake's layering
 # would give members side by side).
-BATCH_SIZE = int(config.get("batch_size", 1))
+MEASUREMENTS_PER_JOB = int(config.get("measurements_per_job", 1))
 BATCH_MAX_MINUTES = config.get("batch_max_minutes")
 BATCH_GROUPS = group_names(
     CAMPAIGN.measurements, lambda m: archbench_plan.job_resources(m, SYSTEMS[m["system"]]),
-    lambda m: f"results/{raw_path(m)}", size=BATCH_SIZE, max_minutes=BATCH_MAX_MINUTES,
+    lambda m: f"results/{raw_path(m)}", size=MEASUREMENTS_PER_JOB, max_minutes=BATCH_MAX_MINUTES,
     systems=SYSTEMS)
 
 
@@ -185,9 +185,9 @@ def join_batch_members():
     with."""
     settings = workflow.group_settings
     first = next(iter(BATCH_GROUPS.values()), None)
-    if first is not None and settings.group_components.get(first) != BATCH_SIZE:
+    if first is not None and settings.group_components.get(first) != MEASUREMENTS_PER_JOB:
         settings.group_components = {**settings.group_components,
-                                     **{name: BATCH_SIZE for name in set(BATCH_GROUPS.values())}}
+                                     **{name: MEASUREMENTS_PER_JOB for name in set(BATCH_GROUPS.values())}}
 
 
 def get_record_paths(wildcards=None):

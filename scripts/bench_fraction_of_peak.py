@@ -3,7 +3,7 @@
 fraction = img/s x FLOPs per image / peak (archbench.core.metrics.fraction_of_peak). The peak is
 measured before and after the training runs (the best of both is used).
 
-    python scripts/bench_fraction_of_peak.py --models resnet50 alexnet --batch-size 16 --steps 5
+    python scripts/bench_fraction_of_peak.py --models resnet50 alexnet --batch-per-process 16 --steps 5
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def train_record(model: str, args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
         subprocess.run([sys.executable, "-m", "archbench.train", "--model", model,
-                        "--batch-size", str(args.batch_size), "--image-size", str(args.image_size),
+                        "--batch-per-process", str(args.batch_per_process), "--image-size", str(args.image_size),
                         "--intra-threads", str(args.threads), "--inter-threads", "1",
                         "--warmup-steps", str(args.warmup), "--steps", str(args.steps),
                         "--output", out], check=True,
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", default=["resnet50", "alexnet"])
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-per-process", type=int, default=16)
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--warmup", type=int, default=2)

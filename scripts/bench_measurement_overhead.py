@@ -52,19 +52,19 @@ ROOT = Path(__file__).resolve().parent.parent
 TRAIN = {"warmup_steps": 2, "repetitions": 2, "vendor_library": ["on"]}
 CONFIGS = {  # name -> one experiment of the default campaign, cut to one configuration
     "small_cnn": {"type": "thread_scaling", "models": ["small_cnn"], "image_size": 32,
-                  "num_classes": 10, "threads": [2], "batch_sizes": [32], "steps": 50, **TRAIN},
+                  "num_classes": 10, "threads": [2], "batch_per_process": [32], "steps": 50, **TRAIN},
     "resnet50_64px": {"type": "thread_scaling", "models": ["resnet50"], "image_size": 64,
-                      "threads": [2], "batch_sizes": [8], "steps": 5, **TRAIN},
+                      "threads": [2], "batch_per_process": [8], "steps": 5, **TRAIN},
     "horovod_2": {"type": "ppn_sweep", "models": ["small_cnn"], "image_size": 32, "num_classes": 10,
-                  "processes_per_node": [2], "batch_sizes": [32], "steps": 50, **TRAIN},
+                  "processes_per_node": [2], "batch_per_process": [32], "steps": 50, **TRAIN},
     # the same after its sweep's 1-rank run (untimed, run first) probed its per-process settings
     "horovod_2_after_1": {"type": "ppn_sweep", "models": ["small_cnn"], "image_size": 32,
-                          "num_classes": 10, "processes_per_node": [2], "batch_sizes": [32],
+                          "num_classes": 10, "processes_per_node": [2], "batch_per_process": [32],
                           "steps": 50, "first": {"processes_per_node": [1]}, **TRAIN},
     "kernel_stream_2w": {"type": "kernel", "kernels": ["stream"], "sizes": {"stream": [4194304]},
                          "workers": [2], "iterations": 100, "repetitions": 2},
     "pytorch": {"type": "thread_scaling", "framework": ["pytorch"], "models": ["small_cnn"],
-                "image_size": 32, "num_classes": 10, "threads": [1], "batch_sizes": [32],
+                "image_size": 32, "num_classes": 10, "threads": [1], "batch_per_process": [32],
                 "steps": 20, **TRAIN},
 }
 # phase -> the mark ending it, in the order a measurement passes them (the worker's from

@@ -8,7 +8,7 @@ TensorFlow loads). Prints every pair's img/s, the on/off ratio's mean, min, max 
 standard deviation, and the OpenMP/MKL runtimes the pinned TensorFlow maps (its oneDNN
 runs on TensorFlow's own thread pool: KMP_* are read only by Intel's OpenMP runtime).
 
-    python scripts/bench_mkl_settings.py --model resnet50 --image-size 64 --batch-size 16 \
+    python scripts/bench_mkl_settings.py --model resnet50 --image-size 64 --batch-per-process 16 \
         --threads 2 --steps 20 --pairs 6
 """
 
@@ -32,7 +32,7 @@ def train_once(args, *, mkl: bool, output: Path, probe: bool = False) -> dict:
     env.update(MKL_ENV if mkl else {})
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     argv = [sys.executable, "-m", "archbench.train", "--model", args.model,
-            "--batch-size", str(args.batch_size), "--image-size", str(args.image_size),
+            "--batch-per-process", str(args.batch_per_process), "--image-size", str(args.image_size),
             "--num-classes", "10", "--intra-threads", str(args.threads), "--inter-threads", "1",
             "--warmup-steps", str(args.warmup), "--steps", str(args.steps),
             "--onednn", args.onednn, "--vendor-probe", "on" if probe else "off",
@@ -47,7 +47,7 @@ def main() -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="resnet50")
     p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-per-process", type=int, default=16)
     p.add_argument("--threads", type=int, default=2, help="intra-op threads")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=20)

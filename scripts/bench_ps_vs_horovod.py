@@ -3,7 +3,7 @@ with ``parameter_server`` and ``distributed_replicated`` (1 parameter server bes
 and with Horovod (MPI allreduce), same model, batch and threads, the three run in turn
 (order rotating), several repetitions; prints each run and the median ratio to Horovod.
 
-    python scripts/bench_ps_vs_horovod.py --model alexnet --image-size 64 --batch-size 16 \
+    python scripts/bench_ps_vs_horovod.py --model alexnet --image-size 64 --batch-per-process 16 \
         --steps 20 --repetitions 3
 
 Each run holds the host guard (archbench.execute.hostguard) as a campaign's runs do.
@@ -40,7 +40,7 @@ RUNS = {  # label -> strategy and variable update
 def img_s(args, label: str) -> float:
     """img/s (all workers' images / window wall time) of one 2-worker run of ``label``."""
     measurement = {
-        "kind": "train", "model": args.model, "batch_per_process": args.batch_size,
+        "kind": "train", "model": args.model, "batch_per_process": args.batch_per_process,
         "intra_threads": args.threads, "inter_threads": 1, "vendor_library_enabled": True,
         "data": "synthetic", "warmup_steps": args.warmup, "measured_steps": args.steps,
         "image_size": args.image_size, "num_classes": 1000, "data_format": "NHWC", "nodes": 1,
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="alexnet")
     p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--batch-size", type=int, default=16, help="per worker")
+    p.add_argument("--batch-per-process", type=int, default=16, help="per worker")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per worker")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=20)
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
             results[label].append(img_s(args, label))
         print(f"rep {rep}: " + ", ".join(f"{label} {results[label][-1]:.1f} img/s"
                                          for label in labels), flush=True)
-    print(f"{args.model} {args.image_size}px, batch {args.batch_size} per worker, 2 workers, "
+    print(f"{args.model} {args.image_size}px, batch {args.batch_per_process} per worker, 2 workers, "
           f"{args.steps} steps, median of {args.repetitions}:")
     for label in labels:
         ratios = [x / h for x, h in zip(results[label], results["horovod"])]

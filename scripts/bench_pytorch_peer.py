@@ -8,7 +8,7 @@ alternating over several repetitions in the same minute (which runs first altern
 Also TensorFlow's img/s of the same configuration through archbench. Prints each pair's
 median ratio.
 
-    python scripts/bench_pytorch_peer.py --model resnet50 --image-size 64 --batch-size 32 \
+    python scripts/bench_pytorch_peer.py --model resnet50 --image-size 64 --batch-per-process 32 \
         --threads 2 --steps 20 --repetitions 3 [--ranks 1 2]
 
 Goals: single rank >= 0.98; 2 ranks (Horovod-PyTorch and DDP, 1 thread each) >= 0.95.
@@ -56,8 +56,8 @@ def bare(args) -> None:
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     if dist is not None:
         model = torch.nn.parallel.DistributedDataParallel(model)
-    data = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
-    target = torch.LongTensor(args.batch_size).random_() % 1000
+    data = torch.randn(args.batch_per_process, 3, args.image_size, args.image_size)
+    target = torch.LongTensor(args.batch_per_process).random_() % 1000
 
     def benchmark_step():
         optimizer.zero_grad()
@@ -67,7 +67,7 @@ def bare(args) -> None:
 
     timeit.timeit(benchmark_step, number=args.warmup)
     seconds = timeit.timeit(benchmark_step, number=args.steps)
-    img_s = args.batch_size * args.steps / seconds * size
+    img_s = args.batch_per_process * args.steps / seconds * size
     if rank == 0:
         print(json.dumps({"img_s": img_s}))
 
@@ -88,7 +88,7 @@ def env() -> dict:
 def run_peer(args, peer: str, ranks: int) -> float:
     launcher = mpirun(ranks) if ranks > 1 else []
     argv = [*launcher, sys.executable, __file__, "--bare", "--peer", peer, "--model", args.model,
-            "--image-size", str(args.image_size), "--batch-size", str(args.batch_size),
+            "--image-size", str(args.image_size), "--batch-per-process", str(args.batch_per_process),
             "--threads", str(args.threads // ranks or 1), "--steps", str(args.steps),
             "--warmup", str(args.warmup)]
     out = subprocess.run(argv, capture_output=True, text=True, env=env(), timeout=1800, check=True).stdout
@@ -101,7 +101,7 @@ def run_archbench(args, *, framework: str, strategy: str, ranks: int) -> float:
         out = Path(tmp) / "rec.json"
         argv = [*launcher, sys.executable, "-m", "archbench.train", "--framework", framework,
                 "--strategy", strategy, "--model", args.model, "--image-size", str(args.image_size),
-                "--batch-size", str(args.batch_size), "--intra-threads", str(args.threads // ranks or 1),
+                "--batch-per-process", str(args.batch_per_process), "--intra-threads", str(args.threads // ranks or 1),
                 "--inter-threads", "0", "--steps", str(args.steps), "--warmup-steps", str(args.warmup),
                 "--data-format", "NCHW" if framework == "pytorch" else "NHWC", "--vendor-probe", "off",
                 "--num-classes", "1000", "--output", str(out)]
@@ -128,7 +128,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="resnet50")
     p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-per-process", type=int, default=32)
     p.add_argument("--threads", type=int, default=2, help="threads of the whole run (split over ranks; one rank: all)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
@@ -141,7 +141,7 @@ def main() -> int:
     if args.bare:
         bare(args)
         return 0
-    print(f"{args.model} {args.image_size}px batch {args.batch_size}, {args.threads} threads, "
+    print(f"{args.model} {args.image_size}px batch {args.batch_per_process}, {args.threads} threads, "
           f"{args.steps} steps after {args.warmup}", flush=True)
     if 1 in args.ranks:
         paired(args, lambda: run_archbench(args, framework="pytorch", strategy="single", ranks=1), lambda: run_peer(args, "single", 1),

@@ -3,7 +3,7 @@ default: HOROVOD_TIMELINE=DYNAMIC, recorded only on steps after the measured win
 against runs without it (HOROVOD_TIMELINE=""), alternating, several repetitions, same
 machine and minute. Expected ratio ~1.0 (the timeline is off inside the window).
 
-    python scripts/bench_timeline_overhead.py --model alexnet --image-size 64 --batch-size 16 \
+    python scripts/bench_timeline_overhead.py --model alexnet --image-size 64 --batch-per-process 16 \
         --steps 30 --repetitions 5
 """
 
@@ -29,7 +29,7 @@ SYSTEM = {"launcher": "local", "sockets": 1, "cores_per_socket": 2, "nodes": 1}
 def img_s(args, timeline: str | None) -> tuple[float, float | None]:
     """(img/s, allreduces per step) of one 2-rank run; ``timeline`` None = the default."""
     measurement = {
-        "kind": "train", "model": args.model, "batch_per_process": args.batch_size,
+        "kind": "train", "model": args.model, "batch_per_process": args.batch_per_process,
         "intra_threads": 1, "inter_threads": 1, "vendor_library_enabled": True,
         "data": "synthetic", "warmup_steps": 3, "measured_steps": args.steps,
         "image_size": args.image_size, "num_classes": 10, "data_format": "NHWC", "nodes": 1,
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="alexnet")
     p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-per-process", type=int, default=16)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--repetitions", type=int, default=5)
     args = p.parse_args(argv)

@@ -2,7 +2,7 @@
 training loop on the same model, batch and threads, measured side by side in one process
 (alternating, several repetitions). Target: ratio >= 0.97.
 
-    python scripts/bench_train_overhead.py --model alexnet --batch-size 16 --image-size 224 \
+    python scripts/bench_train_overhead.py --model alexnet --batch-per-process 16 --image-size 224 \
         --threads 2 --steps 10 --repetitions 5
 """
 
@@ -27,9 +27,9 @@ def bare_loop(tf, args) -> float:
     model = build_model(args.model, args.image_size, args.num_classes)
     optimizer = keras().optimizers.SGD(learning_rate=0.01)
     loss_fn = keras().losses.SparseCategoricalCrossentropy(from_logits=True)
-    shape = (args.batch_size, *model.input_shape[1:])
+    shape = (args.batch_per_process, *model.input_shape[1:])
     images = tf.random.uniform(shape)
-    labels = tf.random.uniform((args.batch_size,), maxval=args.num_classes, dtype=tf.int32)
+    labels = tf.random.uniform((args.batch_per_process,), maxval=args.num_classes, dtype=tf.int32)
 
     @tf.function
     def step(x, y):
@@ -45,14 +45,14 @@ def bare_loop(tf, args) -> float:
     for _ in range(args.steps):
         loss = step(images, labels)
     float(loss)
-    return args.batch_size * args.steps / (time.perf_counter() - start)
+    return args.batch_per_process * args.steps / (time.perf_counter() - start)
 
 
 def harness(args, output: str) -> float:
     """img/s that archbench.train records for the same configuration."""
     from archbench.workloads.training import benchmark as train
     targs = train.parse_args([
-        "--model", args.model, "--batch-size", str(args.batch_size),
+        "--model", args.model, "--batch-per-process", str(args.batch_per_process),
         "--image-size", str(args.image_size), "--num-classes", str(args.num_classes),
         "--intra-threads", str(args.threads), "--inter-threads", "1",
         "--warmup-steps", str(args.warmup + 1), "--steps", str(args.steps), "--output", output])
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="alexnet")
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-per-process", type=int, default=16)
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--num-classes", type=int, default=1000)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
             print(f"rep {rep}: bare {rates['bare']:.2f} img/s, archbench.train "
                   f"{rates['harness']:.2f} img/s, ratio {ratios[-1]:.3f}", flush=True)
     median = statistics.median(ratios)
-    print(f"{args.model} b{args.batch_size} {args.image_size}px t{args.threads}: median ratio "
+    print(f"{args.model} b{args.batch_per_process} {args.image_size}px t{args.threads}: median ratio "
           f"{median:.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}, n {len(ratios)}); "
           f"target >= 0.97: {'PASS' if median >= 0.97 else 'FAIL'}")
     return 0 if median >= 0.97 else 1

@@ -1,7 +1,7 @@
 """The PyTorch path on one real GPU, in a few minutes: run from the repository root on a
 machine with a GPU and PyTorch with CUDA (no TensorFlow, no package index needed).
 
-    python3 scripts/gpu_check.py --out gpu-check [--batch-size 256 --steps 30]
+    python3 scripts/gpu_check.py --out gpu-check [--batch-per-process 256 --steps 30]
 
 1. archbench's PyTorch ResNet-50 (synthetic, 224 px, NCHW, fp32) on the GPU, a record
    written, alternating with a bare loop of the same model, batch and precision that does
@@ -59,7 +59,7 @@ def bare(batch_size: int, steps: int, warmup: int) -> float:
 
 def archbench(out: Path, args, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "archbench.train", "--framework", "pytorch", "--model", "resnet50",
-            "--device", "gpu", "--batch-size", str(args.batch_size), "--image-size", "224",
+            "--device", "gpu", "--batch-per-process", str(args.batch_per_process), "--image-size", "224",
             "--data-format", "NCHW", "--warmup-steps", str(args.warmup), "--steps", str(args.steps),
             "--intra-threads", "4", *extra, "--output", str(out)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900,
@@ -84,14 +84,14 @@ def show(path: Path) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=Path("gpu-check"))
-    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--batch-per-process", type=int, default=256)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--pairs", type=int, default=2)
     p.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.bare:
-        print(json.dumps({"img_s": bare(args.batch_size, args.steps, args.warmup)}))
+        print(json.dumps({"img_s": bare(args.batch_per_process, args.steps, args.warmup)}))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
@@ -102,13 +102,13 @@ def main() -> int:
         archbench(record, args, "--vendor-probe", "off")
         ours = show(record)["throughput"]
         peer = json.loads(subprocess.run(
-            [sys.executable, __file__, "--bare", "--batch-size", str(args.batch_size), "--steps",
+            [sys.executable, __file__, "--bare", "--batch-per-process", str(args.batch_per_process), "--steps",
              str(args.steps), "--warmup", str(args.warmup)], capture_output=True, text=True,
             check=True, timeout=900).stdout.strip().splitlines()[-1])["img_s"]
         ratios.append(ours / peer if ours else 0.0)
         print(f"pair {pair}: archbench {ours} img/s, bare loop {peer:.1f} img/s, ratio {ratios[-1]:.3f}",
               flush=True)
-    print(f"archbench / bare loop, ResNet-50 fp32 batch {args.batch_size}: median {statistics.median(ratios):.3f} "
+    print(f"archbench / bare loop, ResNet-50 fp32 batch {args.batch_per_process}: median {statistics.median(ratios):.3f} "
           f"(goal >= 0.98)", flush=True)
     archbench(args.out / "ddp.json", args, "--strategy", "ddp", "--vendor-probe", "off")
     show(args.out / "ddp.json")

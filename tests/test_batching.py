@@ -1,4 +1,4 @@
-"""Batching (campaign key batch_size): which measurements share a Slurm job, what the plan
+"""Batching (campaign key measurements_per_job): which measurements share a Slurm job, what the plan
 counts, and the job groups Snakemake forms from them (a dry run against the Slurm profile;
 the real submission is tests/test_slurm.py)."""
 
@@ -81,7 +81,7 @@ def test_group_names_cover_exactly_the_batches_of_two_or_more(campaign):
 
 
 def test_plan_counts_slurm_jobs_after_batching_and_every_measurement(campaign):
-    table = plan_table(campaign.measurements, campaign.systems, batch_size=3)
+    table = plan_table(campaign.measurements, campaign.systems, measurements_per_job=3)
     rows = {r.experiment: r for r in table.itertuples()}
     assert (rows["threads"].measurements, rows["threads"].jobs) == (4, 2)
     assert (rows["too_short"].measurements, rows["too_short"].jobs) == (1, 0)
@@ -109,13 +109,23 @@ def test_plan_charges_gpu_hours_beside_node_hours():
     assert f"{8 * hours:.2f} GPU-hours" in plan_markdown("gpu-slurm", table)
 
 
-@pytest.mark.parametrize("key, value", [("batch_size", 0), ("batch_size", "8"),
+@pytest.mark.parametrize("key, value", [("measurements_per_job", 0), ("measurements_per_job", "8"),
                                         ("batch_max_minutes", 0)])
 def test_a_bad_batch_key_is_one_line_naming_it(key, value):
     config = copy.deepcopy(yaml.safe_load(BATCH_CAMPAIGN.read_text()))
     config[key] = value
     with pytest.raises(ConfigError, match=key):
         load_campaign(config)
+
+
+def test_the_old_key_batch_size_is_refused_naming_the_new_one():
+    """The campaign's measurements per Slurm job were once ``batch_size``: one line."""
+    config = copy.deepcopy(yaml.safe_load(BATCH_CAMPAIGN.read_text()))
+    config["batch_size"] = config.pop("measurements_per_job")
+    with pytest.raises(ConfigError, match=r"^batch_size: renamed measurements_per_job$"):
+        load_campaign(config)
+    with pytest.raises(ConfigError, match=r"^b\.yaml: batch_size: renamed measurements_per_job$"):
+        load_campaign(config, source="b.yaml")
 
 
 def test_dry_run_forms_one_group_job_per_batch(tmp_path):

@@ -65,7 +65,7 @@ def edit(config, path, value):
 
 @pytest.mark.parametrize("path, value, expected", [
     ("experiments.threads.bogus_key", 1, "experiments.threads.bogus_key: not a key of thread_scaling experiments"),
-    ("experiments.threads.batch_sizes", "big", "experiments.threads.batch_sizes: 'big' is not of type 'array'"),
+    ("experiments.threads.batch_per_process", "big", "experiments.threads.batch_per_process: 'big' is not of type 'array'"),
     ("experiments.threads.threads", [-1], "experiments.threads.threads"),
     ("experiments.threads.models", ["lenet9"], "experiments.threads.models.0: 'lenet9' is not one of"),
     ("experiments.threads.type", "warp_drive", "experiments.threads.type: unknown experiment type 'warp_drive'"),

@@ -399,7 +399,7 @@ def test_a_side_reads_a_collected_table(two_sets, tmp_path):
 def test_a_campaign_names_an_existing_baseline(two_sets, tmp_path):
     before, _ = two_sets
     campaign = {"campaign": "c", "systems": ["local"], "experiments": {
-        "threads": {"type": "thread_scaling", "models": ["small_cnn"], "batch_sizes": [8],
+        "threads": {"type": "thread_scaling", "models": ["small_cnn"], "batch_per_process": [8],
                     "threads": [1]}}}
     assert baseline({"results": str(before), "across": ["vendor_library_enabled"]}).across == (
         "vendor_library_enabled",)

@@ -90,7 +90,7 @@ def test_a_record_of_this_cpu_machine_says_no_cuda_and_no_gpu(framework, tmp_pat
     run on the CPU never uses."""
     out = tmp_path / "rec.json"  # a process of its own: TensorFlow's thread pools are per process
     subprocess.run([sys.executable, "-m", "archbench.train", "--framework", framework, "--model", "small_cnn",
-                    "--batch-size", "4", "--image-size", "32", "--num-classes", "10",
+                    "--batch-per-process", "4", "--image-size", "32", "--num-classes", "10",
                     "--warmup-steps", "1", "--steps", "2", "--output", str(out)],
                    check=True, capture_output=True, timeout=300)
     r = read_record(out)

@@ -28,7 +28,7 @@ def expand(experiment: dict, system: dict | None = None, repetitions: int = 1) -
               "experiments": {"e": experiment}}
     if isinstance(experiment.get("best"), str):  # the sweep it names (its runs are not returned)
         config["experiments"][experiment["best"]] = {"type": "hybrid", "models": ["alexnet"],
-                                                     "batch_sizes": [8]}
+                                                     "batch_per_process": [8]}
     return [m for m in load_campaign(config).measurements if m["experiment"] == "e"]
 
 
@@ -37,13 +37,13 @@ def layouts(ms: list[dict]) -> set[tuple]:
 
 
 def test_thread_scaling_accepts_cores_for_inter_threads():
-    ms = expand({"type": "thread_scaling", "models": ["alexnet"], "batch_sizes": [8],
+    ms = expand({"type": "thread_scaling", "models": ["alexnet"], "batch_per_process": [8],
                  "threads": [1, 8], "inter_threads": [1, "cores"]})
     assert {(m["intra_threads"], m["inter_threads"]) for m in ms} == {(1, 1), (1, 8), (8, 1), (8, 8)}
 
 
 def test_batch_sweep_defaults_to_all_cores():
-    ms = expand({"type": "batch_sweep", "models": ["resnet50"], "batch_sizes": [8, 16, 32],
+    ms = expand({"type": "batch_sweep", "models": ["resnet50"], "batch_per_process": [8, 16, 32],
                  "data": ["synthetic", "real"]}, repetitions=3)
     assert len(ms) == 3 * 2 * 3
     assert {m["intra_threads"] for m in ms} == {8} and {m["strategy"] for m in ms} == {"single"}
@@ -53,7 +53,7 @@ def test_batch_sweep_defaults_to_all_cores():
 def test_hybrid_fills_the_node_with_processes_times_threads():
     assert hybrid_layouts(48) == [(1, 48), (2, 24), (3, 16), (4, 12), (6, 8), (8, 6), (12, 4),
                                   (16, 3), (24, 2), (48, 1)]
-    ms = expand({"type": "hybrid", "models": ["resnet50"], "batch_sizes": [64],
+    ms = expand({"type": "hybrid", "models": ["resnet50"], "batch_per_process": [64],
                  "inter_threads": [1, 2]})
     assert layouts(ms) == {(1, 1, 8), (1, 2, 4), (1, 4, 2), (1, 8, 1)}
     assert all(m["processes_per_node"] * m["intra_threads"] == 8 for m in ms)
@@ -62,14 +62,14 @@ def test_hybrid_fills_the_node_with_processes_times_threads():
 
 
 def test_hybrid_per_node_batches_are_divided_among_processes():
-    ms = expand({"type": "hybrid", "models": ["alexnet"], "batch_sizes": [8],
+    ms = expand({"type": "hybrid", "models": ["alexnet"], "batch_per_process": [8],
                  "batch_mode": "per_node", "processes": [1, 2, 4, 8, 16]})
     assert {(m["processes_per_node"], m["batch_per_process"]) for m in ms} == {
         (1, 8), (2, 4), (4, 2), (8, 1)}  # 16 processes exceed the 8 cores
 
 
 def test_inter_intra_sweeps_cores_threads_and_mkl_settings():
-    ms = expand({"type": "inter_intra", "models": ["resnet50"], "batch_sizes": [64],
+    ms = expand({"type": "inter_intra", "models": ["resnet50"], "batch_per_process": [64],
                  "cores": [1, 4], "inter_threads": [0, 1, 2, "cores"],
                  "intra_threads": [0, 1, "cores"]})
     ids = [m["config_id"] for m in ms]
@@ -85,7 +85,7 @@ def test_inter_intra_sweeps_cores_threads_and_mkl_settings():
 
 
 def test_inter_intra_all_cores_and_custom_env():
-    ms = expand({"type": "inter_intra", "models": ["small_cnn"], "batch_sizes": [8],
+    ms = expand({"type": "inter_intra", "models": ["small_cnn"], "batch_per_process": [8],
                  "cores": "all", "inter_threads": [1], "intra_threads": ["cores"],
                  "mkl_settings": ["on"], "mkl_env": {"KMP_BLOCKTIME": 1, "OMP_NUM_THREADS": 4}})
     assert [m["intra_threads"] for m in ms] == list(range(1, 9))
@@ -94,14 +94,14 @@ def test_inter_intra_all_cores_and_custom_env():
 
 def test_ppn_sweep_leaves_a_core_per_process():
     assert [ppn_intra(48, p) for p in (1, 2, 4, 8, 16, 48)] == [47, 23, 11, 5, 2, 1]
-    ms = expand({"type": "ppn_sweep", "models": ["resnet50"], "batch_sizes": [32],
+    ms = expand({"type": "ppn_sweep", "models": ["resnet50"], "batch_per_process": [32],
                  "nodes": [1, 2, 16]})
     assert layouts(ms) == {(n, p, max(1, 8 // p - 1)) for n in (1, 2) for p in (1, 2, 4, 8)}
     assert all(m["workers"] == m["nodes"] * m["processes_per_node"] for m in ms)
 
 
 def test_node_scaling_explicit_with_every_strategy():
-    ms = expand({"type": "node_scaling", "models": ["alexnet"], "batch_sizes": [64],
+    ms = expand({"type": "node_scaling", "models": ["alexnet"], "batch_per_process": [64],
                  "processes_per_node": 2, "strategies": ["horovod", "mirrored", "parameter_server"],
                  "parameter_servers": [1, 2], "data": ["synthetic", "real"]})
     counts = Counter((m["strategy"], m["nodes"]) for m in ms)
@@ -203,7 +203,7 @@ def test_resolve_best_without_results_raises_or_drops():
 
 
 def test_horovod_tuning_sets_knobs_per_configuration():
-    ms = expand({"type": "horovod_tuning", "models": ["resnet50"], "batch_sizes": [32],
+    ms = expand({"type": "horovod_tuning", "models": ["resnet50"], "batch_per_process": [32],
                  "cycle_time_ms": [1, 5, 10], "fusion_threshold_mb": [0, 64],
                  "processes_per_node": 4})
     assert len(ms) == 6 and layouts(ms) == {(1, 4, 2)}
@@ -215,31 +215,31 @@ def test_horovod_tuning_sets_knobs_per_configuration():
 
 
 def test_gloo_controller_stays_on_one_node():
-    ms = expand({"type": "ppn_sweep", "models": ["small_cnn"], "batch_sizes": [8],
+    ms = expand({"type": "ppn_sweep", "models": ["small_cnn"], "batch_per_process": [8],
                  "horovod_controller": ["mpi", "gloo"], "processes_per_node": [2]})
     assert {m["tuning"].get("horovod_controller", "mpi") for m in ms} == {"mpi", "gloo"}
     with pytest.raises(ConfigError, match="gloo"):
-        expand({"type": "ppn_sweep", "models": ["small_cnn"], "batch_sizes": [8], "nodes": [2],
+        expand({"type": "ppn_sweep", "models": ["small_cnn"], "batch_per_process": [8], "nodes": [2],
                 "horovod_controller": ["gloo"]})
 
 
 def test_digits_experiment_at_the_digits_size():
-    ms = expand({"type": "batch_sweep", "models": ["digits_cnn"], "batch_sizes": [64],
+    ms = expand({"type": "batch_sweep", "models": ["digits_cnn"], "batch_per_process": [64],
                  "image_size": 8, "num_classes": 10, "data": ["synthetic", "real"]})
     assert {(m["image_size"], m["data"]) for m in ms} == {(8, "synthetic"), (8, "real")}
 
 
 @pytest.mark.parametrize("experiment,message", [
-    ({"type": "node_scaling", "models": ["alexnet"], "best": "hyb", "batch_sizes": [8]},
-     "experiments.e.best: takes processes, threads and batch from 'hyb'; remove batch_sizes"),
-    ({"type": "node_scaling", "models": ["alexnet"]}, "experiments.e.batch_sizes: missing \\(required\\)"),
-    ({"type": "hybrid", "models": ["alexnet"], "batch_sizes": [8], "threads_per_process": 2},
+    ({"type": "node_scaling", "models": ["alexnet"], "best": "hyb", "batch_per_process": [8]},
+     "experiments.e.best: takes processes, threads and batch from 'hyb'; remove batch_per_process"),
+    ({"type": "node_scaling", "models": ["alexnet"]}, "experiments.e.batch_per_process: missing \\(required\\)"),
+    ({"type": "hybrid", "models": ["alexnet"], "batch_per_process": [8], "threads_per_process": 2},
      "threads_per_process"),
-    ({"type": "horovod_tuning", "models": ["alexnet"], "batch_sizes": [8], "cycle_time_ms": [0],
+    ({"type": "horovod_tuning", "models": ["alexnet"], "batch_per_process": [8], "cycle_time_ms": [0],
       "fusion_threshold_mb": [1]}, "cycle_time_ms"),
-    ({"type": "inter_intra", "models": ["alexnet"], "batch_sizes": [8], "intra_threads": ["all"]},
+    ({"type": "inter_intra", "models": ["alexnet"], "batch_per_process": [8], "intra_threads": ["all"]},
      "intra_threads"),
-    ({"type": "inter_intra", "models": ["alexnet"], "batch_sizes": [8],
+    ({"type": "inter_intra", "models": ["alexnet"], "batch_per_process": [8],
       "mkl_env": {"KMP_AFFINITY": "x; rm -rf /"}}, "mkl_env"),
 ])
 def test_schema_rejects_bad_experiments(experiment, message):
@@ -249,14 +249,14 @@ def test_schema_rejects_bad_experiments(experiment, message):
 
 # one small experiment of every training type (on the 8-core, 4-node SYSTEM)
 TRAINING = {
-    "thread_scaling": {"models": ["alexnet"], "batch_sizes": [8], "threads": [1, 8]},
-    "batch_sweep": {"models": ["alexnet"], "batch_sizes": [8, 16]},
-    "hybrid": {"models": ["alexnet"], "batch_sizes": [8], "processes": [1, 2]},
-    "inter_intra": {"models": ["alexnet"], "batch_sizes": [8], "cores": [2, 4]},
-    "ppn_sweep": {"models": ["alexnet"], "batch_sizes": [8], "processes_per_node": [1, 2],
+    "thread_scaling": {"models": ["alexnet"], "batch_per_process": [8], "threads": [1, 8]},
+    "batch_sweep": {"models": ["alexnet"], "batch_per_process": [8, 16]},
+    "hybrid": {"models": ["alexnet"], "batch_per_process": [8], "processes": [1, 2]},
+    "inter_intra": {"models": ["alexnet"], "batch_per_process": [8], "cores": [2, 4]},
+    "ppn_sweep": {"models": ["alexnet"], "batch_per_process": [8], "processes_per_node": [1, 2],
                   "nodes": [1, 2]},
-    "node_scaling": {"models": ["alexnet"], "batch_sizes": [8], "nodes": [1, 2]},
-    "horovod_tuning": {"models": ["alexnet"], "batch_sizes": [8], "cycle_time_ms": [1, 5],
+    "node_scaling": {"models": ["alexnet"], "batch_per_process": [8], "nodes": [1, 2]},
+    "horovod_tuning": {"models": ["alexnet"], "batch_per_process": [8], "cycle_time_ms": [1, 5],
                        "fusion_threshold_mb": [0, 64]},
 }
 
@@ -291,16 +291,16 @@ def test_the_framework_axis_runs_each_configuration_once_per_framework(kind):
 
 
 def test_pytorch_alone_and_the_framework_order():
-    ms = expand({"type": "thread_scaling", "models": ["alexnet"], "batch_sizes": [8],
+    ms = expand({"type": "thread_scaling", "models": ["alexnet"], "batch_per_process": [8],
                  "threads": [1], "framework": ["pytorch", "tensorflow"]})
     assert [m["framework"] for m in ms] == ["pytorch", "tensorflow"]
-    (m,) = expand({"type": "thread_scaling", "models": ["alexnet"], "batch_sizes": [8],
+    (m,) = expand({"type": "thread_scaling", "models": ["alexnet"], "batch_per_process": [8],
                    "threads": [1], "framework": ["pytorch"]})
     assert m["config_id"] == "alexnet_b8_N1_p1_t1_i1_vlon_synthetic_single_pytorch"
 
 
 def test_loader_workers_are_planned_for_pytorch_configurations_only():
-    ms = expand({"type": "thread_scaling", "models": ["alexnet"], "batch_sizes": [8],
+    ms = expand({"type": "thread_scaling", "models": ["alexnet"], "batch_per_process": [8],
                  "threads": [2], "data": ["synthetic", "real"], "loader_workers": 3,
                  "framework": ["tensorflow", "pytorch"]})
     tuning = {(m["framework"], m["data"]): m.get("tuning") for m in ms}
@@ -343,7 +343,7 @@ def test_kernels_stay_tensorflow():
      "loader_workers: the loader feeds real data only (add real to data)"),
 ])
 def test_a_framework_without_what_the_experiment_asks_is_refused(experiment, message):
-    experiment = {"models": ["alexnet"], "batch_sizes": [8], "nodes": [1], **experiment}
+    experiment = {"models": ["alexnet"], "batch_per_process": [8], "nodes": [1], **experiment}
     if experiment["type"] != "node_scaling":
         del experiment["nodes"]
     with pytest.raises(ConfigError) as info:
@@ -354,11 +354,11 @@ def test_a_framework_without_what_the_experiment_asks_is_refused(experiment, mes
 def test_a_framework_without_a_model_is_refused(monkeypatch):
     from archbench.workloads.training.pytorch import models as pytorch_models
     monkeypatch.delitem(pytorch_models.MODELS, "vgg16")
-    assert expand({"type": "thread_scaling", "models": ["vgg16"], "batch_sizes": [8],
+    assert expand({"type": "thread_scaling", "models": ["vgg16"], "batch_per_process": [8],
                    "threads": [1]})
     with pytest.raises(ConfigError, match=r"^experiments\.e\.framework: framework pytorch has no "
                                           r"model 'vgg16' \(it has: [a-z0-9_, ]+\)$"):
-        expand({"type": "thread_scaling", "models": ["vgg16"], "batch_sizes": [8],
+        expand({"type": "thread_scaling", "models": ["vgg16"], "batch_per_process": [8],
                 "threads": [1], "framework": ["tensorflow", "pytorch"]})
 
 

@@ -20,7 +20,7 @@ from archbench.results.tables.common import normalise, summarise
 from archbench.workloads import gpu
 from archbench.workloads.training.benchmark import EXIT_BENCHMARK_FAILED
 
-TINY = ["--model", "small_cnn", "--batch-size", "4", "--image-size", "16", "--num-classes", "4",
+TINY = ["--model", "small_cnn", "--batch-per-process", "4", "--image-size", "16", "--num-classes", "4",
         "--warmup-steps", "1", "--steps", "2", "--vendor-probe", "off"]
 
 
@@ -67,7 +67,7 @@ def test_a_gpu_run_whose_step_ran_on_the_cpu_is_a_failure(tmp_path):
 GPU_NODES = {"name": "g", "arch": "x86_64", "sockets": 2, "cores_per_socket": 8, "nodes": 16,
              "gpus_per_node": 8, "launcher": "srun", "vendor_library": "none"}
 CPU_NODES = {**GPU_NODES, "name": "c", "gpus_per_node": 0}
-SCALING = {"models": ["resnet50"], "batch_sizes": [64], "strategies": ["horovod"]}
+SCALING = {"models": ["resnet50"], "batch_per_process": [64], "strategies": ["horovod"]}
 
 
 def expand(kind: str, experiment: dict, system: dict) -> tuple[list[dict], list[str]]:
@@ -103,13 +103,13 @@ def test_gpu_configurations_are_skipped_where_the_system_has_too_few_gpus():
     confs, skipped = expand("node_scaling", {**SCALING, "device": ["gpu"], "nodes": [1],
                                              "gpus_per_node": [4, 16]}, GPU_NODES)
     assert [c["gpus_per_node"] for c in confs] == [4] and skipped == ["gpus_per_node 16 > the system's 8"]
-    confs, skipped = expand("batch_sweep", {"models": ["resnet50"], "batch_sizes": [8],
+    confs, skipped = expand("batch_sweep", {"models": ["resnet50"], "batch_per_process": [8],
                                             "device": ["cpu", "gpu"]}, CPU_NODES)
     assert [c.get("device") for c in confs] == [None] and skipped
 
 
 def test_batch_sweep_on_one_gpu():
-    confs, _ = expand("batch_sweep", {"models": ["resnet50"], "batch_sizes": [8, 16],
+    confs, _ = expand("batch_sweep", {"models": ["resnet50"], "batch_per_process": [8, 16],
                                       "device": ["gpu"]}, GPU_NODES)
     assert [(c["device"], c["gpus"], c["processes_per_node"], c["intra_threads"], c["data_format"])
             for c in confs] == [("gpu", 1, 1, 16, "NCHW")] * 2

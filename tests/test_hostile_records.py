@@ -39,7 +39,7 @@ def campaign(**experiment) -> dict:
     """A one-system campaign of small-CNN thread-scaling runs in 16-px images, both frameworks."""
     return {"campaign": "hostile", "systems": ["local"], "system_definitions": {"local": SYSTEM},
             "experiments": {"threads": {
-                "type": "thread_scaling", "models": ["small_cnn"], "batch_sizes": [4],
+                "type": "thread_scaling", "models": ["small_cnn"], "batch_per_process": [4],
                 "threads": [1], "repetitions": 1, "image_size": 16, "num_classes": 10,
                 "warmup_steps": 1, "steps": 2, "framework": ["tensorflow", "pytorch"],
                 "env": {"KMP_BLOCKTIME": "0"}, **experiment}}}

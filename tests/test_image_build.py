@@ -145,7 +145,7 @@ def ch_run(image: str, *argv: str, timeout: float = 600, workdir: Path | None = 
 # One PyTorch training measurement (the TensorFlow benchmark's record, framework pytorch),
 # run by hand inside an image
 PYTORCH_TRAIN = ("python3", "-m", "archbench.train", "--framework", "pytorch", "--model", "small_cnn",
-                 "--batch-size", "8", "--image-size", "32", "--warmup-steps", "1", "--steps", "3",
+                 "--batch-per-process", "8", "--image-size", "32", "--warmup-steps", "1", "--steps", "3",
                  "--intra-threads", "1", "--output", "rec.json")
 TORCH_VERSION = "2.14.1"
 

@@ -27,7 +27,7 @@ def campaign(runtime: str):
     cfg = {"campaign": "site", "systems": ["site"],
            "system_definitions": {"site": {**SITE, "container_runtime": runtime}},
            "experiments": {"t": {"type": "thread_scaling", "models": ["small_cnn"],
-                                 "batch_sizes": [4], "threads": [2], "repetitions": 1}}}
+                                 "batch_per_process": [4], "threads": [2], "repetitions": 1}}}
     return load_campaign(cfg)
 
 
@@ -114,7 +114,7 @@ def prebuilt(runtime: str, uri: str):
     cfg = {"campaign": "site", "systems": ["site"],
            "system_definitions": {"site": {**site, "container_runtime": runtime, "image_uri": uri}},
            "experiments": {"t": {"type": "thread_scaling", "models": ["small_cnn"],
-                                 "batch_sizes": [4], "threads": [2], "repetitions": 1}}}
+                                 "batch_per_process": [4], "threads": [2], "repetitions": 1}}}
     return cfg
 
 

@@ -47,11 +47,11 @@ def rejected(config: dict, *expected: str) -> str:
 
 
 @pytest.mark.parametrize("experiment, expected", [
-    ({"batch_sizes": [8.0]}, ("experiments.threads.batch_sizes.0", "not of type 'integer'")),
+    ({"batch_per_process": [8.0]}, ("experiments.threads.batch_per_process.0", "not of type 'integer'")),
     ({"threads": [1000000]}, ("experiments.threads: 1000000 intra-op threads per process > the 2 hardware threads",)),
     ({"threads": [3]}, ("experiments.threads: 3 intra-op threads per process > the 2 hardware threads",)),
-    ({"batch_sizes": [10**20]}, ("experiments.threads.batch_sizes.0", "maximum")),
-    ({"batch_sizes": [1e20]}, ("experiments.threads.batch_sizes.0",)),
+    ({"batch_per_process": [10**20]}, ("experiments.threads.batch_per_process.0", "maximum")),
+    ({"batch_per_process": [1e20]}, ("experiments.threads.batch_per_process.0",)),
     ({"steps": 10**30}, ("experiments.threads.steps", "maximum of 1000000")),
     ({"steps": 1e30}, ("experiments.threads.steps",)),
     ({"timeout_minutes": float("inf")}, ("timeout_minutes", "inf")),
@@ -87,7 +87,7 @@ def test_threads_up_to_the_hardware_threads_are_accepted():
 
 
 def test_an_experiment_planning_nothing_is_refused_with_the_reason():
-    hybrid = {"type": "hybrid", "models": ["small_cnn"], "batch_sizes": [4], "processes": [3]}
+    hybrid = {"type": "hybrid", "models": ["small_cnn"], "batch_per_process": [4], "processes": [3]}
     config = campaign()
     config["experiments"]["layouts"] = hybrid
     rejected(config, "experiments.layouts: plans no measurement on system 'local'",
@@ -184,7 +184,7 @@ def test_dry_runs_refuse_bad_files_in_one_line(workflow_copy):
     cases = {
         "dup.yaml": (tiny + "campaign: other\n", ("dup.yaml: not valid YAML", "appears twice")),
         "bomb.yaml": (tiny + BOMB, ("bomb.yaml: holds",)),
-        "zero.yaml": (tiny + "  layouts: {type: hybrid, models: [small_cnn], batch_sizes: [4], "
+        "zero.yaml": (tiny + "  layouts: {type: hybrid, models: [small_cnn], batch_per_process: [4], "
                       "processes: [64]}\n", ("experiments.layouts: plans no measurement",)),
         "axis.yaml": (tiny.replace("threads: [1, 2]", "threads: [1, 1]"),
                       ("axis.yaml: experiments.threads.threads: 1 is given twice",)),
@@ -249,13 +249,13 @@ def test_the_workflow_profile_finds_the_configfiles_as_snakemake_does(tmp_path):
 
 # One valid experiment of every type (on a 2-core local system); the cases vary one key.
 TYPES = {
-    "thread_scaling": {"models": ["small_cnn"], "batch_sizes": [4], "threads": [1, 2]},
-    "hybrid": {"models": ["small_cnn"], "batch_sizes": [4], "processes": [1, 2]},
-    "inter_intra": {"models": ["small_cnn"], "batch_sizes": [4], "cores": [1, 2]},
-    "batch_sweep": {"models": ["small_cnn"], "batch_sizes": [4, 8]},
-    "ppn_sweep": {"models": ["small_cnn"], "batch_sizes": [4], "processes_per_node": [1, 2]},
-    "node_scaling": {"models": ["small_cnn"], "batch_sizes": [4], "nodes": [1]},
-    "horovod_tuning": {"models": ["small_cnn"], "batch_sizes": [4], "cycle_time_ms": [1, 5],
+    "thread_scaling": {"models": ["small_cnn"], "batch_per_process": [4], "threads": [1, 2]},
+    "hybrid": {"models": ["small_cnn"], "batch_per_process": [4], "processes": [1, 2]},
+    "inter_intra": {"models": ["small_cnn"], "batch_per_process": [4], "cores": [1, 2]},
+    "batch_sweep": {"models": ["small_cnn"], "batch_per_process": [4, 8]},
+    "ppn_sweep": {"models": ["small_cnn"], "batch_per_process": [4], "processes_per_node": [1, 2]},
+    "node_scaling": {"models": ["small_cnn"], "batch_per_process": [4], "nodes": [1]},
+    "horovod_tuning": {"models": ["small_cnn"], "batch_per_process": [4], "cycle_time_ms": [1, 5],
                        "fusion_threshold_mb": [0, 64]},
     "kernel": {"kernels": ["matmul"], "sizes": [64, 128]},
 }
@@ -281,7 +281,7 @@ def defaults(**keys) -> dict:
 
 DUPLICATE_AXES = [
     ("thread_scaling", "threads", [1, 1]),
-    ("thread_scaling", "batch_sizes", [4, 4]),
+    ("thread_scaling", "batch_per_process", [4, 4]),
     ("thread_scaling", "models", ["small_cnn", "small_cnn"]),
     ("thread_scaling", "inter_threads", [1, 1]),
     ("thread_scaling", "vendor_library", ["on", "on"]),
@@ -323,9 +323,9 @@ CASES = [
        f"c.yaml: experiments.e.{key}: ") for i, (kind, key, value) in enumerate(DUPLICATE_AXES)],
     ("duplicate-sizes-of-a-kernel", with_experiment("kernel", sizes={"matmul": [64, 64]}), {},
      "c.yaml: experiments.e.sizes.matmul: 64 is given twice"),
-    ("duplicate-layout", with_experiment("hybrid", layout_batch_sizes=[
-        {"processes": 1, "batch_sizes": [4]}, {"processes": 1, "batch_sizes": [8]}]), {},
-     "c.yaml: experiments.e.layout_batch_sizes.1.processes: 1 is given twice"),
+    ("duplicate-layout", with_experiment("hybrid", layout_batch_per_process=[
+        {"processes": 1, "batch_per_process": [4]}, {"processes": 1, "batch_per_process": [8]}]), {},
+     "c.yaml: experiments.e.layout_batch_per_process.1.processes: 1 is given twice"),
     ("duplicate-import", tiny_with(imports=["ok.csv", "ok.csv"]), {"ok.csv": GOOD_CSV},
      "c.yaml: imports: 'ok.csv' is given twice"),
     ("duplicate-system", tiny_with(systems=["local", "local"]), {}, "c.yaml: systems: "),
@@ -352,7 +352,7 @@ CASES = [
     ("a-list-campaign", "- campaign\n", {}, "c.yaml: (top level): a campaign must be a mapping"),
     ("experiment-system-not-in-campaign", with_experiment("kernel", systems=["other"]), {},
      "c.yaml: experiments.e.systems: 'other' is not in the campaign's systems"),
-    ("best-not-hybrid", with_experiment("node_scaling", batch_sizes=None, best="e"), {},
+    ("best-not-hybrid", with_experiment("node_scaling", batch_per_process=None, best="e"), {},
      "c.yaml: experiments.e.best: 'e' is not a hybrid experiment"),
     # a framework without what the experiment asks for, and the keys of one framework
     ("framework-unknown", with_experiment("thread_scaling", framework=["mxnet"]), {},
@@ -525,13 +525,13 @@ def properties_of(schema: dict, root: dict, key: str) -> dict:
 
 
 def test_a_value_given_with_snakemakes_config_option_is_named_there(scratch):
-    """`snakemake --config batch_size=0` merges over the campaign files: its error names
+    """`snakemake --config measurements_per_job=0` merges over the campaign files: its error names
     --config, not the file."""
     write_file(scratch / "c.yaml", tiny_with())
-    with pytest.raises(ConfigError, match=r"^--config: batch_size: 0 is less than the minimum of 1$"):
-        check_inputs(tiny_with(batch_size=0), ["c.yaml"], overrides={"batch_size": 0})
+    with pytest.raises(ConfigError, match=r"^--config: measurements_per_job: 0 is less than the minimum of 1$"):
+        check_inputs(tiny_with(measurements_per_job=0), ["c.yaml"], overrides={"measurements_per_job": 0})
     with pytest.raises(ConfigError, match=r"^c\.yaml: statistic: 'mode' is not one of"):
-        check_inputs(tiny_with(batch_size=2, statistic="mode"), ["c.yaml"], overrides={"batch_size": 2})
+        check_inputs(tiny_with(measurements_per_job=2, statistic="mode"), ["c.yaml"], overrides={"measurements_per_job": 2})
     absolute = scratch / "c.yaml"  # as Snakemake hands the workflow its --configfile
     with pytest.raises(ConfigError, match=r"^c\.yaml: statistic: "):
         check_inputs(tiny_with(statistic="mode"), [absolute])

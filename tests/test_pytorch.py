@@ -22,7 +22,7 @@ from archbench.workloads.training.models import MODELS
 from archbench.workloads.training.pytorch import data as torch_data
 from archbench.workloads.training.pytorch import models as torch_models
 
-TINY = ["--framework", "pytorch", "--model", "small_cnn", "--batch-size", "4", "--image-size", "32",
+TINY = ["--framework", "pytorch", "--model", "small_cnn", "--batch-per-process", "4", "--image-size", "32",
         "--num-classes", "10", "--warmup-steps", "1", "--steps", "4", "--intra-threads", "1"]
 
 
@@ -166,7 +166,7 @@ def test_real_data_trains_from_the_same_tfrecords_with_loader_workers(tmp_path):
 
 def test_digits_train_to_a_real_accuracy(tmp_path):
     done = train_process(tmp_path / "r.json", "--model", "digits_cnn", "--image-size", "8",
-                         "--data", "real", "--batch-size", "32", "--steps", "200", "--vendor-probe", "off")
+                         "--data", "real", "--batch-per-process", "32", "--steps", "200", "--vendor-probe", "off")
     assert done.returncode == 0, done.stderr[-2000:]
     r = read_record(tmp_path / "r.json")
     assert r["loss_decreased"] is True

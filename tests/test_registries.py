@@ -49,7 +49,7 @@ def expand_toy(experiment: dict, system: dict) -> list[dict]:
     return [training_configuration(experiment, system, model=a["model"], strategy=STRATEGY,
                                    batch_per_process=a["batch"], intra_threads=1,
                                    variable_update=UPDATE)
-            for a in product(model=experiment["models"], batch=experiment["batch_sizes"])]
+            for a in product(model=experiment["models"], batch=experiment["batch_per_process"])]
 
 
 def toy_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -83,7 +83,7 @@ def registered(monkeypatch):
     schema = schema_fragment("""
 description: A throwaway experiment type.
 allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}]
-required: [models, batch_sizes]
+required: [models, batch_per_process]
 unevaluatedProperties: false
 """)
     monkeypatch.setitem(EXPERIMENT_TYPES, TYPE, ExperimentType(
@@ -117,13 +117,13 @@ def test_the_experiment_schema_names_every_registered_entry(registered):
 
 def test_a_campaign_plans_every_registered_entry(registered):
     ms = plan({
-        "train": {"type": "thread_scaling", "models": [MODEL], "batch_sizes": [8], "threads": [1]},
+        "train": {"type": "thread_scaling", "models": [MODEL], "batch_per_process": [8], "threads": [1]},
         "kernels": {"type": "kernel", "kernels": [KERNEL], "sizes": [64]},
-        "by_strategy": {"type": "node_scaling", "models": [MODEL], "batch_sizes": [8],
+        "by_strategy": {"type": "node_scaling", "models": [MODEL], "batch_per_process": [8],
                         "strategies": [STRATEGY], "nodes": [1, 2]},
-        "by_update": {"type": "node_scaling", "models": [MODEL], "batch_sizes": [8],
+        "by_update": {"type": "node_scaling", "models": [MODEL], "batch_per_process": [8],
                       "variable_update": [UPDATE], "nodes": [2]},
-        "toy": {"type": TYPE, "models": [MODEL], "batch_sizes": [4, 8]},
+        "toy": {"type": TYPE, "models": [MODEL], "batch_per_process": [4, 8]},
     })
     by = {name: [m for m in ms if m["experiment"] == name]
           for name in ("train", "kernels", "by_strategy", "by_update", "toy")}
@@ -139,9 +139,9 @@ def test_a_campaign_plans_every_registered_entry(registered):
 def test_without_the_registry_line_the_campaign_refuses_the_name():
     campaign.experiment_schema.cache_clear()
     with pytest.raises(campaign.ConfigError, match=rf"models.0: '{MODEL}' is not one of"):
-        plan({"e": {"type": "thread_scaling", "models": [MODEL], "batch_sizes": [8]}})
+        plan({"e": {"type": "thread_scaling", "models": [MODEL], "batch_per_process": [8]}})
     with pytest.raises(campaign.ConfigError, match=rf"unknown experiment type '{TYPE}'"):
-        plan({"e": {"type": TYPE, "models": ["small_cnn"], "batch_sizes": [8]}})
+        plan({"e": {"type": TYPE, "models": ["small_cnn"], "batch_per_process": [8]}})
 
 
 # ---------------------------------------------------------------- the command lines
@@ -152,7 +152,7 @@ def test_the_training_command_line_offers_the_model_and_strategy(registered, cap
     assert done.value.code == 0
     shown = " ".join(capsys.readouterr().out.split())  # the help wraps its lines
     assert MODEL in shown and STRATEGY in shown and "a throwaway strategy" in shown
-    run = benchmark.parse_args(["--model", MODEL, "--batch-size", "4", "--strategy", STRATEGY,
+    run = benchmark.parse_args(["--model", MODEL, "--batch-per-process", "4", "--strategy", STRATEGY,
                                 "--variable-update", UPDATE, "--output", "r.json"])
     assert (run.model, run.strategy, run.variable_update) == (MODEL, STRATEGY, UPDATE)
 

@@ -20,7 +20,7 @@ def measurement(**overrides):
     cfg = {"campaign": "t", "systems": ["local"],
            "system_definitions": {"local": {k: v for k, v in SYSTEM.items() if k != "name"}},
            "experiments": {"e": {"type": "thread_scaling", "models": ["small_cnn"],
-                                 "batch_sizes": [4], "threads": [1], "repetitions": 1,
+                                 "batch_per_process": [4], "threads": [1], "repetitions": 1,
                                  "image_size": 32, "num_classes": 10, "warmup_steps": 1,
                                  "steps": 2}}}
     m = load_campaign(cfg).measurements[0]

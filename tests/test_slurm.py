@@ -100,7 +100,7 @@ def sacct_allocations(job_ids: set[str], env: dict) -> dict[str, dict]:
 
 
 def test_a_batch_runs_its_measurements_one_after_another_in_one_node_sized_job(batch_run, slurm_env):
-    """batch_size 3: five measurements in two Slurm jobs, each asking for one member's node,
+    """measurements_per_job 3: five measurements in two Slurm jobs, each asking for one member's node,
     CPUs and memory and the sum of its members' time limits; every measurement its own
     record, the one that ran out of time recorded as such beside ok ones of its batch."""
     campaign = load_campaign_file(batch_run / "batch_slurm.yaml")

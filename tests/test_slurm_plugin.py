@@ -163,7 +163,7 @@ def test_without_the_plugin_a_slurm_extra_cannot_be_checked_and_says_so_in_one_l
         "system_definitions": {"site": {"arch": "auto", "cores_per_socket": 2,
                                         "slurm_extra": "--hint=nomultithread"}},
         "experiments": {"t": {"type": "thread_scaling", "models": ["small_cnn"], "threads": [1],
-                              "batch_sizes": [4]}}}))
+                              "batch_per_process": [4]}}}))
     code = ("import sys; sys.modules['snakemake_executor_plugin_slurm'] = None; "
             "from archbench.cli import main; sys.exit(main(['check', sys.argv[1]]))")
     proc = subprocess.run([sys.executable, "-c", code, str(campaign)], capture_output=True,

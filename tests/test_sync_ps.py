@@ -57,7 +57,7 @@ def one_process_reference(initial: list, steps: int) -> list:
     import tensorflow as tf
 
     from archbench.workloads.training.models import build_model
-    config = TrainRun(model="small_cnn", batch_size=BATCH, output="-", image_size=32,
+    config = TrainRun(model="small_cnn", batch_per_process=BATCH, output="-", image_size=32,
                       num_classes=10)
     parts = [synthetic_batch(tf, config, shard) for shard in (0, 1)]
     images = tf.concat([p[0] for p in parts], 0)

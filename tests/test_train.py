@@ -17,7 +17,7 @@ from archbench.workloads.training import benchmark as train
 from archbench.workloads.training import outcome
 
 # In-process runs share one TensorFlow context: keep the default thread pools (0/0).
-TINY = ["--model", "small_cnn", "--batch-size", "4", "--image-size", "32", "--num-classes", "10",
+TINY = ["--model", "small_cnn", "--batch-per-process", "4", "--image-size", "32", "--num-classes", "10",
         "--warmup-steps", "1", "--steps", "3", "--intra-threads", "0", "--inter-threads", "0"]
 
 
@@ -41,13 +41,13 @@ def test_the_runs_framework_objects_outlive_the_writing_of_its_record(tmp_path, 
 
 
 def test_defaults_come_from_the_model():
-    args = train.parse_args(["--model", "digits_cnn", "--batch-size", "8", "--output", "x"])
+    args = train.parse_args(["--model", "digits_cnn", "--batch-per-process", "8", "--output", "x"])
     assert (args.image_size, args.num_classes, args.learning_rate) == (8, 10, 0.1)
-    args = train.parse_args(["--model", "resnet50", "--batch-size", "8", "--output", "x"])
+    args = train.parse_args(["--model", "resnet50", "--batch-per-process", "8", "--output", "x"])
     assert (args.image_size, args.num_classes, args.learning_rate) == (224, 1000, 0.01)
 
 
-@pytest.mark.parametrize("bad", [["--batch-size", "0"], ["--model", "nonesuch"],
+@pytest.mark.parametrize("bad", [["--batch-per-process", "0"], ["--model", "nonesuch"],
                                  ["--strategy", "parameter_server", "--parameter-servers", "0"],
                                  ["--nodes", "0"]])
 def test_cli_rejects_bad_options(bad):
@@ -119,7 +119,7 @@ def test_real_data_run_from_generated_tfrecords(tmp_path):
 
 def test_digits_run_records_accuracy(tmp_path):
     out = tmp_path / "rec.json"
-    code = train.main(["--model", "digits_cnn", "--batch-size", "32", "--warmup-steps", "1",
+    code = train.main(["--model", "digits_cnn", "--batch-per-process", "32", "--warmup-steps", "1",
                        "--steps", "3", "--intra-threads", "0", "--inter-threads", "0",
                        "--data", "real", "--output", str(out)])
     r = read_record(out)
@@ -137,7 +137,7 @@ def test_real_data_without_a_directory_is_a_failure_record(tmp_path):
 
 def test_impossible_configuration_gives_a_failure_record(tmp_path):
     out = tmp_path / "rec.json"
-    code = train.main(["--model", "inception_v4", "--batch-size", "2", "--image-size", "32",
+    code = train.main(["--model", "inception_v4", "--batch-per-process", "2", "--image-size", "32",
                        "--output", str(out), "--intra-threads", "0", "--inter-threads", "0"])
     r = read_record(out)
     assert code == train.EXIT_BENCHMARK_FAILED

@@ -25,17 +25,17 @@ from archbench.workloads.training.vendor_probe_child import parse_probe_args
 SYSTEM = {"arch": "x86_64", "sockets": 2, "cores_per_socket": 4, "nodes": 2, "launcher": "srun",
           "vendor_library": "onednn", "gpus_per_node": 2, "data_dir": "/data/imagenet"}
 EXPERIMENTS = {  # between them, every planned setting
-    "threads": {"type": "thread_scaling", "models": ["small_cnn"], "batch_sizes": [4],
+    "threads": {"type": "thread_scaling", "models": ["small_cnn"], "batch_per_process": [4],
                 "threads": [1, 2], "data": ["synthetic", "real"], "vendor_library": ["on", "off"]},
-    "gpus": {"type": "node_scaling", "models": ["resnet50"], "batch_sizes": [8], "device": ["gpu"],
+    "gpus": {"type": "node_scaling", "models": ["resnet50"], "batch_per_process": [8], "device": ["gpu"],
              "strategies": ["horovod", "mirrored"]},
-    "ps": {"type": "node_scaling", "models": ["alexnet"], "batch_sizes": [8],
+    "ps": {"type": "node_scaling", "models": ["alexnet"], "batch_per_process": [8],
            "variable_update": ["parameter_server", "ps_async"], "parameter_servers": [1, 2],
            "ps_variable_placement": "greedy", "processes_per_node": 2},
-    "horovod": {"type": "horovod_tuning", "models": ["alexnet"], "batch_sizes": [8],
+    "horovod": {"type": "horovod_tuning", "models": ["alexnet"], "batch_per_process": [8],
                 "cycle_time_ms": [2.5, 5], "fusion_threshold_mb": [0, 64], "processes_per_node": 2},
-    "pinned": {"type": "inter_intra", "models": ["alexnet"], "batch_sizes": [8], "cores": [2, 4]},
-    "torch": {"type": "ppn_sweep", "models": ["resnet50"], "batch_sizes": [8], "processes_per_node": [1, 2],
+    "pinned": {"type": "inter_intra", "models": ["alexnet"], "batch_per_process": [8], "cores": [2, 4]},
+    "torch": {"type": "ppn_sweep", "models": ["resnet50"], "batch_per_process": [8], "processes_per_node": [1, 2],
               "framework": ["tensorflow", "pytorch"], "data": ["synthetic", "real"], "loader_workers": 2},
 }
 WORKFLOW = set(supervisor.WORKFLOW_FIELDS) | {"env"}
@@ -124,12 +124,12 @@ def test_identity_says_whether_the_configuration_id_names_a_setting(s):
 
 
 def test_the_probe_child_parses_the_settings_it_takes():
-    run = train.parse_args(["--model", "small_cnn", "--batch-size", "4", "--intra-threads", "3",
+    run = train.parse_args(["--model", "small_cnn", "--batch-per-process", "4", "--intra-threads", "3",
                             "--onednn", "off", "--data-format", "NCHW", "--seed", "7",
                             "--steps", "9", "--strategy", "horovod", "--output", "x"])
     child = parse_probe_args(probe_argv(run)[3:])
     for s in SETTINGS:
-        expected = getattr(run, s.name) if s.probe else getattr(TrainRun(model="small_cnn", batch_size=4,
+        expected = getattr(run, s.name) if s.probe else getattr(TrainRun(model="small_cnn", batch_per_process=4,
                                                                          output="x"), s.name)
         if s.name not in ("output", "vendor_probe"):
             assert getattr(child, s.name) == expected, s.name
@@ -148,9 +148,9 @@ def test_a_new_setting_is_one_entry(monkeypatch):
     assert argv[argv.index("--throwaway-knob") + 1] == "5"
     assert train.parser().parse_args(argv[3:] + ["--output", "x"]).throwaway_knob == 5
     run_class = settings.run_class(settings.SETTINGS)
-    assert run_class(model="small_cnn", batch_size=4, output="x").throwaway_knob == 3
+    assert run_class(model="small_cnn", batch_per_process=4, output="x").throwaway_knob == 3
     with pytest.raises(ValueError, match="--throwaway-knob must be >= 1"):
-        run_class(model="small_cnn", batch_size=4, output="x", throwaway_knob=0)
+        run_class(model="small_cnn", batch_per_process=4, output="x", throwaway_knob=0)
 
 
 # ------------------------------------------------------------------ one writer

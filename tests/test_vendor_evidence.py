@@ -23,7 +23,7 @@ from archbench.workloads.training import benchmark as train
 from archbench.workloads.training import vendor_evidence as ve
 
 DATA = Path(__file__).parent / "data"
-TINY = ["--model", "small_cnn", "--batch-size", "4", "--image-size", "32", "--num-classes", "10",
+TINY = ["--model", "small_cnn", "--batch-per-process", "4", "--image-size", "32", "--num-classes", "10",
         "--warmup-steps", "1", "--steps", "2", "--intra-threads", "0", "--inter-threads", "0"]
 
 
@@ -437,13 +437,13 @@ def test_the_last_run_that_probed_with_a_key_is_found_by_the_systems_other_runs(
 
 
 def test_evidence_probed_with_other_settings_or_threads_is_not_stated(tmp_path, capsys):
-    earlier = probed(0, settings="--model small_cnn --batch-size 4")
+    earlier = probed(0, settings="--model small_cnn --batch-per-process 4")
     path = raw_output(tmp_path, "e", "c")
     write_record(path, earlier)
     fields = {k: earlier[k] for k in ve.SAME_FOR_EVIDENCE} | {"env": dict(earlier["env"])}
-    assert ve.shared_evidence(path, fields, settings="--model small_cnn --batch-size 8") is None
-    assert "its probe's settings '--model small_cnn --batch-size 4'" in capsys.readouterr().err
-    shared = ve.shared_evidence(path, fields, settings="--model small_cnn --batch-size 4",
+    assert ve.shared_evidence(path, fields, settings="--model small_cnn --batch-per-process 8") is None
+    assert "its probe's settings '--model small_cnn --batch-per-process 4'" in capsys.readouterr().err
+    shared = ve.shared_evidence(path, fields, settings="--model small_cnn --batch-per-process 4",
                                 output=raw_output(tmp_path, "p", "c2"))
     assert shared["source"] == "e/c/rep0"  # another experiment's run is named with it
     assert ve.shared_evidence(path, fields, output=raw_output(tmp_path, "e", "c2"))["source"] == "c/rep0"
@@ -472,7 +472,7 @@ def test_a_horovod_run_states_the_evidence_of_the_one_process_run_that_probed_al
         return run.supervise(m, SYSTEM, output=out, log_path=tmp_path / "logs" / f"{m['config_id']}.log")
     r0 = supervise(single)
     assert r0["vendor_evidence"]["library"] == "onednn" and "source" not in r0["vendor_evidence"]
-    assert r0["vendor_evidence"]["settings"].startswith("--framework tensorflow --model small_cnn --batch-size 4")
+    assert r0["vendor_evidence"]["settings"].startswith("--framework tensorflow --model small_cnn --batch-per-process 4")
     r1 = supervise(horovod)
     assert r1["status"] == "ok" and r1["workers"] == 2
     source = f"e/{r0['run_id']}"

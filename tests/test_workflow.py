@@ -42,7 +42,7 @@ def test_dry_run_of_every_shipped_campaign_with_the_slurm_profile(workflow_copy,
 @pytest.mark.parametrize("edit, key", [
     (("threads: [1, 2]", "threads: [-1, 2]"), "experiments.threads.threads.0"),
     (("models: [small_cnn]", "models: [lenet9]"), "experiments.threads.models.0"),
-    (("batch_sizes: [4]", "batch_sizes: four"), "experiments.threads.batch_sizes"),
+    (("batch_per_process: [4]", "batch_per_process: four"), "experiments.threads.batch_per_process"),
     (("steps: 2", "steps: 2\n  color: blue"), "tiny.yaml: defaults.color: not a key of thread_scaling"),
 ])
 def test_invalid_campaign_stops_before_any_job_with_one_line(workflow_copy, edit, key):
@@ -357,7 +357,7 @@ system_definitions:
     qos: long
     exclude: [n1]
 defaults: {repetitions: 1, image_size: 32, num_classes: 10, warmup_steps: 1, steps: 2,
-           timeout_minutes: 5, batch_sizes: [4], models: [small_cnn]}
+           timeout_minutes: 5, batch_per_process: [4], models: [small_cnn]}
 experiments:
   threads:
     type: thread_scaling

@@ -81,7 +81,7 @@ def _unique_items(validator: Any, unique: bool, instance: Any, _schema: dict) ->
                 f"{reprlib.repr(instance[repeat])} is given twice (remove the repeat)")
 
 
-# Draft 2020-12, with integers that are ints (the worker would get "--batch-size 8.0") and
+# Draft 2020-12, with integers that are ints (the worker would get "--batch-per-process 8.0") and
 # a uniqueItems that cannot hang.
 Validator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator, validators={"uniqueItems": _unique_items},

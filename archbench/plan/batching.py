@@ -1,6 +1,6 @@
 """Batching: many short measurements of one system in one Slurm job.
 
-With ``batch_size: N`` in a campaign, single-node measurements that ask for exactly the
+With ``measurements_per_job: N`` in a campaign, single-node measurements that ask for exactly the
 same allocation (one system, same resources but the time limit) are cut,
 in campaign order, into chunks of at most N. Each chunk is one Snakemake job group: the
 Slurm executor submits it as ONE job of one member's node, cores and memory, with the

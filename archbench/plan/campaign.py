@@ -20,7 +20,7 @@ from archbench.core.record import config_id, raw_path
 from archbench.core.validate import ConfigError, check, key_path, load_schema, schema_error
 from archbench.core.yamlio import check_values, load_yaml_file
 from archbench.plan.experiment_types import EXPERIMENT_TYPES
-from archbench.plan.experiment_types.base import expand_with_skips, per_framework
+from archbench.plan.experiment_types.base import axes_schema, expand_with_skips, per_framework
 from archbench.plan.experiment_types.node_scaling import best_sources
 from archbench.plan.slurm_requests import gpu_resources
 from archbench.plan.systems import resolve_system
@@ -32,6 +32,10 @@ from archbench.workloads.training.strategies.base import ps_nodes
 
 DEFAULT_REPETITIONS = 5
 MAX_MEASUREMENTS = 200_000  # the largest study campaign plans under 4,000
+# Keys renamed: an old one is refused with one line naming its new name.
+RENAMED_CAMPAIGN_KEYS = {"batch_size": "measurements_per_job"}
+RENAMED_EXPERIMENT_KEYS = {"batch_sizes": "batch_per_process",
+                           "layout_batch_sizes": "layout_batch_per_process"}
 # Per-process counts a node must hold (at most its hardware threads), as the keys say them.
 THREAD_FIELDS = {"processes_per_node": "processes per node",
                  "intra_threads": "intra-op threads per process",
@@ -44,13 +48,18 @@ def experiment_schema() -> dict:
     archbench/schemas/experiment.schema.yaml, each registered type's own definition, and every
     list of names from its registry: experiment types, frameworks, models, kernels, multi-process
     strategies and the variable-update axis (the updates the strategies register, and the
-    multi-process strategies that register none). Cached: a test that registers an entry
+    multi-process strategies that register none); and the key of every setting's axis
+    (:func:`archbench.plan.experiment_types.base.axes_schema`). Cached: a test that registers an entry
     clears it (``experiment_schema.cache_clear()``)."""
     base = load_schema("experiment")
     defs = {**base["$defs"], **{name: t.schema for name, t in EXPERIMENT_TYPES.items()}}
     common = defs["common"]
     defs["common"] = {**common, "properties": {**common["properties"], "type": {
         **common["properties"]["type"], "enum": list(EXPERIMENT_TYPES)}}}
+    axes = axes_schema()
+    training = defs["training"]
+    defs["training"] = {**training, "properties": {**training["properties"], **axes["properties"]}}
+    defs["training_required"] = {**defs["training_required"], "required": axes["required"]}
     defs["model_name"] = {**defs["model_name"], "enum": sorted(MODELS)}
     helps = "; ".join(f"{name}: {f.help}" for name, f in FRAMEWORKS.items())
     defs["framework_name"] = {"description": f"{defs['framework_name']['description']} {helps}.",
@@ -182,6 +191,9 @@ def load_campaign(config: dict, system_dir: str | os.PathLike | None = None, *,
 def check_experiment(config: dict, name: str, experiment: dict) -> None:
     """Validate one experiment (defaults filled in) against its type's schema; ConfigError
     naming the key, under ``defaults`` when the experiment takes it from there."""
+    for old, new in RENAMED_EXPERIMENT_KEYS.items():
+        if old in experiment:
+            raise experiment_error(config, name, (old,), reason=f"renamed {new}")
     kind = experiment["type"]
     if kind not in EXPERIMENT_TYPES:
         known = ", ".join(sorted(EXPERIMENT_TYPES))
@@ -198,6 +210,9 @@ def check_experiment(config: dict, name: str, experiment: dict) -> None:
 def _load_campaign(config: dict, system_dir: str | os.PathLike | None) -> Campaign:
     if not isinstance(config, dict):
         raise ConfigError("(top level): a campaign must be a mapping")
+    for old, new in RENAMED_CAMPAIGN_KEYS.items():
+        if old in config:
+            raise ConfigError(f"{old}: renamed {new}")
     check(config, load_schema("config"), "")
     check_values(config)
     if "type" in config.get("defaults", {}):

@@ -70,16 +70,16 @@ def job_resources(measurement: dict, system: dict, pinned_nodes: str | None = No
     return resources
 
 
-def plan_table(measurements: list[dict], systems: dict[str, dict], *, batch_size: int = 1,
+def plan_table(measurements: list[dict], systems: dict[str, dict], *, measurements_per_job: int = 1,
                batch_max_minutes: int | None = None) -> pd.DataFrame:
-    """Measurements, Slurm jobs (a batch of ``batch_size`` counts once, see
+    """Measurements, Slurm jobs (a batch of ``measurements_per_job`` counts once, see
     :mod:`archbench.plan.batching`), node-hours, core-hours and GPU-hours (nodes x GPUs per node
     x hours; 0 for CPU runs) at the time limit, per system and experiment."""
     def resources(m: dict) -> dict:
         return job_resources(m, systems[m["system"]])
 
     # a batch spanning experiments counts in the row of its first measurement
-    cut = chunks(measurements, resources, size=batch_size, max_minutes=batch_max_minutes,
+    cut = chunks(measurements, resources, size=measurements_per_job, max_minutes=batch_max_minutes,
                  systems=systems)
     jobs = Counter((chunk[0]["system"], chunk[0]["experiment"]) for chunk in cut)
     rows = []
@@ -134,7 +134,7 @@ def plan_markdown(name: str, table: pd.DataFrame, warnings: list[str] = ()) -> s
     body = table.to_markdown(index=False, floatfmt=".2f") if not table.empty else "(no jobs)"
     return (f"# Plan for campaign `{name}`\n\n"
             "Upper bounds: every run is charged its full time limit. `jobs` counts Slurm "
-            "jobs: a batch of measurements (`batch_size`) is one.\n\n"
+            "jobs: a batch of measurements (`measurements_per_job`) is one.\n\n"
             f"{body}\n\n**Total:** {int(total['measurements'])} measurements in "
             f"{int(total['jobs'])} Slurm jobs, {total['node_hours']:.2f} node-hours, "
             f"{total['core_hours']:.2f} core-hours, {total['gpu_hours']:.2f} GPU-hours.\n"
@@ -142,19 +142,19 @@ def plan_markdown(name: str, table: pd.DataFrame, warnings: list[str] = ()) -> s
 
 
 def campaign_plan(name: str, measurements: list[dict], systems: dict[str, dict], *,
-                  batch_size: int = 1, batch_max_minutes: int | None = None
+                  measurements_per_job: int = 1, batch_max_minutes: int | None = None
                   ) -> tuple[pd.DataFrame, str]:
     """The plan of campaign ``name``: its table and its Markdown (with the GPU warnings)."""
-    table = plan_table(measurements, systems, batch_size=batch_size,
+    table = plan_table(measurements, systems, measurements_per_job=measurements_per_job,
                        batch_max_minutes=batch_max_minutes)
     return table, plan_markdown(name, table, gpu_warnings(measurements, systems))
 
 
 def write_plan(name: str, measurements: list[dict], systems: dict[str, dict], *,
-               csv: str, markdown: str, batch_size: int = 1,
+               csv: str, markdown: str, measurements_per_job: int = 1,
                batch_max_minutes: int | None = None) -> pd.DataFrame:
     """Write the plan of campaign ``name`` as CSV and Markdown; return its table."""
-    table, text = campaign_plan(name, measurements, systems, batch_size=batch_size,
+    table, text = campaign_plan(name, measurements, systems, measurements_per_job=measurements_per_job,
                                 batch_max_minutes=batch_max_minutes)
     atomic_write_text(csv, table.to_csv(index=False, float_format="%.4f", lineterminator="\n"))
     atomic_write_text(markdown, text)

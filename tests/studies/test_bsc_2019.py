@@ -249,7 +249,7 @@ def system(vendor: str, cores: int = 4) -> dict:
 
 
 def test_vendor_axis_on_a_system_without_a_vendor_library_is_off_only():
-    experiment = {"type": "thread_scaling", "models": ["alexnet"], "batch_sizes": [8],
+    experiment = {"type": "thread_scaling", "models": ["alexnet"], "batch_per_process": [8],
                   "threads": [1, 2], "vendor_library": ["on", "off"]}
     with_library = thread_scaling.expand(experiment, system("onednn"))
     without = thread_scaling.expand(experiment, system("none"))
@@ -260,9 +260,9 @@ def test_vendor_axis_on_a_system_without_a_vendor_library_is_off_only():
     assert {c["vendor_library_enabled"] for c in thread_scaling.expand(experiment, system("none"))} == {False}
 
 
-def test_layout_batch_sizes_replace_the_batches_of_their_layouts():
-    experiment = {"type": "hybrid", "models": ["alexnet"], "batch_sizes": [8],
-                  "layout_batch_sizes": [{"processes": 1, "batch_sizes": [16, 32]}]}
+def test_layout_batch_per_process_replaces_the_batches_of_their_layouts():
+    experiment = {"type": "hybrid", "models": ["alexnet"], "batch_per_process": [8],
+                  "layout_batch_per_process": [{"processes": 1, "batch_per_process": [16, 32]}]}
     confs = hybrid.expand(experiment, system("none"))
     batches = {(c["processes_per_node"], c["batch_per_process"]) for c in confs}
     assert batches == {(1, 16), (1, 32), (2, 8), (4, 8)}
@@ -275,9 +275,9 @@ def small_campaign(**scaling) -> dict:
     return {"campaign": "t", "systems": ["box"],
             "system_definitions": {"box": {"arch": "x86_64", "cores_per_socket": 2}},
             "experiments": {
-                "a": {"type": "hybrid", "models": ["alexnet"], "batch_sizes": [4],
+                "a": {"type": "hybrid", "models": ["alexnet"], "batch_per_process": [4],
                       "processes": [1]},
-                "b": {"type": "hybrid", "models": ["alexnet"], "batch_sizes": [8],
+                "b": {"type": "hybrid", "models": ["alexnet"], "batch_per_process": [8],
                       "processes": [2]},
                 "scaling": {"type": "node_scaling", "models": ["alexnet"], "nodes": [1],
                             **scaling}}}

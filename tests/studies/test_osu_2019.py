@@ -296,19 +296,19 @@ def expand(experiment: dict) -> list[dict]:
 
 @pytest.mark.parametrize("value, intra", [("cores_minus_one", 2), ("cores", 3), (0, 0), (2, 2)])
 def test_node_scaling_threads_per_process(value, intra):
-    ms = expand({"type": "node_scaling", "models": ["small_cnn"], "batch_sizes": [8],
+    ms = expand({"type": "node_scaling", "models": ["small_cnn"], "batch_per_process": [8],
                  "processes_per_node": 4, "threads_per_process": value, "nodes": [1, 2]})
     assert {m["intra_threads"] for m in ms} == {intra}  # 12 cores / 4 processes = 3 each
 
 
 def test_node_scaling_default_threads_fill_the_cores():
-    ms = expand({"type": "node_scaling", "models": ["small_cnn"], "batch_sizes": [8],
+    ms = expand({"type": "node_scaling", "models": ["small_cnn"], "batch_per_process": [8],
                  "processes_per_node": 4, "nodes": [1]})
     assert {m["intra_threads"] for m in ms} == {3}
 
 
 def test_ppn_sweep_intra_threads_axis_with_tensorflow_default():
-    ms = expand({"type": "ppn_sweep", "models": ["small_cnn"], "batch_sizes": [8],
+    ms = expand({"type": "ppn_sweep", "models": ["small_cnn"], "batch_per_process": [8],
                  "processes_per_node": [1, 12], "intra_threads": ["cores_minus_one", 0],
                  "inter_threads": ["cores"]})
     assert {(m["processes_per_node"], m["intra_threads"], m["inter_threads"]) for m in ms} == {
@@ -317,16 +317,16 @@ def test_ppn_sweep_intra_threads_axis_with_tensorflow_default():
 
 
 def test_horovod_tuning_threads_per_process_token():
-    ms = expand({"type": "horovod_tuning", "models": ["small_cnn"], "batch_sizes": [8],
+    ms = expand({"type": "horovod_tuning", "models": ["small_cnn"], "batch_per_process": [8],
                  "cycle_time_ms": [3.5], "fusion_threshold_mb": [64], "processes_per_node": 2,
                  "threads_per_process": "cores_minus_one"})
     assert {m["intra_threads"] for m in ms} == {5}
 
 
 @pytest.mark.parametrize("experiment, key", [
-    ({"type": "node_scaling", "models": ["small_cnn"], "batch_sizes": [8],
+    ({"type": "node_scaling", "models": ["small_cnn"], "batch_per_process": [8],
       "threads_per_process": -1}, "threads_per_process"),
-    ({"type": "ppn_sweep", "models": ["small_cnn"], "batch_sizes": [8],
+    ({"type": "ppn_sweep", "models": ["small_cnn"], "batch_per_process": [8],
       "intra_threads": ["half"]}, "intra_threads"),
 ])
 def test_schema_rejects_bad_process_threads(experiment, key):

@@ -21,8 +21,11 @@ from archbench.core.hardware import cores_of
 from archbench.core.metrics import global_batch
 from archbench.core.record import config_id
 from archbench.core.validate import ConfigError
+from archbench.workloads.training import settings
 from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
 from archbench.workloads.training.frameworks import FRAMEWORKS, lacks
+from archbench.workloads.training.models import spec
+from archbench.workloads.training.settings import TUNING, Setting
 
 Expander = Callable[[dict, dict], list[dict]]
 MAX_CONFIGURATIONS = 100_000  # of one experiment's axes on one system
@@ -132,13 +135,60 @@ def on_off_axis(experiment: dict, key: str, default: list) -> list:
     return values
 
 
-def training_axes(experiment: dict) -> dict[str, list]:
-    """The axes every training type takes: models, vendor library on/off, data. On a system
-    without a vendor library both settings become "off" (:func:`training_configuration`),
-    and the expanders' :func:`dedupe` keeps one."""
-    return dict(model=experiment["models"],
-                vendor=on_off_axis(experiment, "vendor_library", ["on"]),
-                data=experiment.get("data", ["synthetic"]))
+def axis_values(setting: Setting, experiment: dict) -> list:
+    """The planned values of ``setting``'s axis in ``experiment`` (its list, default
+    ``[default]``); ConfigError when two values plan one (the schema refuses equal values,
+    not "on" beside true)."""
+    given = experiment.get(setting.axis, [setting.default])
+    values = [setting.recorded_value(v) for v in given]
+    for i, value in enumerate(values):
+        if value in values[:i]:
+            meanings = ", ".join(f"{word} = {str(meaning).lower()}" for meaning, word in setting.words.items())
+            raise ConfigError(f"{setting.axis}: {given} gives {setting.word(value)} twice "
+                              f"({meanings + '; ' if meanings else ''}each setting is run once)")
+    return values
+
+
+def training_axes(experiment: dict, **given: list) -> dict[str, list]:
+    """The axes every training type takes: models, then each setting that declares an axis
+    (:func:`archbench.workloads.training.settings.axes`), named by its planned key, with its
+    planned values (``given[key]``: a type's own values of that axis, e.g. a layout's
+    batches). Pass an axes dict from :func:`product` to :func:`swept`, which plans them. On
+    a system without a vendor library both vendor settings become "off"
+    (:func:`training_configuration`), and the expanders' :func:`dedupe` keeps one."""
+    out = {"model": experiment["models"]}
+    for s in settings.axes():
+        out[s.planned] = given[s.planned] if s.planned in given else axis_values(s, experiment)
+    return out
+
+
+def swept(axes: dict) -> dict:
+    """The planned values of one combination of :func:`training_axes` (a dict from
+    :func:`product`): model and each setting's axis, by planned key."""
+    return {key: axes[key] for key in ("model", *(s.planned for s in settings.axes()))}
+
+
+def axis_schema(setting: Setting) -> dict:
+    """The experiment schema of ``setting``'s axis: a list of distinct values the option
+    takes (its choices and words, or numbers within its bounds), at least one."""
+    if setting.choices is not None or setting.words:
+        choices = setting.choices() if callable(setting.choices) else setting.choices
+        items: dict = {"enum": [*(choices or ()), *(k for k in setting.words if k not in (choices or ()))]}
+    else:
+        kind = {int: "integer", float: "number"}.get(setting.type, "string")
+        items = {"type": kind, **({"minimum": setting.minimum} if setting.minimum is not None else {}),
+                 **({"maximum": setting.maximum} if setting.maximum is not None else {})}
+    default = "" if setting.required else f" Default [{setting.word(setting.default)}]."
+    return {"type": "array", "minItems": 1, "uniqueItems": True, "items": items,
+            "description": (setting.axis_help or setting.help) + default}
+
+
+def axes_schema() -> dict:
+    """The schema keys of every declared axis (``$defs/training``'s properties) and the
+    definition requiring the keys of required settings (``$defs/training_required``)."""
+    declared = settings.axes()
+    return {"properties": {s.axis: axis_schema(s) for s in declared},
+            "required": ["models", *(s.axis for s in declared if s.required)]}
 
 
 def frameworks(experiment: dict) -> list[str]:
@@ -240,12 +290,16 @@ def controller_tuning(controller: str) -> dict:
 
 
 def training_configuration(experiment: dict, system: dict, **values: Any) -> dict:
-    """A training configuration with the experiment's common settings and ``values``."""
+    """A training configuration with the experiment's common settings and ``values`` (a
+    key ``tuning.<key>``, e.g. of a setting's axis, goes under ``tuning``, left out at the
+    setting's default). Image size and classes default to the model's
+    (:func:`archbench.workloads.training.models.spec`), as the worker's do."""
+    model = spec(values["model"])
     conf = {
         "kind": "train", "framework": "tensorflow", "data": "synthetic",
         "strategy": "single", "nodes": 1, "processes_per_node": 1, "inter_threads": 1,
-        "image_size": experiment.get("image_size", 224),
-        "num_classes": experiment.get("num_classes", 1000),
+        "image_size": experiment.get("image_size", model.native_image_size),
+        "num_classes": experiment.get("num_classes", model.num_classes),
         "warmup_steps": experiment.get("warmup_steps", 10),
         "measured_steps": experiment.get("steps", 100),
         # CSCS 2017 trained on GPUs in NCHW, cuDNN's own layout; CPU runs default to NHWC
@@ -253,7 +307,17 @@ def training_configuration(experiment: dict, system: dict, **values: Any) -> dic
                                       "NCHW" if values.get("device") == "gpu" else "NHWC"),
         "vendor_library": system["vendor_library"] if system["vendor_library"] != "none" else None,
     }
+    planned_tuning = "tuning" in values
+    tuning = {**values.pop("tuning", {})}
+    for s in settings.axes():
+        key = s.planned
+        if key.startswith(TUNING) and key in values:
+            value = values.pop(key)
+            if value != s.recorded_value(s.default):
+                tuning[key[len(TUNING):]] = value
     conf.update(values)
+    if tuning or planned_tuning:
+        conf["tuning"] = tuning
     if conf["vendor_library"] is None:  # nothing to toggle: every run is the vanilla build
         conf["vendor_library_enabled"] = False
     conf["workers"] = conf["nodes"] * conf["processes_per_node"]
@@ -262,16 +326,14 @@ def training_configuration(experiment: dict, system: dict, **values: Any) -> dic
 
 
 def one_process_sweep(experiment: dict, system: dict, *, threads: list[int]) -> list[dict]:
-    """One process: models x batch sizes x ``threads`` x inter-op threads x vendor x data
-    (x device: a GPU configuration is the same process training on one GPU, its threads
-    the host threads that feed it)."""
+    """One process: ``threads`` x inter-op threads x the training axes (models and the
+    settings' axes: batch per process, vendor, data, ...) x device (a GPU configuration is
+    the same process training on one GPU, its threads the host threads that feed it)."""
     cores = cores_of(system)
     kinds = [d for d in devices(experiment) if d == "cpu" or gpus_fit(1, system)]
-    axes = product(batch=experiment["batch_sizes"], threads=threads,
-                   inter=experiment.get("inter_threads", [1]), **training_axes(experiment),
-                   device=kinds)
+    axes = product(threads=threads, inter=experiment.get("inter_threads", [1]),
+                   **training_axes(experiment), device=kinds)
     return dedupe([training_configuration(
-        experiment, system, model=a["model"], batch_per_process=a["batch"],
-        intra_threads=a["threads"], inter_threads=thread_count(a["inter"], cores),
-        vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
+        experiment, system, **swept(a), intra_threads=a["threads"],
+        inter_threads=thread_count(a["inter"], cores),
         **(gpu_fields(nodes=1, gpus_per_node=1) if a["device"] == "gpu" else {})) for a in axes])

@@ -9,8 +9,7 @@ SCHEMA = schema_fragment("""
 description: >
   One process, batch sizes at fixed intra-op threads (default all cores of a node); with
   device gpu the process trains on one GPU (the threads feed it from the host).
-allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}]
-required: [models, batch_sizes]
+allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}, {$ref: "#/$defs/training_required"}]
 properties:
   device:
     $ref: "#/$defs/device"

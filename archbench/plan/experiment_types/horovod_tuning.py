@@ -10,10 +10,10 @@ from archbench.plan.experiment_types.base import (
     controllers,
     dedupe,
     node_counts,
-    on_off,
     process_threads,
     product,
     schema_fragment,
+    swept,
     thread_count,
     training_axes,
     training_configuration,
@@ -23,8 +23,9 @@ SCHEMA = schema_fragment("""
 description: >
   Horovod tuning (experiment 6): HOROVOD_CYCLE_TIME x HOROVOD_FUSION_THRESHOLD on a
   multi-process configuration, set on every rank and recorded.
-allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}, {$ref: "#/$defs/distributed"}]
-required: [models, batch_sizes, cycle_time_ms, fusion_threshold_mb]
+allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}, {$ref: "#/$defs/training_required"},
+        {$ref: "#/$defs/distributed"}]
+required: [cycle_time_ms, fusion_threshold_mb]
 properties:
   cycle_time_ms:
     type: array
@@ -59,14 +60,13 @@ def expand(experiment: dict, system: dict) -> list[dict]:
     out = []
     for nodes in node_counts(experiment, system):
         for a in product(cycle=experiment["cycle_time_ms"],
-                         fusion=experiment["fusion_threshold_mb"], batch=experiment["batch_sizes"],
+                         fusion=experiment["fusion_threshold_mb"],
                          inter=experiment.get("inter_threads", [1]),
                          controller=controllers(experiment, nodes), **training_axes(experiment)):
             out.append(training_configuration(
-                experiment, system, model=a["model"], batch_per_process=a["batch"],
-                strategy="horovod", nodes=nodes, processes_per_node=ppn, intra_threads=threads,
+                experiment, system, **swept(a), strategy="horovod", nodes=nodes,
+                processes_per_node=ppn, intra_threads=threads,
                 inter_threads=thread_count(a["inter"], threads),
-                vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
                 tuning={**controller_tuning(a["controller"]),
                         "horovod_cycle_time_ms": a["cycle"],
                         "horovod_fusion_threshold_bytes": int(round(a["fusion"] * 2**20))}))

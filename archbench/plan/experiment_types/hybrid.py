@@ -12,10 +12,10 @@ from archbench.plan.experiment_types.base import (
     controller_tuning,
     controllers,
     dedupe,
-    on_off,
     product,
     schema_fragment,
     skip,
+    swept,
     thread_count,
     training_axes,
     training_configuration,
@@ -27,30 +27,30 @@ description: >
   cores with t = cores / p (1 x 48, 2 x 24, ... 48 x 1 on 48 cores), per-process batch
   sizes and inter-op threads. Its best configuration per system and model feeds
   node_scaling's `best`.
-allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}, {$ref: "#/$defs/distributed"}]
-required: [models, batch_sizes]
+allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}, {$ref: "#/$defs/training_required"},
+        {$ref: "#/$defs/distributed"}]
 properties:
   processes:
     description: Processes per node to try (threads = cores // processes); `all` = every divisor of the cores (default).
     oneOf: [{$ref: "#/$defs/positive_list"}, {const: all}]
   batch_mode:
     enum: [per_process, per_node]
-    description: "per_process (default): batch_sizes are per process; per_node: each is divided among the processes (batch // p)."
-  layout_batch_sizes:
+    description: "per_process (default): batch_per_process is per process; per_node: each value is a node's, divided among the processes (batch // p)."
+  layout_batch_per_process:
     description: >
-      Batch sizes for given process counts, replacing batch_sizes for those layouts
-      (read as batch_mode says), e.g. [{processes: 1, batch_sizes: [512]}] with
-      batch_sizes [256]: 512 at 1 x cores, 256 elsewhere (BSC 2019 Table II).
+      Batches for given process counts, replacing batch_per_process for those layouts
+      (read as batch_mode says), e.g. [{processes: 1, batch_per_process: [512]}] with
+      batch_per_process [256]: 512 at 1 x cores, 256 elsewhere (BSC 2019 Table II).
     type: array
     minItems: 1
     uniqueItems: true
     items:
       type: object
-      required: [processes, batch_sizes]
+      required: [processes, batch_per_process]
       additionalProperties: false
       properties:
         processes: {type: integer, minimum: 1, maximum: 1048576, description: Processes per node of the layout.}
-        batch_sizes: {$ref: "#/$defs/batch_list", description: Its batch sizes.}
+        batch_per_process: {$ref: "#/$defs/batch_list", description: Its batches.}
 unevaluatedProperties: false
 """)
 
@@ -67,18 +67,18 @@ def hybrid_layouts(cores: int, processes: Iterable[int] | str = "all") -> list[t
 
 
 def layout_batches(experiment: dict, processes: int) -> list[int]:
-    """The batch sizes of the layout with ``processes`` processes: its ``layout_batch_sizes``
-    entry, else the experiment's ``batch_sizes``. ConfigError when two entries give one
-    process count."""
+    """The batches of the layout with ``processes`` processes: its
+    ``layout_batch_per_process`` entry, else the experiment's ``batch_per_process``.
+    ConfigError when two entries give one process count."""
     found, first = None, {}
-    for i, entry in enumerate(experiment.get("layout_batch_sizes", [])):
+    for i, entry in enumerate(experiment.get("layout_batch_per_process", [])):
         if entry["processes"] in first:
-            raise ConfigError(f"layout_batch_sizes.{i}.processes: {entry['processes']} is given "
-                              f"twice (first in layout_batch_sizes.{first[entry['processes']]})")
+            raise ConfigError(f"layout_batch_per_process.{i}.processes: {entry['processes']} is "
+                              f"given twice (first in layout_batch_per_process.{first[entry['processes']]})")
         first[entry["processes"]] = i
         if entry["processes"] == processes:
-            found = entry["batch_sizes"]
-    return experiment["batch_sizes"] if found is None else found
+            found = entry["batch_per_process"]
+    return experiment["batch_per_process"] if found is None else found
 
 
 def expand(experiment: dict, system: dict) -> list[dict]:
@@ -88,17 +88,19 @@ def expand(experiment: dict, system: dict) -> list[dict]:
     per_node = experiment.get("batch_mode", "per_process") == "per_node"
     out = []
     for p, t in hybrid_layouts(cores_of(system), experiment.get("processes", "all")):
-        for a in product(batch=layout_batches(experiment, p), inter=experiment.get("inter_threads", [1]),
-                         controller=controllers(experiment, 1), **training_axes(experiment)):
-            batch = a["batch"] // p if per_node else a["batch"]
+        batches = layout_batches(experiment, p)
+        for a in product(inter=experiment.get("inter_threads", [1]),
+                         controller=controllers(experiment, 1),
+                         **training_axes(experiment, batch_per_process=batches)):
+            batch = a["batch_per_process"] // p if per_node else a["batch_per_process"]
             if batch < 1:
-                skip(f"batch {a['batch']} per node leaves none to each of {p} processes")
+                skip(f"batch {a['batch_per_process']} per node leaves none to each of {p} processes")
                 continue
             out.append(training_configuration(
-                experiment, system, model=a["model"], batch_per_process=batch,
+                experiment, system, **{**swept(a), "batch_per_process": batch},
                 strategy="horovod", processes_per_node=p, intra_threads=t,
-                inter_threads=thread_count(a["inter"], t), vendor_library_enabled=on_off(a["vendor"]),
-                data=a["data"], tuning=controller_tuning(a["controller"])))
+                inter_threads=thread_count(a["inter"], t),
+                tuning=controller_tuning(a["controller"])))
     return dedupe(out)
 
 

@@ -18,6 +18,7 @@ from archbench.plan.experiment_types.base import (
     product,
     schema_fragment,
     skip,
+    swept,
     thread_count,
     training_axes,
     training_configuration,
@@ -30,8 +31,7 @@ description: >
   Inter/intra-op thread sweep of one process pinned to 1..node cores (experiment 3),
   with MKL/OpenMP settings (KMP_BLOCKTIME=0, KMP_AFFINITY=granularity=fine,compact,1,0)
   on and off. Here inter_threads defaults to [0, 1, 2, cores].
-allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}]
-required: [models, batch_sizes]
+allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}, {$ref: "#/$defs/training_required"}]
 properties:
   cores:
     description: Cores the process is pinned to; `all` = 1..cores of a node. Default [cores of a node].
@@ -99,16 +99,13 @@ def expand(experiment: dict, system: dict) -> list[dict]:
     cores = [c for c in cores if c <= node]
     mkl_env = {k: str(v) for k, v in experiment.get("mkl_env", MKL_ENV).items()}
     out = []
-    for a in product(batch=experiment["batch_sizes"], cores=cores,
-                     threads=thread_settings(experiment),
+    for a in product(cores=cores, threads=thread_settings(experiment),
                      mkl=on_off_axis(experiment, "mkl_settings", ["off", "on"]),
                      **training_axes(experiment)):
         inter, intra = a["threads"]
         out.append(training_configuration(
-            experiment, system, model=a["model"], batch_per_process=a["batch"],
-            intra_threads=thread_count(intra, a["cores"]),
+            experiment, system, **swept(a), intra_threads=thread_count(intra, a["cores"]),
             inter_threads=thread_count(inter, a["cores"]),
-            vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
             tuning={"cores": a["cores"]}, env=dict(mkl_env) if on_off(a["mkl"]) else {}))
     return dedupe(out)
 

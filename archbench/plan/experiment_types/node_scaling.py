@@ -20,12 +20,12 @@ from archbench.plan.experiment_types.base import (
     gpu_fields,
     gpus_fit,
     node_counts,
-    on_off,
     powers_of_two,
     process_threads,
     product,
     schema_fragment,
     skip,
+    swept,
     system_gpus,
     thread_count,
     training_axes,
@@ -37,14 +37,14 @@ SCHEMA = schema_fragment("""
 description: >
   Multi-node scaling (experiment 4): one configuration on 1, 2, 4, ... nodes with
   Horovod, MultiWorkerMirrored or parameter servers; either explicit
-  (processes_per_node, threads_per_process, batch_sizes) or `best`, the best
+  (processes_per_node, threads_per_process, batch_per_process) or `best`, the best
   configuration of a hybrid experiment for each system and model, chosen once that
   sweep has finished.
 allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}, {$ref: "#/$defs/distributed"}]
 required: [models]
 # without `best` the configuration is explicit (the expander rejects both together)
 if: {not: {required: [best]}}
-then: {required: [batch_sizes]}
+then: {$ref: "#/$defs/training_required"}
 properties:
   nodes:
     description: Node counts (those above the system's nodes are skipped); `all` = 1, 2, 4, ... up to the system's nodes (default).
@@ -273,7 +273,7 @@ def check_gpu_keys(experiment: dict) -> None:
         return
     if experiment.get("best"):
         raise ConfigError("best: picks a CPU layout of a hybrid sweep; GPU runs take "
-                          "batch_sizes and one process per GPU")
+                          "batch_per_process and one process per GPU")
     if "ps_async" in experiment.get("variable_update", []):
         raise ConfigError("variable_update: ps_async does not run on GPUs here (its steps "
                           "run on remote workers whose placement is not recorded)")
@@ -290,7 +290,7 @@ def expand(experiment: dict, system: dict) -> list[dict]:
     GPUs."""
     cores = cores_of(system)
     best = experiment.get("best")
-    explicit = [k for k in ("batch_sizes", "processes_per_node", "threads_per_process",
+    explicit = [k for k in ("batch_per_process", "processes_per_node", "threads_per_process",
                             "inter_threads") if k in experiment]
     if best and explicit:
         raise ConfigError(f"best: takes processes, threads and batch from "
@@ -313,14 +313,13 @@ def expand(experiment: dict, system: dict) -> list[dict]:
             ps_list = (ps_layouts(experiment, system, nodes=nodes, workers=nodes * ppn)
                        if has_parameter_servers(strategy) else [0])
             names = controllers(experiment, nodes) if strategy == "horovod" else ["mpi"]
-            batches = [1] if best else experiment["batch_sizes"]
+            placeholder = {"batch_per_process": [1]} if best else {}
             inters = [0] if best else experiment.get("inter_threads", [1])
-            for a in product(ps=ps_list, controller=names, batch=batches, inter=inters,
-                             **training_axes(experiment)):
+            for a in product(ps=ps_list, controller=names, inter=inters,
+                             **training_axes(experiment, **placeholder)):
                 tuning = controller_tuning(a["controller"])
-                values = {**dict(model=a["model"], strategy=strategy, nodes=nodes,
-                                 vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
-                                 scaling_unit=unit), **on_gpus}
+                values = {**swept(a), "strategy": strategy, "nodes": nodes,
+                          "scaling_unit": unit, **on_gpus}
                 if has_parameter_servers(strategy):
                     values["parameter_servers"] = a["ps"]
                     tuning = {**tuning, **tuning_ps}
@@ -329,14 +328,14 @@ def expand(experiment: dict, system: dict) -> list[dict]:
                 if best:  # placeholder: layout and batch come from the hybrid sweep
                     conf = training_configuration(
                         experiment, system, **values, processes_per_node=1, intra_threads=0,
-                        inter_threads=0, batch_per_process=1, tuning={**tuning, "best_of": best})
+                        inter_threads=0, tuning={**tuning, "best_of": best})
                     conf["best_of"] = best
                 else:
                     values.setdefault("processes_per_node", ppn)
                     conf = training_configuration(
                         experiment, system, **values,
                         intra_threads=threads, inter_threads=thread_count(a["inter"], threads),
-                        batch_per_process=a["batch"], tuning=tuning)
+                        tuning=tuning)
                 out.append(conf)
     return dedupe(out)
 

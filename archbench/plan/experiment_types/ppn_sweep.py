@@ -9,12 +9,12 @@ from archbench.plan.experiment_types.base import (
     controllers,
     dedupe,
     node_counts,
-    on_off,
     powers_of_two,
     process_threads,
     product,
     schema_fragment,
     skip,
+    swept,
     thread_count,
     training_axes,
     training_configuration,
@@ -25,8 +25,8 @@ description: >
   Single vs multi process per node with Horovod (experiment 5): processes per node with
   intra-op threads = cores / ppn - 1 (at least 1) or as `intra_threads` sets, on one or
   more node counts.
-allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}, {$ref: "#/$defs/distributed"}]
-required: [models, batch_sizes]
+allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}, {$ref: "#/$defs/training_required"},
+        {$ref: "#/$defs/distributed"}]
 properties:
   processes_per_node:
     description: Processes per node; `all` = 1, 2, 4, ... up to the cores (default).
@@ -70,16 +70,13 @@ def expand(experiment: dict, system: dict) -> list[dict]:
     unit = "workers" if len(nodes_list) == 1 else "nodes"
     for nodes in nodes_list:
         for a in product(ppn=ppns, intra=experiment.get("intra_threads", ["cores_minus_one"]),
-                         batch=experiment["batch_sizes"],
                          inter=experiment.get("inter_threads", [1]),
                          controller=controllers(experiment, nodes), **training_axes(experiment)):
             intra = process_threads(a["intra"], cores=cores, processes_per_node=a["ppn"])
             out.append(training_configuration(
-                experiment, system, model=a["model"], batch_per_process=a["batch"],
-                strategy="horovod", nodes=nodes, processes_per_node=a["ppn"],
-                intra_threads=intra, inter_threads=thread_count(a["inter"], intra),
-                vendor_library_enabled=on_off(a["vendor"]), data=a["data"],
-                scaling_unit=unit, tuning=controller_tuning(a["controller"])))
+                experiment, system, **swept(a), strategy="horovod", nodes=nodes,
+                processes_per_node=a["ppn"], intra_threads=intra,
+                inter_threads=thread_count(a["inter"], intra), scaling_unit=unit, tuning=controller_tuning(a["controller"])))
     return dedupe(out)
 
 

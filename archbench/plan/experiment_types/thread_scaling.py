@@ -8,8 +8,7 @@ from archbench.plan.experiment_types.base import ExperimentType, one_process_swe
 
 SCHEMA = schema_fragment("""
 description: One process, intra-op threads 1..cores, several batch sizes, vendor library on/off (experiment 1).
-allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}]
-required: [models, batch_sizes]
+allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}, {$ref: "#/$defs/training_required"}]
 unevaluatedProperties: false
 """)
 

@@ -2,7 +2,7 @@
 benchmark: one training step timed over a measured window after warm-up, written as one
 JSON record, in the framework the run names (:mod:`archbench.workloads.training.frameworks`).
 
-    python -m archbench.train --framework pytorch --model resnet50 --batch-size 64 --intra-threads 24 \
+    python -m archbench.train --framework pytorch --model resnet50 --batch-per-process 64 --intra-threads 24 \
         --inter-threads 1 --onednn on --data synthetic --warmup-steps 10 --steps 100 \
         --image-size 224 --output run.json
 

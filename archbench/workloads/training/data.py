@@ -185,8 +185,8 @@ def real_dataset(config: TrainRun, *, shard_index: int = 0, num_shards: int = 1)
     if spec(config.model).dataset == "digits":
         if config.num_classes < 10:
             raise DataError("the digits have 10 classes; --num-classes must be >= 10")
-        return digits_dataset(config.batch_size, **common)
-    return imagenet_dataset(config.data_dir, batch_size=config.batch_size,
+        return digits_dataset(config.batch_per_process, **common)
+    return imagenet_dataset(config.data_dir, batch_size=config.batch_per_process,
                             num_classes=config.num_classes, **common)
 
 

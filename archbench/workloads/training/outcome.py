@@ -86,7 +86,7 @@ def base_fields(config: TrainRun, *, framework_version: str = "", nodes: int | N
     workers = workers or nodes * ppn
     conf = dict(kind="train", **settings.record_fields(config), nodes=nodes,
                 processes_per_node=ppn, workers=workers,
-                global_batch=metrics.global_batch(config.batch_size, workers))
+                global_batch=metrics.global_batch(config.batch_per_process, workers))
     if config.device == "gpu":  # one process per GPU
         conf.update(gpus_per_node=ppn, gpus=workers)
     chosen = strategies.strategy(config.strategy)

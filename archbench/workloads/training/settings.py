@@ -4,8 +4,10 @@ A :class:`Setting` is at once a command-line option of ``python -m archbench.tra
 field of :class:`TrainRun` (the frozen, validated run built once from the command line),
 the flag a planned measurement's value becomes (:func:`planned_argv`), the record field
 the worker writes it to (:func:`record_fields`) and, where the vendor probe needs it, an
-option of the probe child (:func:`command_line`). Adding a setting is one entry here; a
-campaign that sweeps it also needs its axis in an experiment type.
+option of the probe child (:func:`command_line`) and, when it declares an ``axis``, an
+experiment key every training experiment type sweeps (archbench.plan.experiment_types.base
+reads :func:`axes`; the experiment schema's key is made from the declaration). Adding a
+setting, swept or not, is one entry here (and its use in the worker).
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ class Setting:
     child takes it. ``identity``: it is part of the configuration id
     (:func:`archbench.core.record.config_id` names it, or hashes it with the ``tuning``):
     runs differing in it are different configurations.
+    ``axis``: the experiment key of its list of values (a sweep): every training experiment
+    type runs the product over the axes (default: ``[default]``; a required setting's key is
+    required), the schema's key takes the values the option takes (``choices``, or words of
+    ``words``; numbers from ``minimum`` to ``maximum``), described by ``axis_help`` (else
+    ``help``). A value planned under ``tuning`` is left out at the default, so the ids of
+    configurations that do not sweep it stay as they were.
     """
 
     name: str
@@ -49,16 +57,19 @@ class Setting:
     choices: tuple[str, ...] | Callable[[], list[str]] | None = None  # a callable: a registry's names
     required: bool = False
     minimum: int | None = None
+    maximum: int | None = None
     from_model: str | None = None
     planned: str | None = None
     recorded: bool = False
     words: Mapping[Any, str] = field(default_factory=dict)
     probe: bool = False
     identity: bool = False
+    axis: str | None = None
+    axis_help: str | None = None
 
     @property
     def flag(self) -> str:
-        """The command-line option, e.g. ``--batch-size``."""
+        """The command-line option, e.g. ``--batch-per-process``."""
         return "--" + self.name.replace("_", "-")
 
     def add_argument(self, parser: argparse.ArgumentParser, **registered: Any) -> None:
@@ -101,8 +112,10 @@ SETTINGS: tuple[Setting, ...] = (
             planned="framework", recorded=True, probe=True, identity=True),
     Setting(name="model", required=True, choices=lambda: sorted(MODELS), help="model to train",
             planned="model", recorded=True, probe=True, identity=True),
-    Setting(name="batch_size", type=int, required=True, minimum=1, help="batch per process",
-            planned="batch_per_process", recorded=True, probe=True, identity=True),
+    Setting(name="batch_per_process", type=int, required=True, minimum=1, maximum=2**20,
+            help="images per step of one process", planned="batch_per_process", recorded=True,
+            probe=True, identity=True, axis="batch_per_process",
+            axis_help="Images per step of one process (at most 2^20), an axis."),
     Setting(name="intra_threads", type=int, default=0, minimum=0,
             help="intra-op threads (0 = the framework's default)",
             planned="intra_threads", recorded=True, probe=True, identity=True),
@@ -112,11 +125,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(name="onednn", default="on", choices=ON_OFF,
             help="vendor library: TF_ENABLE_ONEDNN_OPTS before TensorFlow loads; torch.backends.mkldnn in PyTorch",
             planned="vendor_library_enabled", words=ENABLED, recorded=True, probe=True,
-            identity=True),
+            identity=True, axis="vendor_library",
+            axis_help="Vendor math library (oneDNN on x86; in PyTorch its oneDNN, "
+                      "torch.backends.mkldnn) on and/or off, an axis."),
     Setting(name="data", default="synthetic", choices=("synthetic", "real"),
             help="real = TFRecords of --data-dir (ImageNet models) or scikit-learn's digits "
                  "(digits_cnn)",
-            planned="data", recorded=True, identity=True),
+            planned="data", recorded=True, identity=True, axis="data",
+            axis_help="Input data, an axis: synthetic and/or real."),
     Setting(name="loader_workers", type=int, minimum=0,
             help="PyTorch DataLoader worker processes feeding real data (0 = in the training "
                  "process; default: its intra-op threads, at least 1)",
@@ -213,6 +229,8 @@ class _Checked:
                 object.__setattr__(self, s.name, value)
             if s.minimum is not None and value is not None and value < s.minimum:
                 raise ValueError(f"{s.flag} must be >= {s.minimum}")
+            if s.maximum is not None and value is not None and value > s.maximum:
+                raise ValueError(f"{s.flag} must be <= {s.maximum}")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace):
@@ -277,6 +295,12 @@ def command_line(run, *, probe: bool = False) -> list[str]:
         if (s.probe or not probe) and value is not None:
             argv += [s.flag, s.word(value)]
     return argv
+
+
+def axes() -> tuple[Setting, ...]:
+    """The settings a training experiment sweeps (those declaring an ``axis``), in
+    :data:`SETTINGS` order."""
+    return tuple(s for s in SETTINGS if s.axis)
 
 
 def record_fields(run) -> dict[str, Any]:

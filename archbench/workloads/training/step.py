@@ -40,9 +40,9 @@ def configure_tensorflow(config: TrainRun):
 
 def synthetic_batch(tf, config: TrainRun, seed_offset: int = 0):
     """A fixed batch of random images and labels, already in memory."""
-    shape = (config.batch_size, *input_shape(config.model, config.image_size, config.data_format))
+    shape = (config.batch_per_process, *input_shape(config.model, config.image_size, config.data_format))
     images = tf.random.stateless_uniform(shape, seed=(config.seed, seed_offset), dtype=tf.float32)
-    labels = tf.random.stateless_uniform((config.batch_size,), seed=(config.seed + 1, seed_offset),
+    labels = tf.random.stateless_uniform((config.batch_per_process,), seed=(config.seed + 1, seed_offset),
                                          maxval=config.num_classes, dtype=tf.int32)
     return images, labels
 

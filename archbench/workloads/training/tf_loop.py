@@ -91,7 +91,7 @@ def train(config: TrainRun, *, start: str, probe) -> dict | None:
     if config.weights_out:  # the weights every worker starts from
         outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
     times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
-                                                 steps=config.steps, batch_size=config.batch_size,
+                                                 steps=config.steps, batch_size=config.batch_per_process,
                                                  settle=lambda: await_probe(probe))
     outcome.hold_until_recorded(batches, step, model, backend)
     devices, spread, (nodes, ppn), hosts, extra = outcome.after_window(config, backend, model)

@@ -187,7 +187,7 @@ def loader(config: TrainRun, *, shard: int, shards: int, workers: int):
                                        image_size=config.image_size, num_classes=config.num_classes,
                                        seed=config.seed))
     options = dict(prefetch_factor=4, persistent_workers=True) if workers else {}
-    return iter(torch.utils.data.DataLoader(dataset, batch_size=config.batch_size, num_workers=workers,
+    return iter(torch.utils.data.DataLoader(dataset, batch_size=config.batch_per_process, num_workers=workers,
                                             drop_last=True, **options))
 
 
@@ -223,6 +223,6 @@ def digits_batches(config: TrainRun, *, shard: int, shards: int) -> Iterator:
     generator = torch.Generator().manual_seed(config.seed + shard)
     while True:
         order = torch.randperm(len(x), generator=generator)
-        for i in range(0, len(order) - config.batch_size + 1, config.batch_size):
-            take = order[i:i + config.batch_size]
+        for i in range(0, len(order) - config.batch_per_process + 1, config.batch_per_process):
+            take = order[i:i + config.batch_per_process]
             yield x[take], y[take]

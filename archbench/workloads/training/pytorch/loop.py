@@ -83,9 +83,9 @@ def synthetic_batch(torch, config: TrainRun, device, *, shard: int = 0):
     from the host per step), seeded by the run's seed and the worker's shard."""
     generator = torch.Generator().manual_seed(config.seed * 1000 + shard)
     channels = spec(config.model).channels
-    images = torch.rand((config.batch_size, channels, config.image_size, config.image_size),
+    images = torch.rand((config.batch_per_process, channels, config.image_size, config.image_size),
                         generator=generator)
-    labels = torch.randint(0, config.num_classes, (config.batch_size,), generator=generator)
+    labels = torch.randint(0, config.num_classes, (config.batch_per_process,), generator=generator)
     return (images.to(device).contiguous(memory_format=memory_format(torch, config)),
             labels.to(device))
 
@@ -129,7 +129,7 @@ def run(config: TrainRun) -> dict | None:
     if config.weights_out:  # the weights every worker starts from
         outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
     times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
-                                                 steps=config.steps, batch_size=config.batch_size)
+                                                 steps=config.steps, batch_size=config.batch_per_process)
     devices, spread, (nodes, ppn), hosts, extra = outcome.after_window(config, backend, model)
     if config.data == "real" and spec(config.model).dataset == "digits" and backend.is_writer:
         from archbench.workloads.training.data import accuracy

@@ -25,7 +25,7 @@ class MirroredBackend(Backend):
         self._addresses = spec.get("worker", [])
         self.size = max(1, len(self._addresses))
         self.rank = int(resolver.task_id or 0) if resolver and spec else 0
-        self.global_batch = metrics.global_batch(config.batch_size, self.size)
+        self.global_batch = metrics.global_batch(config.batch_per_process, self.size)
 
     def hosts(self) -> list[str]:
         return unique([hostname_of(a) for a in self._addresses]) or [socket.gethostname()]
