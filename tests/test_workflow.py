@@ -43,6 +43,8 @@ def test_dry_run_of_every_shipped_campaign_with_the_slurm_profile(workflow_copy,
     (("threads: [1, 2]", "threads: [-1, 2]"), "experiments.threads.threads.0"),
     (("models: [small_cnn]", "models: [lenet9]"), "experiments.threads.models.0"),
     (("batch_per_process: [4]", "batch_per_process: four"), "experiments.threads.batch_per_process"),
+    (("batch_per_process: [4]", "batch_sizes: [4]"),
+     "tiny.yaml: experiments.threads.batch_sizes: renamed batch_per_process"),
     (("steps: 2", "steps: 2\n  color: blue"), "tiny.yaml: defaults.color: not a key of thread_scaling"),
 ])
 def test_invalid_campaign_stops_before_any_job_with_one_line(workflow_copy, edit, key):

@@ -32,7 +32,7 @@ FIGURE_METADATA = {
 FAILED_STATUSES = ("oom", "timeout", "failed")
 # Human-readable headers of the Markdown and LaTeX tables (CSV keeps the column names).
 LABELS = {
-    "batch_per_process": "batch/proc", "processes_per_node": "proc/node",
+    "batch_per_process": "batch per process", "processes_per_node": "proc/node",
     "vendor_library": "vendor lib", "vendor_library_enabled": "vendor", "img_s": "img/s",
     "intra_threads": "intra", "inter_threads": "inter", "global_batch": "global batch",
     "problem_size": "size", "tile_size": "tile", "experiment_type": "type",

@@ -101,14 +101,14 @@ def batch_scaling(df: pd.DataFrame) -> Figure:
     """img/s vs batch size per process (table ``batch_scaling``): a line per thread count
     (and every other setting that varies), a panel per system and model (OSU 2019 Figs.
     1b and 11)."""
-    name = "Batch scaling: img/s vs batch size"
+    name = "Batch scaling: img/s vs batch per process"
     table = table_of(tables.batch_scaling, df, "batch_scaling")
     if table.empty:
         return no_data(name)
     ylabel = value_label(table, df)
 
     def axes(panel: Panel, _looks: dict) -> None:
-        panel.ax.set(xlabel="batch size per process", ylabel=ylabel, ylim=(0, None))
+        panel.ax.set(xlabel="batch per process", ylabel=ylabel, ylim=(0, None))
 
     layout = Layout(panels=["system", "model"],
                     series=["experiment", "intra_threads", "processes_per_node",
