@@ -148,7 +148,8 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -205,7 +206,7 @@ DERIVED = ("device",)
 # setting column defaults to its Setting's default (framework: tensorflow)
 UNSTATED = ("model", "batch", "threads", "inter_threads", "vendor_library_enabled", "data",
             "strategy", "nodes", "processes_per_node", "parameter_servers", "variable_update")
-# a count of a setting the record schema does not bound: at most this
+# the most a count setting that declares no maximum takes (as the import's own counts)
 MAX_COUNT = 10**6
 _BOOL = {"true": True, "false": False, "on": True, "off": False, "yes": True, "no": False,
          "1": True, "0": False}
@@ -225,21 +226,40 @@ MAX_MAPPING_BYTES = 64 * 2**10
 
 
 # ----------------------------------------------------------------------- setting columns
-def setting_columns() -> dict[str, Setting]:
+_COLUMNS: dict[str, Any] = {}  # setting_columns() of the registry "of"
+
+
+def setting_columns() -> Mapping[str, Setting]:
     """Import column -> its Setting: every identity setting of
     :data:`archbench.workloads.training.settings.SETTINGS` (read when asked) that a
     measurement plans as a key of its own, named as its record field (``batch`` and
     ``threads`` as :data:`RECORD_FIELD` spells them); not the settings planned under
     ``tuning`` (a configuration's variant hash tells those apart, which a published row has
     none of) nor :data:`DERIVED`."""
-    column_of = {record: column for column, record in RECORD_FIELD.items()}
-    columns = {}
-    for s in training_settings.SETTINGS:
-        if s.identity and s.planned and not s.planned.startswith(TUNING):
-            column = column_of.get(s.planned, s.planned)
-            if column not in DERIVED:
-                columns[column] = s
-    return columns
+    settings = training_settings.SETTINGS
+    if _COLUMNS.get("of") is not settings:  # derived once per registry (a test may swap it)
+        column_of = {record: column for column, record in RECORD_FIELD.items()}
+        columns = {}
+        for s in settings:
+            if s.identity and s.planned and not s.planned.startswith(TUNING):
+                column = column_of.get(s.planned, s.planned)
+                if column not in DERIVED:
+                    columns[column] = s
+        stated = {column: _default(columns[column]) for column in columns if column not in UNSTATED}
+        _COLUMNS.update({"columns": MappingProxyType(columns), "stated": MappingProxyType(stated),
+                         "of": settings})
+    return _COLUMNS["columns"]
+
+
+def _default(setting: Setting) -> Any:
+    """The setting's default as the record states it."""
+    return setting.recorded_value(setting.default)
+
+
+def _stated_defaults() -> Mapping[str, Any]:
+    """Setting column -> its default, for every setting column but :data:`UNSTATED`."""
+    setting_columns()
+    return _COLUMNS["stated"]
 
 
 def known_columns() -> set[str]:
@@ -251,10 +271,7 @@ def known_columns() -> set[str]:
 def default_of(column: str) -> Any:
     """What an import row without setting column ``column`` means: None (unstated) for
     :data:`UNSTATED`, else its Setting's default as the record states it."""
-    if column in UNSTATED:
-        return None
-    setting = setting_columns()[column]
-    return setting.recorded_value(setting.default)
+    return None if column in UNSTATED else _stated_defaults()[column]
 
 
 def setting_defaults() -> dict[str, Any]:
@@ -548,8 +565,8 @@ def _tidy_row(path: Path, number: int, v: dict) -> dict:
         "global_batch": global_batch, "problem_size": v.get("problem_size"),
         "tile_size": v.get("tile_size"), "vendor_library": v.get("vendor_library"),
         "vendor_library_enabled": v.get("vendor_library_enabled"),
-        **{RECORD_FIELD.get(column, column): v.get(column, default_of(column))
-           for column in setting_columns() if column not in UNSTATED},  # framework, ...
+        **{RECORD_FIELD.get(column, column): v.get(column, default)
+           for column, default in _stated_defaults().items()},  # framework, ...
         "throughput": v["throughput"], "throughput_unit": v["unit"], "status": "ok",
         "reason": "", "reported_error": v.get("error"),
         "source": v.get("source", path.name),
