@@ -18,9 +18,11 @@ tolerance             no        how far archbench may differ before it is flagge
                                 bound it passes); default :data:`DEFAULT_TOLERANCE`
 source                yes       where the paper prints it: paper, section, table/figure
 note                  no        free text (e.g. what the paper's wording was)
-identity columns      no        the configuration the value belongs to (:data:`IDENTITY`),
-                                named as in the import format: system, framework, model,
-                                kernel, device, data, batch, nodes, workers, gpus, threads, ...
+identity columns      no        the configuration the value belongs to (:data:`IDENTITY`,
+                                and every setting column of the import format:
+                                :func:`identity_columns`), named as in the import format:
+                                system, framework, model, kernel, device, data, batch, nodes,
+                                workers, gpus, threads, ...
 baseline              no        for speedup and kernel_speedup: the count the ratio is
                                 relative to (e.g. 2 for "from two to four GPUs")
 ====================  ========  ===========================================================
@@ -31,9 +33,11 @@ model). A text cell ``!x`` matches anything but ``x`` (e.g. ``mkl_env`` ``!none`
 setting). When the campaign is checked, a claim that no configuration of it can match (a
 name it does not run, an identity column the metric's table does not have, a baseline
 count its series lack) is refused (:mod:`archbench.results.claim_check`). The
-framework is the exception: a claim (or an imported throughput) that names none is
-TensorFlow's (:data:`DEFAULT_FRAMEWORK`), as every claim was before PyTorch ran beside it;
-a PyTorch claim says ``framework`` ``pytorch``.
+settings an import row defaults are the exception
+(:func:`archbench.results.imports.setting_defaults`, today the framework): a claim (or an
+imported throughput) that names none is TensorFlow's
+(:data:`archbench.workloads.training.frameworks.DEFAULT`), as every
+claim was before PyTorch ran beside it; a PyTorch claim says ``framework`` ``pytorch``.
 
 A malformed file raises :class:`archbench.results.imports.ImportFormatError` with one line naming
 the file, row and column. The file checks of :mod:`archbench.importer` apply (a missing,
@@ -67,8 +71,6 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from archbench.core.csvfile import ImportFormatError, at_row, clean_text, parse_number, read_rows, show
-from archbench.workloads.ceiling import beyond_peak
-from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
 from archbench.results.imports import (
     INT_COLUMNS,
     MAX_VALUE,
@@ -80,7 +82,10 @@ from archbench.results.imports import (
     parse_cell,
     read_values,
     scaling_unit,
+    setting_columns,
+    setting_defaults,
 )
+from archbench.workloads.ceiling import beyond_peak
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,13 @@ IMPORT_SKIPPED = ("experiment", "experiment_type", "arch", "scaling_unit", "repe
                   "unit", "error", "source")
 
 
+def identity_columns() -> tuple[str, ...]:
+    """:data:`IDENTITY` and every setting column of the import format it lacks
+    (:func:`archbench.results.imports.setting_columns`: a setting declared later), read
+    when asked."""
+    return IDENTITY + tuple(c for c in setting_columns() if c not in IDENTITY)
+
+
 def is_claims_file(path: str | os.PathLike) -> bool:
     """Whether ``path`` names a claims file (``claims.csv`` or ``*-claims.csv``)."""
     stem = Path(path).stem
@@ -179,6 +191,8 @@ def _claim_cell(name: str, cell: str) -> object:
         return parse_cell(text, name)
     if name in TEXT_IDENTITY and not NAME.fullmatch(text.removeprefix("!")):
         raise ValueError(f"'{show(text)}' is not a name (up to 64 letters, digits, _ . + -; ! before: not)")
+    if name not in IDENTITY and name in setting_columns():
+        return parse_cell(text, name)  # a setting column typed by its Setting
     return text
 
 
@@ -186,8 +200,9 @@ def read_claims(path: str | os.PathLike) -> pd.DataFrame:
     """The claims of one claims file (see the module docstring), one row each."""
     path = Path(path)
     header, rows = read_rows(path)
+    identity = identity_columns()
     for name in header:
-        if name not in CLAIM_FIELDS and name not in IDENTITY:
+        if name not in CLAIM_FIELDS and name not in identity:
             raise ImportFormatError(f"{path}: row 0 (header): column '{show(name)}': unknown column")
     for name in ("metric", "unit", "source"):
         if name not in header:
@@ -204,7 +219,7 @@ def read_claims(path: str | os.PathLike) -> pd.DataFrame:
                     raise ImportFormatError(f"{where}: column '{name}': {exc}") from None
         claims.append(_checked(claim, where, f"{path.name}, row {number}"))
     check_contradictions(path, claims, [line for _, line, _ in rows])
-    return pd.DataFrame(claims, columns=[*CLAIM_FIELDS, "file", *IDENTITY])
+    return pd.DataFrame(claims, columns=[*CLAIM_FIELDS, "file", *identity])
 
 
 def accepted(claim: dict) -> tuple[float, float]:
@@ -232,15 +247,16 @@ def check_contradictions(path: Path, claims: list[dict], lines: list[int]) -> No
     ``vs_published`` would flag the campaign whatever it measures. A paper that states one
     value twice (in its abstract and a section, once rounded) passes."""
     seen: dict[tuple, list[int]] = {}
+    identity_names = identity_columns()
     for number, claim in enumerate(claims, start=1):
-        key = (claim["metric"], *((k, claim.get(k)) for k in IDENTITY))
+        key = (claim["metric"], *((k, claim.get(k)) for k in identity_names))
         low, high = accepted(claim)
         for first in seen.get(key, []):
             earlier = claims[first - 1]
             other_low, other_high = accepted(earlier)
             if low <= other_high and other_low <= high:
                 continue
-            identity = ", ".join(f"{k}={_plain(claim[k])}" for k in IDENTITY if k in claim)
+            identity = ", ".join(f"{k}={_plain(claim[k])}" for k in identity_names if k in claim)
             raise ImportFormatError(
                 f"{path}: rows {first} and {number} (lines {lines[first - 1]} and "
                 f"{lines[number - 1]}): two {claim['metric']} claims of one configuration "
@@ -285,7 +301,7 @@ def _checked(claim: dict, where: str, file: str) -> dict:
     for column in ("value", "low"):  # a claim may not imply more than the hardware can do
         if column in claim and (impossible := beyond_peak(row, claim[column], claim["unit"])):
             raise ImportFormatError(f"{where}: column '{column}': {impossible}")
-    return {"framework": DEFAULT_FRAMEWORK, **claim, "file": file}
+    return {**setting_defaults(), **claim, "file": file}
 
 
 def import_claims(path: str | os.PathLike, mapping: dict | None = None) -> pd.DataFrame:
@@ -296,6 +312,7 @@ def import_claims(path: str | os.PathLike, mapping: dict | None = None) -> pd.Da
     archbench's best setting per size."""
     path = Path(path)
     claims = []
+    names = identity_columns()
     for number, values in read_values(path, mapping):
         metric = _throughput_metric(values["unit"])
         if metric is None:
@@ -303,15 +320,15 @@ def import_claims(path: str | os.PathLike, mapping: dict | None = None) -> pd.Da
                                     "has no published-value metric")
         unit = scaling_unit(values)
         skipped = set(IMPORT_SKIPPED) | set(NOT_IDENTITY.get(unit or "", ()))
-        identity = {"framework": DEFAULT_FRAMEWORK,
-                    **{k: v for k, v in values.items() if k in IDENTITY and k not in skipped}}
+        identity = {**setting_defaults(),
+                    **{k: v for k, v in values.items() if k in names and k not in skipped}}
         if unit:
             identity[unit] = values.get(unit)
         claims.append({**identity, "metric": metric, "value": values["throughput"],
                        "unit": values["unit"],
                        "source": values.get("source", f"{path.name}, row {number}"),
                        "note": f"imported from {path.name}", "file": f"{path.name}, row {number}"})
-    return pd.DataFrame(claims, columns=[*CLAIM_FIELDS, "file", *IDENTITY])
+    return pd.DataFrame(claims, columns=[*CLAIM_FIELDS, "file", *names])
 
 
 def _throughput_metric(unit: str) -> str | None:
@@ -333,7 +350,7 @@ def load_published(paths: Iterable[str | os.PathLike],
             frames.append(import_claims(path, mapping_of(path, mapping_dirs)))
     frames = [f for f in frames if not f.empty]
     if not frames:
-        return pd.DataFrame(columns=[*CLAIM_FIELDS, "file", *IDENTITY])
+        return pd.DataFrame(columns=[*CLAIM_FIELDS, "file", *identity_columns()])
     return pd.concat(frames, ignore_index=True)
 
 
@@ -348,8 +365,9 @@ def check_imports(paths: Iterable[str | os.PathLike],
 
 
 def identity_of(claim: pd.Series) -> dict:
-    """The identity columns ``claim`` gives (``baseline`` apart), in :data:`IDENTITY` order."""
-    return {k: claim[k] for k in IDENTITY
+    """The identity columns ``claim`` gives (``baseline`` apart), in
+    :func:`identity_columns` order."""
+    return {k: claim[k] for k in identity_columns()
             if k != "baseline" and k in claim and not _missing(claim[k])}
 
 

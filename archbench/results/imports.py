@@ -3,48 +3,61 @@
 Import format: a CSV file with a header row, one row per measured configuration (or per
 repetition, with ``repetition``). Columns, in any order:
 
-=====================  ========  ==========================================================
-column                 required  meaning
-=====================  ========  ==========================================================
-system                 yes       system name (e.g. marenostrum4)
-model / kernel         one       trained model (resnet50, ...) or kernel (matmul, stream, ...)
-throughput             yes       the value: mean img/s, GFLOP/s, GB/s ... (positive)
-unit                   yes       its unit: img/s, GFLOP/s, GB/s, MB/s
-error                  no        published error of the value (e.g. max - min)
-source                 no        where the value comes from (paper, table); default: the file
-experiment             no        experiment name; default: the file stem
-experiment_type        no        thread_scaling, hybrid, node_scaling, kernel, ...
-arch                   no        CPU architecture
-data                   no        synthetic | real
-strategy               no        a registered training strategy (single, horovod, ...: ``python
-                                 -m archbench.train --help``) or workers (a kernel)
-scaling_unit           no        nodes | workers | gpus: what the row's scaling series counts
-                                 (default: gpus when the row has ``gpus``, else workers for
-                                 strategy parameter_server, else nodes when the file gives
-                                 ``nodes``; otherwise the row is not part of a scaling series)
-nodes                  no        node count (default 1; for GPU rows gpus / gpus_per_node, or
-                                 unknown when neither nodes nor gpus_per_node is given)
-workers                no        worker processes in total (default: gpus, else nodes x processes)
-gpus                   no        GPUs used in total (a row with gpus is a GPU measurement:
-                                 device gpu; without, device cpu)
-gpus_per_node          no        GPUs used per node
-processes_per_node     no        processes per node (default 1; for GPU rows gpus_per_node)
-parameter_servers      no        parameter-server tasks (0 allowed); rows of one size that differ
-                                 only in it, or in variable_update, reduce to the best one
-variable_update        no        how variables are updated: parameter_server,
-                                 distributed_replicated, replicated, horovod, ...
-threads                no        intra-op threads per process
-inter_threads          no        inter-op threads
-batch                  no        batch size per process
-global_batch           no        images per step over all workers (default batch x workers)
-problem_size           no        kernel problem size (N, or bytes for STREAM)
-tile_size              no        kernel tile size
-vendor_library         no        onednn | mkl | armpl | acl
-vendor_library_enabled no        true | false (also on/off, yes/no, 1/0)
-framework              no        the framework that measured the row (a registered one:
-                                 tensorflow, pytorch, ...); default tensorflow
-repetition             no        repetition index when rows are single runs
-=====================  ========  ==========================================================
+=======================  ========  ==========================================================
+column                   required  meaning
+=======================  ========  ==========================================================
+system                   yes       system name (e.g. marenostrum4)
+model / kernel           one       trained model (resnet50, ...) or kernel (matmul, stream, ...)
+throughput               yes       the value: mean img/s, GFLOP/s, GB/s ... (positive)
+unit                     yes       its unit: img/s, GFLOP/s, GB/s, MB/s
+error                    no        published error of the value (e.g. max - min)
+source                   no        where the value comes from (paper, table); default: the file
+experiment               no        experiment name; default: the file stem
+experiment_type          no        thread_scaling, hybrid, node_scaling, kernel, ...
+arch                     no        CPU architecture
+data                     no        synthetic | real
+strategy                 no        a registered training strategy (single, horovod, ...: ``python
+                                   -m archbench.train --help``) or workers (a kernel)
+scaling_unit             no        nodes | workers | gpus: what the row's scaling series counts
+                                   (default: gpus when the row has ``gpus``, else workers for
+                                   strategy parameter_server, else nodes when the file gives
+                                   ``nodes``; otherwise the row is not part of a scaling series)
+nodes                    no        node count (default 1; for GPU rows gpus / gpus_per_node, or
+                                   unknown when neither nodes nor gpus_per_node is given)
+workers                  no        worker processes in total (default: gpus, else nodes x processes)
+gpus                     no        GPUs used in total (a row with gpus is a GPU measurement:
+                                   device gpu; without, device cpu)
+gpus_per_node            no        GPUs used per node
+processes_per_node       no        processes per node (default 1; for GPU rows gpus_per_node)
+parameter_servers        no        parameter-server tasks (0 allowed); rows of one size that differ
+                                   only in it, or in variable_update, reduce to the best one
+variable_update          no        how variables are updated: parameter_server,
+                                   distributed_replicated, replicated, horovod, ...
+threads                  no        intra-op threads per process
+inter_threads            no        inter-op threads
+batch                    no        batch size per process
+global_batch             no        images per step over all workers (default batch x workers)
+problem_size             no        kernel problem size (N, or bytes for STREAM)
+tile_size                no        kernel tile size
+vendor_library           no        onednn | mkl | armpl | acl
+vendor_library_enabled   no        true | false (also on/off, yes/no, 1/0)
+framework                no        the framework that measured the row (a registered one:
+                                   tensorflow, pytorch, ...); default tensorflow
+repetition               no        repetition index when rows are single runs
+=======================  ========  ==========================================================
+
+The setting columns (model, batch, threads, inter_threads, vendor_library_enabled, data,
+strategy, nodes, processes_per_node, parameter_servers, variable_update, framework) are
+the identity settings of the training settings registry
+(:data:`archbench.workloads.training.settings.SETTINGS`, :func:`setting_columns`), each
+named as the record field it fills (``batch`` and ``threads`` as :data:`RECORD_FIELD`
+spells them); the device follows from ``gpus``, and the settings planned under ``tuning``
+are no columns. A setting declared there later is an import column by its record field's
+name, typed by its declaration (a count, one of its choices or of the registry of its name,
+on/off as what it stands for); a row without it has the setting's default, as every
+measurement had before the setting existed (:func:`default_of`). The columns above that a
+paper may leave unstated (:data:`UNSTATED`) are None without a value, not the training
+default. A test keeps this table and the registry in step.
 
 Each configuration is measured once per repetition: two rows of one file that describe
 the same configuration (every column but throughput, unit, error, source and
@@ -135,7 +148,8 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -153,9 +167,11 @@ from archbench.core.csvfile import (
 from archbench.core.record import bound
 from archbench.core.validate import ConfigError
 from archbench.core.yamlio import load_yaml_text
+from archbench.workloads import names
 from archbench.workloads.ceiling import beyond_peak
 from archbench.workloads.names import registered
-from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
+from archbench.workloads.training import settings as training_settings
+from archbench.workloads.training.settings import TUNING, Setting
 
 REQUIRED = ("system", "throughput", "unit")
 TEXT_COLUMNS = ("system", "model", "kernel", "unit", "source", "experiment",
@@ -178,10 +194,20 @@ MAX_VALUE = bound("throughput", "maximum")
 CHOICES: dict[str, Callable[[], Sequence[str]]] = {
     "data": lambda: ("synthetic", "real"),
     "strategy": lambda: registered("strategy"),
-    "scaling_unit": lambda: ("nodes", "workers", "gpus"),
-    "framework": lambda: registered("framework")}
+    "scaling_unit": lambda: ("nodes", "workers", "gpus")}
 BOOL_COLUMNS = ("vendor_library_enabled",)
-KNOWN = set(TEXT_COLUMNS) | set(INT_COLUMNS) | set(FLOAT_COLUMNS) | set(CHOICES) | set(BOOL_COLUMNS)
+# the columns typed above; every other identity setting's column is typed by its Setting
+TYPED = set(TEXT_COLUMNS) | set(INT_COLUMNS) | set(FLOAT_COLUMNS) | set(CHOICES) | set(BOOL_COLUMNS)
+# identity settings that are no import column: a row's device follows from ``gpus`` (a row
+# with gpus is a GPU measurement)
+DERIVED = ("device",)
+# setting columns a published row may leave unstated (None): a paper that does not state its
+# batch, threads, layout or vendor library did not run the training defaults. Every other
+# setting column defaults to its Setting's default (framework: tensorflow)
+UNSTATED = ("model", "batch", "threads", "inter_threads", "vendor_library_enabled", "data",
+            "strategy", "nodes", "processes_per_node", "parameter_servers", "variable_update")
+# the most a count setting that declares no maximum takes (as the import's own counts)
+MAX_COUNT = 10**6
 _BOOL = {"true": True, "false": False, "on": True, "off": False, "yes": True, "no": False,
          "1": True, "0": False}
 # unit -> (the unit archbench.results.tables converts it to, its value per one of those)
@@ -197,6 +223,86 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")  # 64 characters, as camp
 VALUE_COLUMNS = ("throughput", "error", "source")
 # a sidecar is small and hand-written; PyYAML reads about 80 KiB a second
 MAX_MAPPING_BYTES = 64 * 2**10
+
+
+# ----------------------------------------------------------------------- setting columns
+_COLUMNS: dict[str, Any] = {}  # setting_columns() of the registry "of"
+
+
+def setting_columns() -> Mapping[str, Setting]:
+    """Import column -> its Setting: every identity setting of
+    :data:`archbench.workloads.training.settings.SETTINGS` (read when asked) that a
+    measurement plans as a key of its own, named as its record field (``batch`` and
+    ``threads`` as :data:`RECORD_FIELD` spells them); not the settings planned under
+    ``tuning`` (a configuration's variant hash tells those apart, which a published row has
+    none of) nor :data:`DERIVED`."""
+    settings = training_settings.SETTINGS
+    if _COLUMNS.get("of") is not settings:  # derived once per registry (a test may swap it)
+        column_of = {record: column for column, record in RECORD_FIELD.items()}
+        columns = {}
+        for s in settings:
+            if s.identity and s.planned and not s.planned.startswith(TUNING):
+                column = column_of.get(s.planned, s.planned)
+                if column not in DERIVED:
+                    columns[column] = s
+        stated = {column: _default(columns[column]) for column in columns if column not in UNSTATED}
+        _COLUMNS.update({"columns": MappingProxyType(columns), "stated": MappingProxyType(stated),
+                         "of": settings})
+    return _COLUMNS["columns"]
+
+
+def _default(setting: Setting) -> Any:
+    """The setting's default as the record states it."""
+    return setting.recorded_value(setting.default)
+
+
+def _stated_defaults() -> Mapping[str, Any]:
+    """Setting column -> its default, for every setting column but :data:`UNSTATED`."""
+    setting_columns()
+    return _COLUMNS["stated"]
+
+
+def known_columns() -> set[str]:
+    """Every import column: those of the import format (:data:`TYPED`) and every setting
+    column (:func:`setting_columns`)."""
+    return TYPED | set(setting_columns())
+
+
+def default_of(column: str) -> Any:
+    """What an import row without setting column ``column`` means: None (unstated) for
+    :data:`UNSTATED`, else its Setting's default as the record states it."""
+    return None if column in UNSTATED else _stated_defaults()[column]
+
+
+def setting_defaults() -> dict[str, Any]:
+    """Setting column -> the value an import row without it has, where that is not None."""
+    return {column: value for column in setting_columns()
+            if (value := default_of(column)) is not None}
+
+
+def _setting_cell(text: str, column: str, setting: Setting) -> Any:
+    """A cell of a setting column the import format does not type itself: a number from
+    the setting's minimum (else 0) to its maximum (else :data:`MAX_COUNT` for a count,
+    :data:`MAX_VALUE` for a number), one of its choices (or of the registry of its name,
+    as for the framework), a command-line word (on/off) as what it stands for, or a name."""
+    if setting.type in (int, float):
+        number = parse_number(text)
+        if setting.type is int and not number.is_integer():
+            raise ValueError(f"'{text}' is not an integer")
+        low = setting.minimum if setting.minimum is not None else 0
+        high = getattr(setting, "maximum", None)  # a field the settings may declare
+        high = high if high is not None else MAX_COUNT if setting.type is int else MAX_VALUE
+        if not low <= number <= high:
+            raise ValueError(f"'{show(text)}' is not between {low} and {high:,}")
+        return int(number) if setting.type is int else number
+    choices = setting.choices() if callable(setting.choices) else setting.choices
+    if choices is None and setting.planned in names.FIELDS:
+        choices = registered(setting.planned)
+    if choices is not None and text not in choices:
+        raise ValueError(f"'{show(text)}' is not one of {', '.join(choices)}")
+    if not choices and not NAME.fullmatch(text):
+        raise ValueError(f"'{show(text)}' is not a name (up to 64 letters, digits, _ . + -)")
+    return setting.recorded_value(text)
 
 
 # ----------------------------------------------------------------------- cells
@@ -235,6 +341,8 @@ def parse_cell(value: str, column: str) -> Any:
         if text.lower() not in _BOOL:
             raise ValueError(f"'{show(text)}' is not true/false")
         return _BOOL[text.lower()]
+    if column not in TYPED and (setting := setting_columns().get(column)):
+        return _setting_cell(text, column, setting)
     return text
 
 
@@ -272,7 +380,7 @@ def check_mapping(mapping: Any, where: str = "mapping") -> None:
         if not isinstance(mapping.get(key, {}), dict):
             raise ImportFormatError(f"{where}: {key}: expected a mapping")
     for name, table in mapping.get("values", {}).items():
-        if name not in KNOWN:
+        if name not in known_columns():
             raise ImportFormatError(f"{where}: values.{show(name)}: unknown import column")
         if not isinstance(table, dict):
             raise ImportFormatError(f"{where}: values.{name}: expected a mapping of file text to value")
@@ -283,11 +391,11 @@ def check_mapping(mapping: Any, where: str = "mapping") -> None:
         if not isinstance(source, str) or not (target is None or isinstance(target, str)):
             raise ImportFormatError(f"{where}: columns.{show(source)}: expected file column: "
                                     "import column (or null)")
-        if target is not None and target not in KNOWN:
+        if target is not None and target not in known_columns():
             raise ImportFormatError(f"{where}: columns.{show(source)}: unknown import column "
                                     f"'{show(target)}'")
     for name, value in mapping.get("constants", {}).items():
-        if name not in KNOWN:
+        if name not in known_columns():
             raise ImportFormatError(f"{where}: constants.{show(name)}: unknown import column")
         if not isinstance(value, single):
             raise ImportFormatError(f"{where}: constants.{name}: expected a single value")
@@ -320,7 +428,7 @@ def _targets(path: Path, header: list[str], mapping: dict) -> list[str | None]:
     given: dict[str, str] = {}  # import column -> the file column that gives it
     for name in header:
         target = rename[name] if name in rename else name
-        if target is not None and target not in KNOWN:
+        if target is not None and target not in known_columns():
             raise ImportFormatError(f"{path}: row 0 (header): column '{show(name)}': unknown column "
                                     "(map it, or drop it with a mapping to null)")
         if target is not None and target in given:
@@ -457,7 +565,8 @@ def _tidy_row(path: Path, number: int, v: dict) -> dict:
         "global_batch": global_batch, "problem_size": v.get("problem_size"),
         "tile_size": v.get("tile_size"), "vendor_library": v.get("vendor_library"),
         "vendor_library_enabled": v.get("vendor_library_enabled"),
-        "framework": v.get("framework", DEFAULT_FRAMEWORK),
+        **{RECORD_FIELD.get(column, column): v.get(column, default)
+           for column, default in _stated_defaults().items()},  # framework, ...
         "throughput": v["throughput"], "throughput_unit": v["unit"], "status": "ok",
         "reason": "", "reported_error": v.get("error"),
         "source": v.get("source", path.name),
