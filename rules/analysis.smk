@@ -42,6 +42,8 @@ for _table in TABLE_NAMES:
             caption=TABLES[_table].caption,
             peak=config.get("peak", {}),
             statistic=config.get("statistic", "mean"),
+            # each experiment's base framework, for the framework comparison
+            framework_bases=artifacts.framework_bases(config) if TABLES[_table].uses_bases else {},
             # the campaign's resolved systems, for the tables that describe them
             systems=SYSTEMS if TABLES[_table].uses_systems else {},
             mapping_dirs=IMPORT_MAPPING_DIRS,

@@ -469,7 +469,8 @@ def table_job(input, output, params, log):
         table = artifacts.make_table_files(
             params.name, input.measurements, outputs={k: output[k] for k in ("csv", "md", "tex")},
             peak=params.peak, statistic=params.statistic, systems=params.systems,
-            published=list(input.published), mapping_dirs=params.mapping_dirs)
+            published=list(input.published), mapping_dirs=params.mapping_dirs,
+            framework_bases=params.framework_bases)
     write_log(log[0], f"{params.name}: {len(table)} rows")
 
 
@@ -477,7 +478,8 @@ def figure_job(input, output, params, log):
     """plot_<figure>: one figure as PNG, PDF and SVG."""
     with ARTIFACT_STEP:
         artifacts.make_figure_files(params.name, input.measurements, list(output),
-                                    statistic=params.statistic)
+                                    statistic=params.statistic,
+                                    framework_bases=params.framework_bases)
     write_log(log[0], f"{params.name} written")
 
 

@@ -21,5 +21,7 @@ for _figure in FIGURE_NAMES:
             name=_figure,
             caption=FIGURES[_figure].caption,
             statistic=config.get("statistic", "mean"),
+            # each experiment's base framework, for the framework comparison
+            framework_bases=artifacts.framework_bases(config) if FIGURES[_figure].uses_bases else {},
         run:
             figure_job(input, output, params, log)

@@ -65,10 +65,10 @@ def vendor_speedup(with_vendor: float, without_vendor: float) -> float:
     return with_vendor / without_vendor
 
 
-def framework_ratio(pytorch: float, tensorflow: float) -> float:
-    """Framework ratio = img/s in PyTorch / img/s in TensorFlow of one configuration (above 1:
-    PyTorch is faster)."""
-    return pytorch / tensorflow
+def framework_ratio(other: float, base: float) -> float:
+    """Framework ratio = img/s in the other framework / img/s in the base framework of one
+    configuration (above 1: the other is faster; e.g. PyTorch / TensorFlow)."""
+    return other / base
 
 
 def coefficient_of_variation(std: float, mean: float) -> float:

@@ -22,6 +22,9 @@ from archbench.core.files import atomic_path
 from archbench.core.storage import Unwritable
 
 SCHEMA_VERSION = 1
+# The framework of a record or configuration that names none (those older than the field
+# ran TensorFlow); the framework registry's DEFAULT is this name.
+DEFAULT_FRAMEWORK = "tensorflow"
 
 # Fields every configuration identity is built from (repetition excluded).
 CONFIG_FIELDS = (
@@ -30,12 +33,12 @@ CONFIG_FIELDS = (
     "inter_threads", "batch_per_process", "global_batch", "image_size", "problem_size",
     "tile_size", "vendor_library", "vendor_library_enabled",
     "device",  # cpu | gpu (tables read records before the field as cpu)
-    "framework",  # tensorflow | pytorch (likewise read as tensorflow)
+    "framework",  # a registered framework (records before the field: DEFAULT_FRAMEWORK)
 )
 
 DEFAULTS: dict[str, Any] = {
     "schema_version": SCHEMA_VERSION, "experiment_type": None, "image": "host",
-    "image_sha256": None, "framework": "tensorflow", "framework_version": "",
+    "image_sha256": None, "framework": DEFAULT_FRAMEWORK, "framework_version": "",
     "cuda_version": None, "cudnn_version": None, "nccl_version": None, "gpu_models": [],
     "vendor_library": None, "vendor_library_enabled": None, "vendor_evidence": None,
     "vendor_mismatch": "", "model": None,
@@ -79,7 +82,7 @@ def config_id(configuration: dict) -> str:
             parts.append(f"ps{c['parameter_servers']}")
         if c.get("variable_update"):  # records before the field (asynchronous) keep their ids
             parts.append(c["variable_update"])
-    if c.get("framework", "tensorflow") != "tensorflow":  # TensorFlow runs keep their ids
+    if c.get("framework", DEFAULT_FRAMEWORK) != DEFAULT_FRAMEWORK:  # the default's runs keep their ids
         parts.append(c["framework"])
     if c.get("device") == "gpu":  # CPU runs (and records before the field) keep their ids
         parts.append(f"gpu{c.get('gpus_per_node') or ''}")

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from archbench.workloads.training.frameworks import FRAMEWORKS
+
 RUNTIMES = ("apptainer", "singularity", "charliecloud", "none")
 # the image file each runtime runs
 IMAGE_SUFFIX = {"apptainer": ".sif", "singularity": ".sif", "charliecloud": ".sqfs"}
@@ -33,13 +35,31 @@ CH_WORKDIR = "/mnt"
 REQUIRED_HEADERS = ("Bootstrap", "From")
 REQUIRED_SECTIONS = ("post", "environment", "labels", "test")
 REQUIRED_LABELS = ("arch", "variant")
-# Packages whose version is part of what is measured: every install must pin them.
-PINNED_PACKAGES = ("tensorflow", "tensorflow-cpu", "tf-keras", "torch", "torchvision", "timm", "horovod")
-# the frameworks an image benchmarks (at least one is installed, pinned)
-FRAMEWORKS = {"tensorflow": ("tensorflow", "tensorflow-cpu"), "torch": ("torch",)}
-# labels that state a pinned package's version (a label must equal what %post installs)
-VERSION_LABELS = {"tensorflow": ("tensorflow", "tensorflow-cpu"), "torch": ("torch",),
-                  "torchvision": ("torchvision",), "timm": ("timm",), "horovod": ("horovod",)}
+# Pinned packages that belong to no framework (the registry's ``Framework.pins`` name the rest)
+OTHER_PINS = ("horovod",)
+
+
+def _framework_packages() -> dict[str, tuple[str, ...]]:
+    """Each registered framework's own packages among its pins (those whose version is the
+    framework's), under its module's name (tensorflow, torch): the label stating its version."""
+    return {chosen.module: tuple(p for p in getattr(chosen, "pins", ()) if p in chosen.distributions)
+            for chosen in FRAMEWORKS.values()}
+
+
+def pinned_names() -> tuple[str, ...]:
+    """Packages whose version is part of what is measured (every install must pin them):
+    each registered framework's pins, then the others (Horovod)."""
+    pins = (p for chosen in FRAMEWORKS.values() for p in getattr(chosen, "pins", ()))
+    return tuple(dict.fromkeys((*pins, *OTHER_PINS)))
+
+
+def version_labels() -> dict[str, tuple[str, ...]]:
+    """The labels that state a pinned package's version (a label must equal what %post
+    installs), with the packages it may be: a framework's under its module's name
+    (``tensorflow``: tensorflow or tensorflow-cpu), every other pin under its own."""
+    own = _framework_packages()
+    taken = {p for packages in own.values() for p in packages}
+    return {**own, **{p: (p,) for p in pinned_names() if p not in taken}}
 
 _SECTION = re.compile(r"^%(\w+)\s*(.*)$")
 _HEADER = re.compile(r"^(\w+):\s*(.*?)\s*$")
@@ -150,14 +170,15 @@ def _pip_or_conda(tokens: Sequence[str]) -> tuple[str, list[str]] | None:
     return None
 
 
-def pinned_packages(definition: Definition, names: Sequence[str] = PINNED_PACKAGES) -> dict[str, str]:
-    """Versions of the packages ``names`` (default: the measured ones) installed in
+def pinned_packages(definition: Definition, names: Sequence[str] | None = None) -> dict[str, str]:
+    """Versions of the packages ``names`` (default: the measured ones, :func:`pinned_names`) installed in
     ``%post``, by normalised name.
 
     Reads ``pip install`` and ``pip download`` (``name==version``, or a local source tree
     or sdist ``.../name-version``) and ``conda create|install`` (``name=version``)
     commands. Raises ValueError for an unpinned one of them.
     """
+    names = pinned_names() if names is None else names
     pins: dict[str, str] = {}
     for tokens in _commands(definition.sections.get("post", "")):
         command = _pip_or_conda(tokens)
@@ -197,9 +218,10 @@ def validate_definition(path: str | Path) -> Definition:
 
     Checks: ``Bootstrap`` and ``From`` headers; ``%post``, ``%environment``,
     ``%labels`` and ``%test`` sections; ``arch`` and ``variant`` labels; every measured
-    package pinned exactly, TensorFlow or PyTorch installed, and each version label
-    (``tensorflow``, ``torch``, ``torchvision``, ``timm``, ``horovod``; when present)
-    equal to the pinned version; spython's parser reads the same base image.
+    package pinned exactly, a registered framework installed, and each version label
+    (:func:`version_labels`: ``tensorflow``, ``torch``, ``torchvision``, ``timm``,
+    ``horovod``, ...; when present) equal to the pinned version; spython's parser reads the
+    same base image.
     """
     from spython.main.parse.parsers import SingularityParser
 
@@ -215,9 +237,10 @@ def validate_definition(path: str | Path) -> Definition:
         if not definition.labels.get(label):
             raise ValueError(f"{name}: %labels lacks '{label}'")
     pins = pinned_packages(definition)
-    if not any(pins.get(p) for packages in FRAMEWORKS.values() for p in packages):
-        raise ValueError(f"{name}: %post installs no pinned tensorflow or torch")
-    for label, packages in VERSION_LABELS.items():
+    own = _framework_packages()
+    if not any(pins.get(p) for packages in own.values() for p in packages):
+        raise ValueError(f"{name}: %post installs no pinned {' or '.join(own)}")
+    for label, packages in version_labels().items():
         installed = next((pins[p] for p in packages if p in pins), None)
         stated = definition.labels.get(label)
         if stated is not None and stated != installed:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from archbench.core.files import atomic_path, atomic_write_text
+from archbench.workloads.training.frameworks import FRAMEWORKS
 
 CSV_FLOAT = "%.10g"   # CSV keeps (nearly) full precision
 SOURCE_DATE_EPOCH = "0"
@@ -37,11 +38,23 @@ LABELS = {
     "intra_threads": "intra", "inter_threads": "inter", "global_batch": "global batch",
     "problem_size": "size", "tile_size": "tile", "experiment_type": "type",
     "io_overhead_percent": "I/O overhead %", "bandwidth_gb_s": "GB/s", "gflops": "GFLOP/s",
-    # framework_comparison: each framework's side
-    **{f"{column}_{name}": f"{short} {text}" for name, short in (("tensorflow", "TF"), ("pytorch", "PT"))
-       for column, text in (("n", "n"), ("img_s", "img/s"), ("img_s_min", "min"),
-                            ("img_s_max", "max"), ("cv", "CV"))},
 }
+# framework_comparison: each framework's side, headed by its short label ("TF img/s")
+SIDE_LABELS = {"n": "n", "img_s": "img/s", "img_s_min": "min", "img_s_max": "max", "cv": "CV"}
+
+
+def header(column: str) -> str:
+    """The header of ``column`` in Markdown and LaTeX: :data:`LABELS`, a framework side's
+    column (``img_s_<framework>``) as the framework's short label and the side's text, else
+    the column name."""
+    if column in LABELS:
+        return LABELS[column]
+    for name, chosen in FRAMEWORKS.items():
+        side = column.removesuffix(f"_{name}")
+        if side != column and side in SIDE_LABELS:
+            short = getattr(chosen, "short_label", "") or chosen.label
+            return f"{short} {SIDE_LABELS[side]}"
+    return column
 
 
 # ----------------------------------------------------------------------------- tables
@@ -97,7 +110,7 @@ def display_frame(table: pd.DataFrame) -> pd.DataFrame:
             text = [str(s) if t == "" and s in FAILED_STATUSES else t
                     for t, s in zip(text, status)]
         out[name] = text
-    out.columns = [LABELS.get(str(c), str(c)) for c in table.columns]
+    out.columns = [header(str(c)) for c in table.columns]
     return out
 
 
@@ -262,13 +275,25 @@ def figure_names() -> list[str]:
     return sorted(FIGURES)
 
 
+def framework_bases(config: Mapping) -> dict[str, str]:
+    """The base framework of each experiment of campaign ``config`` that names one
+    (``framework_base``, its own or the campaign's ``defaults``): what
+    ``framework_comparison`` compares its other frameworks against (the others: the
+    registry's default, TensorFlow)."""
+    default = config.get("defaults", {}).get("framework_base")
+    bases = {name: e.get("framework_base", default) for name, e in config.get("experiments", {}).items()}
+    return {name: base for name, base in bases.items() if base}
+
+
 def make_table_files(name: str, source: str | os.PathLike, *, outputs: Mapping[str, str],
                      peak: dict | None = None, statistic: str | None = None,
                      systems: dict | None = None, published: Sequence[str] = (),
-                     mapping_dirs: Sequence[str] = ()) -> pd.DataFrame:
+                     mapping_dirs: Sequence[str] = (),
+                     framework_bases: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Build table ``name`` from the tidy table at ``source`` (reporting ``statistic``;
     ``systems``: the campaign's resolved systems; ``published``: the import and claims
-    files of the published values, with ``mapping_dirs`` for the sidecars); write
+    files of the published values, with ``mapping_dirs`` for the sidecars;
+    ``framework_bases``: each experiment's base framework where it names one); write
     csv/md/tex ``outputs``."""
     from archbench.results.claims import load_published
     from archbench.results.tables import build_table
@@ -276,14 +301,17 @@ def make_table_files(name: str, source: str | os.PathLike, *, outputs: Mapping[s
     from archbench.results.tables import TABLES
     data = read_measurements(source) if TABLES[name].uses_runs else read_summary(source, statistic)
     table = build_table(name, data, peak=peak, statistic=statistic,
-                        systems=systems, published=claims)
+                        systems=systems, published=claims, framework_bases=framework_bases)
     write_table(table, csv=outputs.get("csv"), md=outputs.get("md"), tex=outputs.get("tex"))
     return table
 
 
 def make_figure_files(name: str, source: str | os.PathLike, outputs: Sequence[str], *,
-                      statistic: str | None = None) -> None:
+                      statistic: str | None = None,
+                      framework_bases: Mapping[str, str] | None = None) -> None:
     """Draw figure ``name`` from the tidy table at ``source`` (``statistic`` of the
-    repetitions); save it to ``outputs``."""
+    repetitions; ``framework_bases``: each experiment's base framework where it names one);
+    save it to ``outputs``."""
     from archbench.results.figures import build_figure
-    save_figure(build_figure(name, read_summary(source, statistic), statistic), outputs)
+    save_figure(build_figure(name, read_summary(source, statistic), statistic, framework_bases),
+                outputs)

@@ -16,7 +16,7 @@ from typing import Iterator
 from archbench.core.metrics import global_batch
 from archbench.core.record import config_id, make_record
 from archbench.workloads.kernels import KERNELS
-from archbench.workloads.training.frameworks import strategies_of
+from archbench.workloads.training.frameworks import DEFAULT, FRAMEWORKS, strategies_of
 
 # Repetition factors: the mean of NOISE[:reps] is 1 for reps 1..5, the spread 4% of the mean.
 NOISE = {1: (1.0,), 2: (0.98, 1.02), 3: (0.98, 1.0, 1.02), 4: (0.98, 0.99, 1.01, 1.02),
@@ -27,7 +27,13 @@ BASE_IMG_S = {"alexnet": 20.0, "resnet50": 3.0}
 MODEL_FLOPS_PER_IMAGE = {"alexnet": 2.1e9, "resnet50": 12.3e9}
 SYSTEMS = {"sysa": ("x86_64", "onednn", 1.0), "sysb": ("aarch64", "onednn-acl", 0.7)}
 GRADIENT_TENSORS = {"alexnet": 16, "resnet50": 161}
-FRAMEWORK_SPEED = {"tensorflow": 1.0, "pytorch": 0.8}  # img/s relative to TensorFlow's
+# img/s relative to the default framework's; a registered framework not named here: 1.0
+FRAMEWORK_SPEED = {"tensorflow": 1.0, "pytorch": 0.8}
+
+
+def framework_speed(name: str) -> float:
+    """The fabricated img/s of framework ``name`` relative to the default framework's."""
+    return FRAMEWORK_SPEED.get(name, 1.0)
 
 
 def system_traits(name: str) -> tuple[str, str, float]:
@@ -42,7 +48,7 @@ def true_throughput(conf: dict) -> float:
         if conf["kernel"] == "stream":
             return 10.0 * speed * (1 + math.log2(conf["problem_size"]) / 30)  # GB/s
         return 8.0 * speed * conf["workers"] ** 0.9 * (conf["problem_size"] / 1024) ** 0.1
-    p = BASE_IMG_S[conf["model"]] * speed * FRAMEWORK_SPEED[conf.get("framework", "tensorflow")]
+    p = BASE_IMG_S[conf["model"]] * speed * framework_speed(conf.get("framework", DEFAULT))
     p *= conf["intra_threads"] ** 0.85 * conf["processes_per_node"] ** 0.9
     p *= 1.0 + conf["batch_per_process"] / 256
     p *= 1.3 if conf["vendor_library_enabled"] else 1.0
@@ -145,9 +151,9 @@ def configurations(systems: tuple[str, ...] = ("sysa", "sysb"), threads: tuple[i
                     confs.append(_train("scaling", "node_scaling", system, model=model,
                                         nodes=nodes, data=data, strategy="horovod",
                                         intra_threads=4, batch_per_process=64))
-        for model in ("alexnet", "resnet50"):  # every configuration in both frameworks
+        for model in ("alexnet", "resnet50"):  # every configuration in every framework
             for n in threads:
-                for framework in FRAMEWORK_SPEED:
+                for framework in FRAMEWORKS:
                     confs.append(_train("frameworks", "batch_sweep", system, model=model,
                                         intra_threads=n, batch_per_process=batches[0],
                                         framework=framework))
@@ -255,16 +261,17 @@ def axis_configurations() -> list[dict]:
     off and pinned cores (inter/intra sweep), Horovod cycle time and fusion threshold, two
     experiments of one type, kernel problem and tile sizes, workers and nodes; and the
     framework: of ResNet-50 on sysa and AlexNet on sysb (vendor library on) every
-    configuration PyTorch can run also runs in PyTorch."""
+    configuration another registered framework (PyTorch) can run also runs in it."""
     confs: list[dict] = []
     for system, model, vendor, data in _grid(AXIS_SYSTEMS, AXIS_MODELS, (True, False),
                                              ("synthetic", "real")):
         confs += _training_axes(system, model, vendor=vendor, data=data)
     for (system, model), data in _grid((("sysa", "resnet50"), ("sysb", "alexnet")),
                                        ("synthetic", "real")):
-        confs += [{**conf, "framework": "pytorch"}
+        confs += [{**conf, "framework": other}
+                  for other in FRAMEWORKS if other != DEFAULT
                   for conf in _training_axes(system, model, vendor=True, data=data)
-                  if conf["strategy"] in strategies_of("pytorch")]
+                  if conf["strategy"] in strategies_of(other)]
     for system in AXIS_SYSTEMS:
         for nodes, size, tiles, workers in _grid((1, 2), (1024, 2048), (4, 2), (1, 2)):
             conf = _kernel("kernels", system, kernel="matmul", size=size, workers=workers)

@@ -199,7 +199,8 @@ def frameworks(experiment: dict) -> list[str]:
 def check_framework_keys(experiment: dict, names: list[str]) -> None:
     """ConfigError naming a key only some frameworks take (``Framework.tuning``, e.g.
     loader_workers) when none of the experiment's frameworks ``names`` takes it, or when
-    it is loader_workers and the experiment reads no real data (it feeds only that)."""
+    it is loader_workers and the experiment reads no real data (it feeds only that), or
+    when the comparison's ``framework_base`` is not one of them."""
     for key in sorted({k for f in FRAMEWORKS.values() for k in f.tuning}):
         if key not in experiment:
             continue
@@ -209,6 +210,9 @@ def check_framework_keys(experiment: dict, names: list[str]) -> None:
                               f"(add {' or '.join(takers)} to framework)")
     if "loader_workers" in experiment and "real" not in experiment.get("data", ["synthetic"]):
         raise ConfigError("loader_workers: the loader feeds real data only (add real to data)")
+    base = experiment.get("framework_base")
+    if base is not None and base not in names:
+        raise ConfigError(f"framework_base: {base} is not in framework ({', '.join(names)})")
 
 
 def per_framework(experiment: dict, configurations: list[dict]) -> list[dict]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 import pandas as pd
 
@@ -36,16 +36,19 @@ STAT = ("Values are the campaign's statistic (mean or median of the repetitions,
 class FigureSpec:
     """A registered figure: its drawing function (``"<module>.<function>"`` of this package,
     imported when first drawn: planning a campaign needs no matplotlib), its report caption
-    (RST) and the table (a name of ``archbench.results.tables.TABLES``) its numbers come from."""
+    (RST) and the table (a name of ``archbench.results.tables.TABLES``) its numbers come from;
+    ``uses_bases``: it takes each experiment's base framework (``bases=``, as its table)."""
 
     function: str
     caption: str
     table: str = ""
+    uses_bases: bool = False
 
-    def draw(self, summary: pd.DataFrame) -> Figure:
+    def draw(self, summary: pd.DataFrame, framework_bases: Mapping[str, str] | None = None) -> Figure:
         """The figure of a per-configuration summary."""
         module, name = self.function.rsplit(".", 1)
-        return getattr(import_module(f"archbench.results.figures.{module}"), name)(summary)
+        extra = {"bases": framework_bases or {}} if self.uses_bases else {}
+        return getattr(import_module(f"archbench.results.figures.{module}"), name)(summary, **extra)
 
 
 FIGURES: dict[str, FigureSpec] = {
@@ -137,11 +140,13 @@ FIGURES: dict[str, FigureSpec] = {
         "panel per system and layout (OSU 2019 Fig. 18). " + STAT, "horovod_tuning"),
     "framework_comparison": FigureSpec(
         "frameworks.framework_comparison",
-        "TensorFlow vs PyTorch: img/s of every configuration run in both frameworks (the "
-        "same model, batch, layout = nodes x processes or GPUs per node, threads, data and "
-        "settings), a bar per framework, a panel per system and device; above each pair "
-        "the ratio = img/s PyTorch / img/s TensorFlow (above 1: PyTorch is faster; its 95 % "
-        "interval is in the framework_comparison table). " + STAT, "framework_comparison"),
+        "Each framework against its experiment's base framework (TensorFlow unless the "
+        "campaign names another, e.g. TensorFlow vs PyTorch): img/s of every configuration "
+        "run in both frameworks (the same model, batch, layout = nodes x processes or GPUs "
+        "per node, threads, data and settings), a bar per framework, a panel per system and "
+        "device; above each framework's bar the ratio = img/s framework / img/s base, e.g. "
+        "PyTorch / TensorFlow (above 1: it is faster; its 95 % interval is in the "
+        "framework_comparison table). " + STAT, "framework_comparison", uses_bases=True),
     "kernel_gflops": FigureSpec(
         "kernels.kernel_gflops",
         "HPC kernels in TensorFlow (matmul 2N^3 - N^2, CG iterations x 2N^2, FFT 5 N log2 N "
@@ -155,12 +160,15 @@ FIGURES: dict[str, FigureSpec] = {
 }
 
 
-def build_figure(name: str, df: pd.DataFrame, statistic: str | None = None) -> Figure:
+def build_figure(name: str, df: pd.DataFrame, statistic: str | None = None,
+                 framework_bases: Mapping[str, str] | None = None) -> Figure:
     """Figure ``name`` of ``FIGURES`` from the tidy table ``df`` (or its summary), drawing
-    ``statistic`` (mean or median of the repetitions; default mean)."""
+    ``statistic`` (mean or median of the repetitions; default mean); ``framework_bases``:
+    the base framework of each experiment that names one, for ``framework_comparison``."""
     if name not in FIGURES:
         raise KeyError(f"unknown figure '{name}' (known: {', '.join(FIGURES)})")
-    return FIGURES[name].draw(summary_of(normalise(df) if "variant" not in df else df, statistic))
+    summary = summary_of(normalise(df) if "variant" not in df else df, statistic)
+    return FIGURES[name].draw(summary, framework_bases)
 
 
 __all__ = ["FIGURES", "NO_DATA", "FigureSpec", "build_figure"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 import pandas as pd
 
@@ -57,7 +57,8 @@ class TableSpec:
     ``uses_published``: it also takes the published values (``published=`` keyword, a table
     of :func:`archbench.results.claims.load_published`) and the ``statistic=`` to report;
     ``uses_statistic``: it takes the ``statistic=`` to report (mean unless the campaign
-    says median)."""
+    says median); ``uses_bases``: it takes each experiment's base framework (``bases=``,
+    experiment -> framework, from the experiments' ``framework_base``)."""
 
     build: Callable[..., pd.DataFrame]
     uses_peak: bool = False
@@ -65,6 +66,7 @@ class TableSpec:
     uses_runs: bool = False
     uses_published: bool = False
     uses_statistic: bool = False
+    uses_bases: bool = False
 
     @property
     def caption(self) -> str:
@@ -91,7 +93,7 @@ TABLES: dict[str, TableSpec] = {
     "io_overhead": TableSpec(scaling.io_overhead),
     "horovod_tuning": TableSpec(training.horovod_tuning),
     "framework_comparison": TableSpec(frameworks.framework_comparison, uses_runs=True,
-                                      uses_statistic=True),
+                                      uses_statistic=True, uses_bases=True),
     "kernel_gflops": TableSpec(kernels.kernel_gflops),
     "stream_bandwidth": TableSpec(kernels.stream_bandwidth),
     "fraction_of_peak": TableSpec(kernels.fraction_of_peak, uses_peak=True),
@@ -102,11 +104,14 @@ TABLES: dict[str, TableSpec] = {
 
 def build_table(name: str, df: pd.DataFrame, peak: dict | None = None, *,
                 statistic: str | None = None, systems: dict | None = None,
-                published: pd.DataFrame | None = None) -> pd.DataFrame:
+                published: pd.DataFrame | None = None,
+                framework_bases: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Table ``name`` of ``TABLES`` from the tidy table (or its summary) ``df``, reporting
     ``statistic`` (mean or median of the repetitions; default mean); ``systems``: the
     campaign's resolved systems, for the tables that take them; ``published``: the
-    published values (:func:`archbench.results.claims.load_published`), for ``vs_published``."""
+    published values (:func:`archbench.results.claims.load_published`), for ``vs_published``;
+    ``framework_bases``: the base framework of each experiment that names one
+    (:func:`archbench.results.artifacts.framework_bases`), for ``framework_comparison``."""
     if name not in TABLES:
         raise KeyError(f"unknown table '{name}' (known: {', '.join(TABLES)})")
     spec = TABLES[name]
@@ -121,16 +126,19 @@ def build_table(name: str, df: pd.DataFrame, peak: dict | None = None, *,
         extra.update(published=published, statistic=statistic)
     if spec.uses_statistic:
         extra["statistic"] = statistic or "mean"
+    if spec.uses_bases:
+        extra["bases"] = framework_bases or {}
     return spec.build(data, **extra)
 
 
 def build_tables(df: pd.DataFrame, peak: dict | None = None, *,
-                 statistic: str | None = None, systems: dict | None = None) -> dict[str, pd.DataFrame]:
+                 statistic: str | None = None, systems: dict | None = None,
+                 framework_bases: Mapping[str, str] | None = None) -> dict[str, pd.DataFrame]:
     """Every table of ``TABLES``, summarising ``df`` once."""
     tidy = normalise(df) if "variant" not in df else df
     summary = summary_of(tidy, statistic)
     return {name: build_table(name, tidy if spec.uses_runs else summary, peak,
-                              statistic=statistic, systems=systems)
+                              statistic=statistic, systems=systems, framework_bases=framework_bases)
             for name, spec in TABLES.items()}
 
 

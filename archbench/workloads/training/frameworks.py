@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Callable
 
+from archbench.core.record import DEFAULT_FRAMEWORK
 from archbench.workloads.tfcluster import LaunchError
 
 
@@ -35,7 +36,10 @@ class Framework:
     the registered strategies it runs; ``variable_updates``: those of its strategies'
     variable updates it runs (None: all of them); ``tuning``: the experiment keys only
     its configurations take, each planned under their ``tuning`` as the training setting
-    of the same name; ``label``: its name in tables and figures.
+    of the same name; ``label``: its name in tables and figures; ``short_label``: its
+    abbreviation in table headers ("TF img/s"); ``pins``: the pip packages whose versions
+    an image pins and labels (those also in ``distributions`` are the framework's own
+    version, labelled under ``module``'s name).
     """
 
     label: str
@@ -46,6 +50,8 @@ class Framework:
     variable_updates: tuple[str, ...] | None = None
     tuning: tuple[str, ...] = ()
     help: str = ""
+    short_label: str = ""
+    pins: tuple[str, ...] = ()
 
     def run(self, config) -> dict | None:
         """The record of training ``config`` (None on the processes that write none)."""
@@ -80,15 +86,17 @@ FRAMEWORKS: dict[str, Framework] = {
         label="TensorFlow", loop="archbench.workloads.training.tf_loop",
         models="archbench.workloads.training.models:MODELS",
         module="tensorflow", distributions=("tensorflow-cpu", "tensorflow", "tensorflow-aarch64"),
+        short_label="TF", pins=("tensorflow", "tensorflow-cpu", "tf-keras"),
         help="TensorFlow 2 with legacy Keras (tf_keras), oneDNN on x86"),
     "pytorch": Framework(
         label="PyTorch", loop="archbench.workloads.training.pytorch.loop",
         models="archbench.workloads.training.pytorch.models:MODELS",
         module="torch", distributions=("torch",),
         variable_updates=(), tuning=("loader_workers",),
+        short_label="PT", pins=("torch", "torchvision", "timm"),
         help="PyTorch with torchvision and timm models, oneDNN (mkldnn) on CPUs"),
 }
-DEFAULT = "tensorflow"  # records and configurations older than the field ran TensorFlow
+DEFAULT = DEFAULT_FRAMEWORK  # records and configurations older than the field ran TensorFlow
 
 
 def framework(name: str) -> Framework:
