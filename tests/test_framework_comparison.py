@@ -110,7 +110,7 @@ def test_the_registry_names_the_pins_and_speeds_of_any_framework(third):
      "experiments.e.framework_base: pytorch is not in framework (tensorflow)"),
 ])
 def test_a_base_the_campaign_cannot_compare_against_is_refused(experiment, message):
-    experiment = {"type": "thread_scaling", "models": ["alexnet"], "batch_sizes": [8],
+    experiment = {"type": "thread_scaling", "models": ["alexnet"], "batch_per_process": [8],
                   "threads": [1], **experiment}
     with pytest.raises(ConfigError) as info:
         expand(experiment)
@@ -118,6 +118,6 @@ def test_a_base_the_campaign_cannot_compare_against_is_refused(experiment, messa
 
 
 def test_a_named_base_in_the_framework_axis_is_planned():
-    ms = expand({"type": "thread_scaling", "models": ["alexnet"], "batch_sizes": [8],
+    ms = expand({"type": "thread_scaling", "models": ["alexnet"], "batch_per_process": [8],
                  "threads": [1], "framework": ["tensorflow", "pytorch"], "framework_base": "pytorch"})
     assert {m["framework"] for m in ms} == {"tensorflow", "pytorch"}
