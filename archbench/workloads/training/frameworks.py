@@ -13,13 +13,16 @@ carry, the plan-time refusals (:func:`lacks`), and the tables' and figures' labe
 
 To add a framework, write its package (``loop.py`` with ``run(config)`` and
 ``probe_step(config)``, ``models.py`` with a builder per model name, ``backends.py`` with
-a backend per strategy it runs) and add one entry below (docs/extending.md). Its modules
-are imported only when a run asks for them: listing the frameworks loads no framework.
+a backend per strategy it runs) and add one entry below (docs/extending.md), or, for a
+framework kept outside this package, name a dict of entries in :data:`PLUGINS` (every
+process of a run reads it: the supervisor's workers inherit it). Its modules are
+imported only when a run asks for them: listing the frameworks loads no framework.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -28,6 +31,8 @@ from typing import Any, Callable, Mapping
 from archbench.workloads.tfcluster import LaunchError
 
 PACKAGE = "archbench.workloads.training"
+# "module:attribute" of dicts of more entries, comma-separated: frameworks kept elsewhere
+PLUGINS = "ARCHBENCH_FRAMEWORKS"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,6 +154,18 @@ FRAMEWORKS: dict[str, Framework] = {
         variable_updates=(), tuning=("loader_workers",),
         help="PyTorch with torchvision and timm models, oneDNN (mkldnn) on CPUs"),
 }
+
+
+def add_plugins(value: str | None) -> None:
+    """Add the entries of each "module:attribute" of ``value`` (:data:`PLUGINS`'s form) to
+    :data:`FRAMEWORKS`; a name already registered is refused."""
+    for where in filter(None, (part.strip() for part in (value or "").split(","))):
+        for name, entry in attribute(where).items():
+            if FRAMEWORKS.get(name, entry) is not entry:
+                raise LaunchError(f"{PLUGINS}: framework '{name}' of {where} is already registered")
+            FRAMEWORKS[name] = entry
+
+
 DEFAULT = "tensorflow"  # records and configurations older than the field ran TensorFlow
 
 
@@ -209,3 +226,6 @@ def lacks(name: str, *, model: str | None = None, strategy: str | None = None,
             return (f"framework {name} has no {what} '{value}' "
                     f"(it has: {', '.join(known) or 'none'})")
     return ""
+
+
+add_plugins(os.environ.get(PLUGINS))  # last: a plugin may import what imports this module
