@@ -99,6 +99,12 @@ class Framework:
         """The models it builds, in its registry's order."""
         return list(attribute(self.models))
 
+    def least_training_flops(self, model: str, image_size: int) -> float:
+        """A lower bound of the training FLOPs per image of its network ``model`` at
+        ``image_size`` (its ``models`` module's ``least_training_flops``)."""
+        module = importlib.import_module(self.models.split(":")[0])
+        return module.least_training_flops(model, image_size)
+
     @property
     def strategies(self) -> tuple[str, ...]:
         """The strategies it runs (the keys of ``backends``)."""
