@@ -2,8 +2,10 @@
 one registry entry) is registered here and nowhere else, and goes the whole way a framework
 goes: the campaign plans it (and refuses what it lacks), the supervisor runs it in a real
 worker process (which finds it through ``ARCHBENCH_FRAMEWORKS``), its record passes the
-sense checks and the planned-versus-measured check, and the summary table shows it. No
-module of archbench names it."""
+sense checks and the planned-versus-measured check, and the summary and batch_scaling
+tables show it (the summary as the report's markdown prints it). No module of archbench
+names it. (framework_comparison against TensorFlow is not run here: it compares a fixed
+pair of frameworks until the tables read the registry.)"""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from archbench.core.record import raw_path, read_record
 from archbench.execute import supervisor
 from archbench.plan import campaign
 from archbench.plan.plan_match import mismatch
+from archbench.results import artifacts
 from archbench.results.collect import records_to_frame
 from archbench.results.tables import build_table
 from archbench.workloads import names, sense
@@ -98,6 +101,10 @@ def test_the_toy_framework_runs_supervised_and_its_record_counts(toy, tmp_path, 
         assert mismatch(record, m) == ""  # what ran is what was planned
         # numpy ran no oneDNN: the probe says so, and the record names what ran
         assert record["vendor_evidence"]["library"] == "none" and record["vendor_mismatch"]
-    summary = build_table("summary", records_to_frame(records))
+    frame = records_to_frame(records)
+    summary = build_table("summary", frame)
     assert set(summary["framework"]) == {toy}
     assert sorted(summary["batch_per_process"]) == [4, 8]
+    assert "toy" in artifacts.to_markdown(summary)  # as the report shows it
+    batch = build_table("batch_scaling", frame)
+    assert len(batch) == 2 and set(batch["framework"]) == {toy}, batch
