@@ -71,13 +71,15 @@ def test_gpu_models_come_from_the_device_details():
 
 
 def test_a_process_without_tensorflow_records_nothing(monkeypatch):
-    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
+    for name in ("tensorflow", "torch"):  # nor any other framework (an earlier test's torch)
+        monkeypatch.delitem(sys.modules, name, raising=False)
     assert p.accelerator_fields() == p.no_accelerator()
     assert {k: p.host_fields()[k] for k in p.no_accelerator()} == p.no_accelerator()
 
 
-def test_this_machines_tensorflow_is_a_cpu_build():
+def test_this_machines_tensorflow_is_a_cpu_build(monkeypatch):
     import tensorflow as tf
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # an earlier test's (a CUDA build)
     assert not tf.sysconfig.get_build_info().get("is_cuda_build")
     fields = p.accelerator_fields()
     assert fields == {"cuda_version": None, "cudnn_version": None, "nccl_version": None,
