@@ -149,11 +149,13 @@ def snakemake_arguments(args: argparse.Namespace, extra: Sequence[str],
 
 def snakemake_environment() -> dict[str, str]:
     """This environment with this interpreter's bin first on PATH (the rules' ``python``
-    and ``snakemake`` are this installation's) and TensorFlow's settings as `make` sets
-    them, unless already set."""
+    and ``snakemake`` are this installation's) and the registered frameworks' environment
+    as `make` sets it, unless already set."""
+    from archbench.workloads.training.frameworks import environment
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env.setdefault("TF_USE_LEGACY_KERAS", "1")
+    for name, value in environment().items():
+        env.setdefault(name, value)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return env
 

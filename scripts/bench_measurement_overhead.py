@@ -141,12 +141,16 @@ def floor_main(measurement: dict, system: dict) -> None:
         step = backend.make_step(model, optimizer, torch.nn.functional.cross_entropy)
         batch = loop.synthetic_batch(torch, config, device, shard=backend.rank)
     else:
-        from archbench.workloads.training import strategies
-        from archbench.workloads.training.models import build_model
-        from archbench.workloads.training.step import configure_tensorflow, make_train_step, synthetic_batch
+        from archbench.workloads.training.tensorflow import backends as tf_backends
+        from archbench.workloads.training.tensorflow.models import build_model
+        from archbench.workloads.training.tensorflow.step import (
+            configure_tensorflow,
+            make_train_step,
+            synthetic_batch,
+        )
         tf = configure_tensorflow(config)
         mark("framework-imported")
-        backend = strategies.make_backend(tf, config)
+        backend = tf_backends.make_backend(tf, config)
         with backend.scope():
             model = build_model(config.model, config.image_size, config.num_classes,
                                 data_format=config.data_format)

@@ -23,7 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 def bare_loop(tf, args) -> float:
     """img/s of the plainest loop: fixed batch, tf.function step, no per-step host reads."""
-    from archbench.workloads.training.models import build_model, keras
+    from archbench.workloads.training.tensorflow.models import build_model, keras
     model = build_model(args.model, args.image_size, args.num_classes)
     optimizer = keras().optimizers.SGD(learning_rate=0.01)
     loss_fn = keras().losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     import tensorflow as tf
 
-    from archbench.workloads.training.models import keras
+    from archbench.workloads.training.tensorflow.models import keras
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     ratios = []

@@ -1,5 +1,6 @@
 """CUDA provenance in records: CUDA, cuDNN and NCCL versions and GPU models, from TensorFlow's
-build info, the NVIDIA wheels and Horovod (archbench.core.provenance). A CUDA build cannot run
+build info, the NVIDIA wheels and Horovod (TensorFlow's ``accelerators``, which
+archbench.core.provenance reads through the frameworks' registry). A CUDA build cannot run
 here: its build info is fed as TensorFlow 2.18.1's CUDA wheel returns it; this machine's
 own records (tensorflow-cpu, no GPU) are checked for the empty values."""
 
@@ -16,6 +17,7 @@ from archbench.core import provenance as p
 from archbench.core.record import make_record, read_record
 from archbench.results.collect import records_to_frame
 from archbench.results.tables import build_table
+from archbench.workloads.training.tensorflow import accelerators as tfa
 
 # tf.sysconfig.get_build_info() of the tensorflow==2.18.1 wheel (CUDA build), as it prints it
 CUDA_BUILD = {"cpu_compiler": "/usr/lib/llvm-18/bin/clang",
@@ -24,26 +26,26 @@ CUDA_BUILD = {"cpu_compiler": "/usr/lib/llvm-18/bin/clang",
               "is_rocm_build": False, "is_tensorrt_build": False}
 # ... and of tensorflow-cpu==2.18.1
 CPU_BUILD = {"is_cuda_build": False, "is_rocm_build": False, "is_tensorrt_build": False}
-WHEELS = {p.CUDNN_WHEEL: "9.3.0.75", p.NCCL_WHEEL: "2.21.5"}
+WHEELS = {tfa.CUDNN_WHEEL: "9.3.0.75", tfa.NCCL_WHEEL: "2.21.5"}
 
 
 def test_cuda_build_info_maps_to_the_record_fields():
-    assert p.cuda_versions(CUDA_BUILD, WHEELS) == {
+    assert tfa.cuda_versions(CUDA_BUILD, WHEELS) == {
         "cuda_version": "12.5.1", "cudnn_version": "9.3.0.75", "nccl_version": "2.21.5"}
 
 
 def test_without_the_wheels_the_build_and_horovod_say_what_they_know():
     # cuDNN: only the major TensorFlow was built with; NCCL: what Horovod was compiled with
-    none = {p.CUDNN_WHEEL: None, p.NCCL_WHEEL: None}
-    assert p.cuda_versions(CUDA_BUILD, none, horovod_nccl=22105) == {
+    none = {tfa.CUDNN_WHEEL: None, tfa.NCCL_WHEEL: None}
+    assert tfa.cuda_versions(CUDA_BUILD, none, horovod_nccl=22105) == {
         "cuda_version": "12.5.1", "cudnn_version": "9", "nccl_version": "2.21.5"}
-    assert p.cuda_versions(CUDA_BUILD, none)["nccl_version"] is None
+    assert tfa.cuda_versions(CUDA_BUILD, none)["nccl_version"] is None
 
 
 def test_cpu_build_reports_no_cuda_stack_even_beside_stray_wheels():
-    assert p.cuda_versions(CPU_BUILD, WHEELS) == {
+    assert tfa.cuda_versions(CPU_BUILD, WHEELS) == {
         "cuda_version": None, "cudnn_version": None, "nccl_version": None}
-    assert p.cuda_versions({}, {}) == {"cuda_version": None, "cudnn_version": None, "nccl_version": None}
+    assert tfa.cuda_versions({}, {}) == {"cuda_version": None, "cudnn_version": None, "nccl_version": None}
 
 
 @pytest.mark.parametrize("code, text", [(22105, "2.21.5"), (21803, "2.18.3"), (2804, "2.8.4"),
@@ -64,18 +66,20 @@ def fake_tf(*details):
 def test_gpu_models_come_from_the_device_details():
     tf = fake_tf({"device_name": "Tesla V100-PCIE-16GB", "compute_capability": (7, 0)},
                  {"compute_capability": (7, 0)})  # no name reported: the device's name
-    assert p.gpu_models(tf) == ["Tesla V100-PCIE-16GB", "/physical_device:GPU:1"]
-    assert p.gpu_models(fake_tf()) == []
+    assert tfa.gpu_models(tf) == ["Tesla V100-PCIE-16GB", "/physical_device:GPU:1"]
+    assert tfa.gpu_models(fake_tf()) == []
 
 
 def test_a_process_without_tensorflow_records_nothing(monkeypatch):
-    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
+    for name in ("tensorflow", "torch"):  # nor any other framework (an earlier test's torch)
+        monkeypatch.delitem(sys.modules, name, raising=False)
     assert p.accelerator_fields() == p.no_accelerator()
     assert {k: p.host_fields()[k] for k in p.no_accelerator()} == p.no_accelerator()
 
 
-def test_this_machines_tensorflow_is_a_cpu_build():
+def test_this_machines_tensorflow_is_a_cpu_build(monkeypatch):
     import tensorflow as tf
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # an earlier test's (a CUDA build)
     assert not tf.sysconfig.get_build_info().get("is_cuda_build")
     fields = p.accelerator_fields()
     assert fields == {"cuda_version": None, "cudnn_version": None, "nccl_version": None,

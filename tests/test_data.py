@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from archbench.workloads.training import data
+from archbench.workloads.training.tensorflow import data
 
 
 @pytest.fixture(scope="module")

@@ -123,7 +123,7 @@ def test_horovod_mpi_two_ranks_agree(tmp_path):
 def test_horovod_gloo_two_ranks_on_real_data_agree(tmp_path):
     """Gloo controller (horovodrun), each rank reading its shard of generated TFRecords."""
     horovod_ready()
-    from archbench.workloads.training.data import make_tfrecords
+    from archbench.workloads.training.tensorflow.data import make_tfrecords
     make_tfrecords(tmp_path / "tfr", images=16, image_size=32, shards=2)
     m = {**TINY, "strategy": "horovod", "data": "real",
          "tuning": {"horovod_controller": "gloo", "horovod_cycle_time_ms": 50}}
@@ -210,7 +210,7 @@ def test_synchronous_parameter_servers_two_workers_on_real_data_shards(tmp_path)
     """1 PS + 2 workers, each worker reading its own shard of generated TFRecords; the
     variables spread greedily over two parameter servers. (Synchrony itself:
     test_sync_ps.py; the asynchronous ps_async there too.)"""
-    from archbench.workloads.training.data import make_tfrecords
+    from archbench.workloads.training.tensorflow.data import make_tfrecords
     make_tfrecords(tmp_path / "tfr", images=16, image_size=32, shards=2)
     m = {**TINY, "strategy": "parameter_server", "parameter_servers": 2, "data": "real",
          "variable_update": "parameter_server", "tuning": {"ps_variable_placement": "greedy"}}

@@ -109,7 +109,7 @@ def test_a_failed_count_never_costs_the_measurement(monkeypatch, capsys):
     run (whose record the caller writes next) goes on."""
     import itertools
 
-    from archbench.workloads.training.strategies.horovod import HorovodBackend
+    from archbench.workloads.training.tensorflow.backends import Horovod as HorovodBackend
     monkeypatch.setenv("HOROVOD_TIMELINE", "DYNAMIC")
     backend = object.__new__(HorovodBackend)
     backend.rank, backend._barrier = 0, lambda: None

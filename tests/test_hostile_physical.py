@@ -25,6 +25,7 @@ from archbench.results.tables import build_table
 from archbench.workloads import ceiling, sense
 from archbench.workloads.training import models
 from archbench.workloads.training.pytorch import models as torch_models
+from archbench.workloads.training.tensorflow import models as tf_models
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -285,7 +286,7 @@ SMALL = ("small_cnn", "digits_cnn", "alexnet")
 def test_declared_flops_are_the_counted_ones_rounded_down(name):
     spec = models.MODELS[name]
     size = spec.native_image_size
-    keras_count = models.forward_flops(models.build_model(name, size, spec.num_classes))
+    keras_count = tf_models.forward_flops(tf_models.build_model(name, size, spec.num_classes))
     torch_net = torch_models.build_model(name, size, spec.num_classes)
     torch_count = torch_models.training_flops(torch_net, (spec.channels, size, size)) / 3
     for declared, counted in ((models.least_training_flops(name, size), keras_count),
@@ -306,7 +307,7 @@ def test_the_declared_flops_never_exceed_the_counted_ones(name, sizes):
         counted = torch_models.training_flops(net, (spec.channels, size, size))
         assert torch_models.least_training_flops(name, size) <= counted, size
         if name != "alexnet" or size in (64, 127, 221, 224):
-            keras = models.training_flops(models.build_model(name, size, spec.num_classes))
+            keras = tf_models.training_flops(tf_models.build_model(name, size, spec.num_classes))
             assert models.least_training_flops(name, size) <= keras, size
 
 

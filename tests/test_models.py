@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from archbench.workloads.training import models
-from archbench.workloads.training.models import MODELS, build_model, forward_flops, training_flops
+from archbench.workloads.training.models import MODELS
+from archbench.workloads.training.tensorflow import models as tf_models
+from archbench.workloads.training.tensorflow.models import build_model, forward_flops, training_flops
 
 STUDY_MODELS = ("alexnet", "vgg16", "resnet50", "resnet101", "resnet152", "inception_v3",
                 "inception_v4", "small_cnn", "digits_cnn")
@@ -69,18 +70,18 @@ def test_nchw_builds_channels_first_with_the_same_flops():
     nchw = build_model("resnet50", 32, 10, data_format="NCHW")
     assert nchw.input_shape == (None, 3, 32, 32)
     assert forward_flops(nchw) == forward_flops(nhwc)
-    from archbench.workloads.training.models import keras
+    from archbench.workloads.training.tensorflow.models import keras
     assert keras().backend.image_data_format() == "channels_last"  # restored
 
 
 def test_flops_scale_with_image_size_and_are_cached():
-    small = models.training_flops_per_image("small_cnn", 32)
-    assert models.training_flops_per_image("small_cnn", 64) > 3.5 * small
-    assert models.training_flops_per_image("small_cnn", 32) == small
+    small = tf_models.training_flops_per_image("small_cnn", 32)
+    assert tf_models.training_flops_per_image("small_cnn", 64) > 3.5 * small
+    assert tf_models.training_flops_per_image("small_cnn", 32) == small
 
 
 def test_flops_of_a_tiny_network_by_hand():
-    k = models.keras()
+    k = tf_models.keras()
     net = k.Sequential([k.layers.Input((4, 4, 2)), k.layers.Conv2D(3, 3, padding="same"),
                         k.layers.Flatten(), k.layers.Dense(5)])
     conv = 2 * 4 * 4 * 3 * 3 * 3 * 2
@@ -98,6 +99,6 @@ def test_bad_requests_fail_clearly(name, size, message):
 
 def test_data_format_probe():
     import tensorflow as tf
-    models.check_data_format(tf, "NHWC")
-    with pytest.raises(models.DataFormatError, match="unknown data format"):
-        models.check_data_format(tf, "HWCN")
+    tf_models.check_data_format(tf, "NHWC")
+    with pytest.raises(tf_models.DataFormatError, match="unknown data format"):
+        tf_models.check_data_format(tf, "HWCN")

@@ -12,8 +12,8 @@ import pytest
 SCRIPT = """
 import json, sys
 import tensorflow as tf
-from archbench.workloads.training.models import build_model
-from archbench.workloads.training.strategies.sync_ps import ps_device_setter
+from archbench.workloads.training.tensorflow.models import build_model
+from archbench.workloads.training.tensorflow.sync_ps import ps_device_setter
 tf.compat.v1.disable_eager_execution()
 with tf.compat.v1.device(ps_device_setter(tf, 2, sys.argv[1], worker_device="/job:worker/task:0")):
     model = build_model("small_cnn", 32, 10)
@@ -52,6 +52,6 @@ def test_round_robin_alternates_and_greedy_balances_bytes():
 
 def test_an_unknown_placement_is_refused():
     from archbench.workloads.tfcluster import LaunchError
-    from archbench.workloads.training.strategies.sync_ps import ps_device_setter
+    from archbench.workloads.training.tensorflow.sync_ps import ps_device_setter
     with pytest.raises(LaunchError, match="unknown variable placement 'random'"):
         ps_device_setter(None, 2, "random", worker_device="/job:worker/task:0")

@@ -124,7 +124,7 @@ def test_config_ids_of_tensorflow_stay_and_pytorch_ones_say_so():
 # ---------------------------------------------------------------- real data
 
 def test_the_tfrecord_reader_gives_the_bytes_tensorflow_parses(tmp_path):
-    from archbench.workloads.training.data import make_tfrecords
+    from archbench.workloads.training.tensorflow.data import make_tfrecords
     paths = make_tfrecords(tmp_path, images=12, image_size=32, shards=2, classes=5)
     import tensorflow as tf
     spec = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
@@ -139,7 +139,7 @@ def test_the_tfrecord_reader_gives_the_bytes_tensorflow_parses(tmp_path):
 
 
 def test_each_worker_reads_its_own_shard_and_its_loader_processes_split_it(tmp_path):
-    from archbench.workloads.training.data import make_tfrecords
+    from archbench.workloads.training.tensorflow.data import make_tfrecords
     make_tfrecords(tmp_path, images=8, image_size=16, shards=4, classes=4)
     files = sorted(str(p) for p in tmp_path.glob("train-*"))
     def records(shard: int, shards: int, part: int, parts: int, n: int) -> list[bytes]:
@@ -153,7 +153,7 @@ def test_each_worker_reads_its_own_shard_and_its_loader_processes_split_it(tmp_p
 
 
 def test_real_data_trains_from_the_same_tfrecords_with_loader_workers(tmp_path):
-    from archbench.workloads.training.data import make_tfrecords
+    from archbench.workloads.training.tensorflow.data import make_tfrecords
     make_tfrecords(tmp_path / "tfr", images=64, image_size=32, shards=4, classes=10)
     done = train_process(tmp_path / "r.json", "--data", "real", "--data-dir", str(tmp_path / "tfr"),
                          "--loader-workers", "1", "--vendor-probe", "off")
@@ -263,7 +263,7 @@ def test_the_parameter_table_of_the_docs_is_what_the_code_builds(name):
     """docs/frameworks.md states each framework's trainable parameters per model."""
     from pathlib import Path
 
-    from archbench.workloads.training.models import build_model
+    from archbench.workloads.training.tensorflow.models import build_model
     text = (Path(__file__).resolve().parents[1] / "docs/frameworks.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith(f"| {name} |"))
     stated_tf, stated_torch = (int(cell.strip().replace(",", "")) for cell in row.split("|")[2:4])

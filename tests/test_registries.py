@@ -1,5 +1,5 @@
 """docs/extending.md stays true: a model, kernel, strategy (with its variable update),
-experiment type, table and figure registered in one line each (here monkeypatched into
+framework, experiment type, table and figure registered in one line each (here monkeypatched into
 their registry dicts) reach every place that names them: the campaign schema and
 expansion, the command lines, the importer, the record checks and the report."""
 
@@ -33,11 +33,14 @@ from archbench.workloads.kernels import KERNELS
 from archbench.workloads.kernels import cli as kernel_cli
 from archbench.workloads.kernels.common import KernelResult
 from archbench.workloads.kernels.spec import BANDWIDTH, KERNEL_STRATEGY, KernelSpec
-from archbench.workloads.training import benchmark
+from archbench.workloads.training import benchmark, frameworks
+from archbench.workloads.training.frameworks import FRAMEWORKS
 from archbench.workloads.training.models import MODELS
 from archbench.workloads.training.strategies import STRATEGIES, Strategy, single
+from archbench.workloads.training.tensorflow import models as tf_models
 
 MODEL, KERNEL, STRATEGY, UPDATE = "toy_model", "toy_kernel", "toy_strategy", "toy_update"
+FRAMEWORK = "toy_framework"
 TYPE, TABLE, FIGURE = "toy_type", "toy_table", "toy_figure"
 FIGURE_MODULE = "archbench.results.figures.toy_figures"
 SYSTEM = {"arch": "x86_64", "sockets": 1, "cores_per_socket": 4, "nodes": 2,
@@ -73,13 +76,20 @@ def toy_figure(summary: pd.DataFrame):
 def registered(monkeypatch):
     """One throwaway entry of each kind, in each registry, for this test only."""
     monkeypatch.setitem(MODELS, MODEL, dataclasses.replace(MODELS["small_cnn"]))
+    monkeypatch.setitem(tf_models.BUILDERS, MODEL, tf_models.BUILDERS["small_cnn"])  # TensorFlow builds it
     monkeypatch.setitem(KERNELS, KERNEL, KernelSpec(
         name=KERNEL, help="a throwaway kernel (GB/s)", unit="GB/s", measures=BANDWIDTH,
         size_help="elements", run=lambda cluster, job: KernelResult(1.0, "GB/s", [1.0], 0),
         work=lambda record: 8 * record["problem_size"] / 1e9))
     monkeypatch.setitem(STRATEGIES, STRATEGY, Strategy(
-        backend=single.Backend, launch=single.launch, help="a throwaway strategy",
-        variable_updates=(UPDATE,), label="Toy strategy"))
+        launch=single.launch, help="a throwaway strategy", variable_updates=(UPDATE,),
+        label="Toy strategy"))
+    tensorflow = FRAMEWORKS["tensorflow"]  # which trains it with its single-process backend
+    monkeypatch.setitem(FRAMEWORKS, "tensorflow", dataclasses.replace(
+        tensorflow, backends={**tensorflow.backends, STRATEGY: tensorflow.backends["single"]}))
+    monkeypatch.setitem(FRAMEWORKS, FRAMEWORK, dataclasses.replace(
+        tensorflow, label="Toy framework", short_label="TOY", help="a throwaway framework",
+        backends={"single": tensorflow.backends["single"]}))
     schema = schema_fragment("""
 description: A throwaway experiment type.
 allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}]
@@ -113,6 +123,7 @@ def test_the_experiment_schema_names_every_registered_entry(registered):
     assert STRATEGY in defs["multi_process_strategy"]["enum"]
     assert UPDATE in defs["variable_update_name"]["enum"]
     assert TYPE in defs["common"]["properties"]["type"]["enum"] and TYPE in defs
+    assert FRAMEWORK in defs["framework_name"]["enum"]
 
 
 def test_a_campaign_plans_every_registered_entry(registered):
@@ -155,6 +166,20 @@ def test_the_training_command_line_offers_the_model_and_strategy(registered, cap
     run = benchmark.parse_args(["--model", MODEL, "--batch-per-process", "4", "--strategy", STRATEGY,
                                 "--variable-update", UPDATE, "--output", "r.json"])
     assert (run.model, run.strategy, run.variable_update) == (MODEL, STRATEGY, UPDATE)
+    assert FRAMEWORK in shown and "a throwaway framework" in shown
+    run = benchmark.parse_args(["--framework", FRAMEWORK, "--model", MODEL, "--batch-size", "4",
+                                "--output", "r.json"])
+    assert (run.framework, run.strategy) == (FRAMEWORK, "single")
+
+
+def test_a_framework_runs_exactly_the_strategies_it_has_backends_for(registered, capsys):
+    assert frameworks.strategies_of(FRAMEWORK) == ["single"]
+    assert frameworks.lacks(FRAMEWORK, strategy="horovod") == (
+        f"framework {FRAMEWORK} has no strategy 'horovod' (it has: single)")
+    assert FRAMEWORK in frameworks.frameworks_of("single")
+    with pytest.raises(campaign.ConfigError, match=f"framework {FRAMEWORK} has no strategy 'horovod'"):
+        plan({"e": {"type": "node_scaling", "models": [MODEL], "batch_per_process": [8],
+                    "framework": [FRAMEWORK], "strategies": ["horovod"], "nodes": [1]}})
 
 
 def test_the_kernel_command_line_has_a_subcommand_for_the_kernel(registered):
@@ -217,6 +242,7 @@ def test_the_record_names_are_the_registries():
     assert names.registered("model") == list(MODELS)
     assert names.registered("kernel") == list(KERNELS)
     assert names.registered("strategy") == [*STRATEGIES, KERNEL_STRATEGY]
+    assert names.registered("framework") == list(FRAMEWORKS)
     assert set(names.registered("variable_update")) == {
         u for s in STRATEGIES.values() for u in s.variable_updates}
 
@@ -234,6 +260,10 @@ def test_the_report_builds_the_table_and_draws_the_figure(registered):
     assert table["value"].tolist() == [pytest.approx(10.0)]
     figure = build_figure(FIGURE, frame)
     assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == ["Toy strategy"]
+
+
+def test_figure_labels_come_from_the_framework_registry(registered):
+    assert labels.value_text(pd.Series({"framework": FRAMEWORK}), "framework") == "Toy framework"
 
 
 def test_figure_labels_come_from_the_strategy_registry():

@@ -20,7 +20,7 @@ from archbench.core.record import read_record
 from archbench.workloads.tfenv import FRAMEWORK_ENV
 from archbench.workloads.training import benchmark as train
 from archbench.workloads.training.settings import TrainRun
-from archbench.workloads.training.step import synthetic_batch
+from archbench.workloads.training.tensorflow.step import synthetic_batch
 
 SYSTEM = {"launcher": "local", "sockets": 1, "cores_per_socket": 2, "nodes": 1}
 WARMUP, STEPS, BATCH, LEARNING_RATE = 1, 3, 4, 0.1
@@ -56,7 +56,7 @@ def one_process_reference(initial: list, steps: int) -> list:
     worker 0's and worker 1's batches (what synchronous training must equal)."""
     import tensorflow as tf
 
-    from archbench.workloads.training.models import build_model
+    from archbench.workloads.training.tensorflow.models import build_model
     config = TrainRun(model="small_cnn", batch_per_process=BATCH, output="-", image_size=32,
                       num_classes=10)
     parts = [synthetic_batch(tf, config, shard) for shard in (0, 1)]

@@ -110,7 +110,7 @@ def test_a_real_record_makes_sense_and_one_off_its_steps_does_not(tmp_path):
 
 
 def test_real_data_run_from_generated_tfrecords(tmp_path):
-    from archbench.workloads.training.data import make_tfrecords
+    from archbench.workloads.training.tensorflow.data import make_tfrecords
     make_tfrecords(tmp_path / "tfr", images=16, image_size=40, shards=2)
     code, r = run_main(tmp_path, "--data", "real", "--data-dir", str(tmp_path / "tfr"))
     assert code == 0 and r["status"] == "ok" and r["data"] == "real"

@@ -158,7 +158,8 @@ def test_a_run_that_fails_leaves_no_probe_child_running(monkeypatch):
     """A TensorFlow run starts its probe child before importing TensorFlow; when the run
     fails before it waits for the child, the child is killed, not left to share the CPU
     with the next measurement."""
-    from archbench.workloads.training import outcome, tf_loop
+    from archbench.workloads.training import outcome
+    from archbench.workloads.training.tensorflow import loop as tf_loop
     config = train.parse_args([*TINY, "--output", "x"])
     monkeypatch.setattr(ve, "probe_argv", lambda c: [sys.executable, "-c", "import time; time.sleep(60)"])
     started = []

@@ -11,11 +11,9 @@ import os
 import platform
 import socket
 import subprocess
-import sys
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable
 
 # Environment variables that change performance and belong in every record.
 PERFORMANCE_ENV = (
@@ -83,12 +81,8 @@ def host_fields(device: str | None = None) -> dict[str, Any]:
     }
 
 
-# NVIDIA wheels that TensorFlow's CUDA build (tensorflow[and-cuda]) loads its libraries from
-CUDNN_WHEEL, NCCL_WHEEL = "nvidia-cudnn-cu12", "nvidia-nccl-cu12"
-
-
 def no_accelerator() -> dict[str, Any]:
-    """The accelerator fields of a process without TensorFlow's CUDA stack."""
+    """The accelerator fields of a process without a CUDA stack."""
     return {"cuda_version": None, "cudnn_version": None, "nccl_version": None, "gpu_models": []}
 
 
@@ -101,92 +95,20 @@ def nccl_version_text(code: int) -> str | None:
     return f"{major}.{rest // 100}.{rest % 100}"
 
 
-def cuda_versions(build_info: Mapping, wheels: Mapping[str, str | None], horovod_nccl: int = 0) -> dict:
-    """CUDA, cuDNN and NCCL versions of a TensorFlow process, all None on a CPU build.
-
-    ``build_info``: ``tf.sysconfig.get_build_info()`` (a CUDA build has ``is_cuda_build``,
-    ``cuda_version`` and the cuDNN major it was built with as ``cudnn_version``).
-    ``wheels``: installed versions of :data:`CUDNN_WHEEL` and :data:`NCCL_WHEEL`, the
-    libraries the process loads, preferred to the build's cuDNN major. ``horovod_nccl``:
-    Horovod's ``nccl_built()``, the NCCL it was compiled with, when no NCCL wheel is there.
-    """
-    cuda = bool(build_info.get("is_cuda_build"))
-    built_cudnn = str(build_info.get("cudnn_version") or "") or None
-    nccl = wheels.get(NCCL_WHEEL) if cuda else None
-    return {
-        "cuda_version": (str(build_info.get("cuda_version") or "") or None) if cuda else None,
-        "cudnn_version": (wheels.get(CUDNN_WHEEL) or built_cudnn) if cuda else None,
-        "nccl_version": nccl or nccl_version_text(horovod_nccl),
-    }
-
-
-def gpu_models(tf) -> list[str]:
-    """Names of the GPUs TensorFlow shows this process (``device_name`` of each physical
-    GPU's details, e.g. "Tesla V100-SXM2-16GB"); [] on a CPU build or without GPUs."""
-    names = []
-    for gpu in tf.config.list_physical_devices("GPU"):
-        details = tf.config.experimental.get_device_details(gpu) or {}
-        names.append(str(details.get("device_name") or gpu.name))
-    return names
-
-
-def _wheel_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
+# Where this process's CUDA stack is read from: each a function returning the fields of
+# :func:`no_accelerator` as the framework it has imported reports them, or None (it has
+# imported none). The training frameworks' registry adds its own when
+# ``archbench.workloads`` is imported (core imports no layer above it).
+ACCELERATOR_SOURCES: list[Callable[[], dict[str, Any] | None]] = []
 
 
 def accelerator_fields() -> dict[str, Any]:
     """Record fields ``cuda_version``, ``cudnn_version``, ``nccl_version`` and ``gpu_models``
-    of this process, read from the PyTorch, or the TensorFlow (and Horovod), it has already
-    imported: no import, no session; all empty in a process without either (the
-    supervisor)."""
-    torch = sys.modules.get("torch")
-    if torch is not None and hasattr(torch, "version"):
-        return torch_accelerators(torch)
-    tf = sys.modules.get("tensorflow")
-    if tf is None or not hasattr(tf, "sysconfig"):
-        return no_accelerator()
-    found = _tensorflow_accelerators(tf, sys.modules.get("horovod.tensorflow"))
-    return {**found, "gpu_models": list(found["gpu_models"])}
-
-
-def torch_accelerators(torch) -> dict[str, Any]:
-    """CUDA (as the build's), cuDNN and NCCL versions PyTorch reports, and the GPUs it
-    shows this process; all None on a CPU build."""
-    try:
-        cuda = torch.version.cuda
-        if not cuda:
-            return no_accelerator()
-        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-        nccl = torch.cuda.nccl.version() if torch.distributed.is_nccl_available() else None
-        gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
-            if torch.cuda.is_available() else []
-        return {"cuda_version": str(cuda), "cudnn_version": cudnn_text(cudnn),
-                "nccl_version": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else None,
-                "gpu_models": gpus}
-    except Exception:  # noqa: BLE001 - provenance never fails a run
-        return no_accelerator()
-
-
-def cudnn_text(code: int | None) -> str | None:
-    """cuDNN's version code as PyTorch reports it (92400 = 9.24.0; 8907 = 8.9.7) as X.Y.Z."""
-    if not code:
-        return None
-    major, rest = divmod(code, 10000) if code >= 10000 else divmod(code, 1000)
-    return f"{major}.{rest // 100}.{rest % 100}"
-
-
-@lru_cache(maxsize=2)
-def _tensorflow_accelerators(tf, hvd) -> dict[str, Any]:
-    try:
-        horovod_nccl = int(hvd.nccl_built()) if hvd is not None else 0
-    except Exception:  # noqa: BLE001 - a Horovod without its library: no NCCL to report
-        horovod_nccl = 0
-    try:
-        fields = cuda_versions(tf.sysconfig.get_build_info(),
-                               {w: _wheel_version(w) for w in (CUDNN_WHEEL, NCCL_WHEEL)}, horovod_nccl)
-        return {**fields, "gpu_models": gpu_models(tf)}
-    except Exception:  # noqa: BLE001 - provenance never fails a run
-        return no_accelerator()
+    of this process, read from the framework it has already imported (through
+    :data:`ACCELERATOR_SOURCES`): no import, no session; all empty in a process without
+    one (the supervisor)."""
+    for source in ACCELERATOR_SOURCES:
+        found = source()
+        if found is not None:
+            return {**found, "gpu_models": list(found["gpu_models"])}
+    return no_accelerator()

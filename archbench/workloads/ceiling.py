@@ -6,7 +6,7 @@ What a value implies, per second:
 
 - img/s (training): img/s x the model's training FLOPs per image, the lower bound its
   framework's registry declares (``least_training_flops`` of
-  ``archbench.workloads.training.models`` and of PyTorch's registry; the framework
+  ``archbench.workloads.training.models`` and of each framework's ``models`` module; the framework
   named, else the smaller of them) at the row's image size (the model's smallest where
   it states none or a smaller one);
 - FLOP/s and B/s in any prefix (kernels): the value itself.
@@ -26,7 +26,6 @@ build) or whose unit is neither is not bounded.
 
 from __future__ import annotations
 
-import importlib
 import math
 from typing import Any, Mapping
 
@@ -103,8 +102,7 @@ def training_flops(row: Mapping[str, Any]) -> tuple[float, str] | None:
     size = max(_count(row, "image_size") or 0, MODELS[model].min_image_size)  # none smaller runs
     named = row.get("framework")
     chosen = [named] if named in FRAMEWORKS else list(FRAMEWORKS)
-    flops = min(importlib.import_module(FRAMEWORKS[name].models.split(":")[0])
-                .least_training_flops(model, size) for name in chosen)
+    flops = min(FRAMEWORKS[name].least_training_flops(model, size) for name in chosen)
     return flops, f"{model} at {size} px, {named if named in FRAMEWORKS else 'any framework'}"
 
 

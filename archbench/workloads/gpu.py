@@ -1,11 +1,12 @@
 """GPU runs: one rank per GPU, bound from its local rank, and the devices a step really ran on.
 
 A measurement asks for a device (``device: gpu`` or ``cpu``). Each rank of a GPU run calls
-:func:`bind_gpu` before TensorFlow loads: of the GPUs its node shows it (Slurm's gres
+:func:`bind_gpu` before its framework loads: of the GPUs its node shows it (Slurm's gres
 binding lists the node's allocated GPUs in ``CUDA_VISIBLE_DEVICES``), it keeps the one of
 its local rank, as Horovod's examples do with ``visible_device_list``. A CPU run hides every
-GPU. What a record states as its devices comes from TensorFlow's placement of the step's
-tensors (:func:`placed_devices`), never from the configuration; :func:`device_mismatch`
+GPU. What a record states as its devices comes from the framework's placement of the
+step's tensors (:func:`placed_devices` of TensorFlow's, the framework's own backend
+elsewhere), never from the configuration; :func:`device_mismatch`
 turns a GPU measurement whose step ran elsewhere into a failure.
 """
 
@@ -56,7 +57,7 @@ def visible_device_for(rank: int, inherited: str | None) -> str:
 def bind_gpu(device: str, env: dict | None = None) -> str:
     """Set ``CUDA_VISIBLE_DEVICES`` in ``env`` (default: this process's environment) for a
     rank of a ``device`` run and return it: one GPU by local rank, or none ("") for cpu.
-    Call before TensorFlow is imported."""
+    Call before the framework is imported."""
     env = os.environ if env is None else env
     value = visible_device_for(local_rank(), env.get("CUDA_VISIBLE_DEVICES")) if device == "gpu" else ""
     env["CUDA_VISIBLE_DEVICES"] = value

@@ -21,7 +21,7 @@ FIELDS = {"model": "model", "kernel": "kernel", "strategy": "strategy",
 
 def registered(field: str) -> list[str]:
     """The names record field ``field`` (one of :data:`FIELDS`) may take, in registry order."""
-    # the registries load when asked: importing this module sets no TensorFlow environment
+    # the registries load when asked: importing this module sets no framework's environment
     if field == "model":
         from archbench.workloads.training.models import MODELS
         return list(MODELS)

@@ -1,16 +1,18 @@
-"""The environment every TensorFlow process of archbench runs with, in one place.
-
-Legacy Keras (tf_keras): Horovod's optimizers and MultiWorkerMirrored fail under Keras 3
-with two or more ranks. It must be set before TensorFlow is imported.
+"""The environment every training process of archbench runs with, in one place: what the
+registered frameworks need set before they are imported (each entry's ``environment`` in
+:data:`archbench.workloads.training.frameworks.FRAMEWORKS`), together, so that any
+process a launcher starts (mpirun's ``-x``, the supervisor's, a container's) has it.
 """
 
 from __future__ import annotations
 
 import os
 
-FRAMEWORK_ENV = {"TF_USE_LEGACY_KERAS": "1"}
+from archbench.workloads.training.frameworks import environment
+
+FRAMEWORK_ENV = environment()
 
 
 def use_framework_env() -> None:
-    """Set :data:`FRAMEWORK_ENV` in this process (before TensorFlow is imported)."""
+    """Set :data:`FRAMEWORK_ENV` in this process (before a framework is imported)."""
     os.environ.update(FRAMEWORK_ENV)

@@ -1,14 +1,14 @@
-"""Training benchmark, like tf_cnn_benchmarks for TF2 and Horovod's PyTorch synthetic
-benchmark: one training step timed over a measured window after warm-up, written as one
-JSON record, in the framework the run names (:mod:`archbench.workloads.training.frameworks`).
+"""Training benchmark, like tf_cnn_benchmarks and Horovod's synthetic benchmarks: one
+training step timed over a measured window after warm-up, written as one JSON record, in
+the framework the run names (:mod:`archbench.workloads.training.frameworks`).
 
-    python -m archbench.train --framework pytorch --model resnet50 --batch-per-process 64 --intra-threads 24 \
+    python -m archbench.train --framework NAME --model resnet50 --batch-per-process 64 --intra-threads 24 \
         --inter-threads 1 --onednn on --data synthetic --warmup-steps 10 --steps 100 \
         --image-size 224 --output run.json
 
 Multi-process runs start one such process per worker (``--strategy horovod`` under
-mpirun/srun/horovodrun; ``ddp``, PyTorch's DistributedDataParallel, under mpirun/srun;
-TensorFlow's ``mirrored`` and ``parameter_server`` -- its ``--variable-update``
+mpirun/srun/horovodrun; ``ddp``, DistributedDataParallel, under mpirun/srun;
+``mirrored`` and ``parameter_server`` (tf.distribute) -- the latter's ``--variable-update``
 parameter_server, distributed_replicated or ps_async -- under srun or
 ``python -m archbench.workloads.spawn spawn``); the first worker writes ONE record for the
 whole job. ``command_for`` gives the full launcher argv of a measurement.
@@ -64,10 +64,19 @@ def check(config: TrainRun) -> None:
                            variable_update=config.variable_update)
     if why:
         raise ValueError(f"--framework {config.framework}: {why}")
-    if config.loader_workers is not None and config.framework == "tensorflow":
-        raise ValueError("--loader-workers feeds PyTorch's DataLoader; TensorFlow's tf.data "
-                         "pipeline takes its threads from --intra-threads")
+    for key in tuning_refused(config):
+        takers = frameworks.taking(key)
+        raise ValueError(f"--{key.replace('_', '-')} is a setting of framework "
+                         f"{', '.join(takers)} only, not of {config.framework}")
     strategies.check(config)
+
+
+def tuning_refused(config: TrainRun) -> list[str]:
+    """The tuning keys ``config`` sets that only other frameworks take (each framework's
+    ``tuning`` in the registry)."""
+    mine = frameworks.framework(config.framework).tuning
+    keys = {key for chosen in frameworks.FRAMEWORKS.values() for key in chosen.tuning}
+    return [key for key in sorted(keys - set(mine)) if getattr(config, key, None) is not None]
 
 
 def parse_args(argv: Sequence[str] | None = None) -> TrainRun:

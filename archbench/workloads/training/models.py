@@ -1,58 +1,32 @@
-"""CNN models for the training benchmark, built with legacy Keras (tf_keras).
+"""The models of the training benchmark, as every framework knows them: one
+:class:`ModelSpec` per name in :data:`MODELS` (native image size, classes, channels, real
+dataset, learning rate and declared forward GFLOPs). Each framework's package builds the
+network of each name (its ``models`` module, :attr:`Framework.models
+<archbench.workloads.training.frameworks.Framework.models>`), and counts its FLOPs.
 
-Every model is registered in MODELS. Its training FLOPs per image are counted from the
-built network (:func:`forward_flops`): multiply-add = 2 FLOPs in every convolution and
-dense layer (batch norm, activations and pooling are not counted, as in the papers'
-GFLOPs, which mostly count multiply-adds and call them FLOPs: ResNet-50's "3.8 x 10^9
-FLOPs" are 7.7 GFLOPs here), and one training step = 3 x forward (forward, gradients
-w.r.t. activations and w.r.t. weights). The count is exact for the input size used, so
-it holds for reduced image sizes too.
-
-Each model also *declares* its forward GFLOPs at its native input size
-(``forward_gflops``), so a record can be checked without building a network
+The declared ``forward_gflops`` let a record be checked without building a network
 (:func:`least_training_flops`, the physical bound of ``archbench.workloads.ceiling``);
 tests check the declared numbers against the counted ones.
-
-Layouts: NHWC (``channels_last``) is the default; NCHW (``channels_first``) builds the
-same network with the channel axis first. TensorFlow's plain CPU kernels do not run
-NCHW convolutions; :func:`check_data_format` probes the backend and fails clearly.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Callable
-
-from archbench.workloads.tfenv import use_framework_env
-
-use_framework_env()  # before anything imports TensorFlow: tf_keras, not Keras 3
 
 DATA_FORMATS = {"NHWC": "channels_last", "NCHW": "channels_first"}
 
 
-class DataFormatError(RuntimeError):
-    """The requested tensor layout is not supported by this TensorFlow backend."""
-
-
-def keras():
-    """The legacy Keras module (tf_keras): Horovod and multi-worker strategies need it."""
-    import tf_keras
-    return tf_keras
-
-
 @dataclass(frozen=True)
 class ModelSpec:
-    """A registered model.
+    """A registered model, the same in every framework (each framework's ``models``
+    module builds the network by this name).
 
-    ``build(input_shape, num_classes)`` returns an uncompiled Keras model producing logits;
     ``dataset`` names the real data it trains on (``imagenet``: TFRecords of the system's
     data_dir, ``digits``: scikit-learn's bundled digits); ``learning_rate`` is the default
     SGD learning rate of a run.
 
     ``forward_gflops`` is the forward GFLOPs (2 per multiply-add) of one image at
-    ``native_image_size`` as :func:`forward_flops` counts the Keras network, rounded down
+    ``native_image_size`` as the Keras network's layers count it, rounded down
     (the published figure where the network is the published one). ``stride`` and
     ``border`` give the side of the last feature grid, ``(image_size - border) // stride``:
     the network's total downsampling and the pixels its unpadded ("valid") layers lose,
@@ -60,7 +34,6 @@ class ModelSpec:
     without ever exceeding the counted one.
     """
 
-    build: Callable
     min_image_size: int
     native_image_size: int = 224
     num_classes: int = 1000
@@ -72,183 +45,25 @@ class ModelSpec:
     forward_gflops: float = field(kw_only=True)
 
 
-def _bn_axis() -> int:
-    return 1 if keras().backend.image_data_format() == "channels_first" else -1
-
-
-def _small_cnn(input_shape, num_classes):
-    """Two convolutions and a classifier: the quick model of tests and smoke runs."""
-    k = keras()
-    return k.Sequential([
-        k.layers.Input(shape=input_shape),
-        k.layers.Conv2D(16, 3, activation="relu"),
-        k.layers.MaxPooling2D(),
-        k.layers.Conv2D(32, 3, activation="relu"),
-        k.layers.GlobalAveragePooling2D(),
-        k.layers.Dense(num_classes),
-    ], name="small_cnn")
-
-
-def _digits_cnn(input_shape, num_classes):
-    """An MNIST-class CNN for 8x8 (or larger) grey digits (docs/experiments.md, experiment 8)."""
-    k = keras()
-    L = k.layers
-    return k.Sequential([
-        L.Input(shape=input_shape),
-        L.Conv2D(32, 3, padding="same", activation="relu"),
-        L.Conv2D(32, 3, padding="same", activation="relu"),
-        L.MaxPooling2D(),
-        L.Conv2D(64, 3, padding="same", activation="relu"),
-        L.Flatten(),
-        L.Dense(64, activation="relu"),
-        L.Dense(num_classes),
-    ], name="digits_cnn")
-
-
-def _alexnet(input_shape, num_classes):
-    """AlexNet as in tf_cnn_benchmarks (one tower, no LRN, 4096-wide dense layers)."""
-    k = keras()
-    L = k.layers
-    return k.Sequential([
-        L.Input(shape=input_shape),
-        L.Conv2D(64, 11, strides=4, padding="same", activation="relu"),
-        L.MaxPooling2D(3, 2),
-        L.Conv2D(192, 5, padding="same", activation="relu"),
-        L.MaxPooling2D(3, 2),
-        L.Conv2D(384, 3, padding="same", activation="relu"),
-        L.Conv2D(384, 3, padding="same", activation="relu"),
-        L.Conv2D(256, 3, padding="same", activation="relu"),
-        L.MaxPooling2D(3, 2),
-        L.Flatten(),
-        L.Dense(4096, activation="relu"),
-        L.Dropout(0.5),
-        L.Dense(4096, activation="relu"),
-        L.Dropout(0.5),
-        L.Dense(num_classes),
-    ], name="alexnet")
-
-
-def _application(name):
-    def build(input_shape, num_classes):
-        app = getattr(keras().applications, name)
-        return app(weights=None, input_shape=input_shape, classes=num_classes,
-                   classifier_activation=None)
-    build.__doc__ = f"keras.applications.{name} (random weights, logits)."
-    return build
-
-
-# ---- Inception-v4 (Szegedy et al. 2016, Figures 3-8); not in keras.applications ----
-
-def _conv_bn(x, filters: int, kernel: tuple[int, int], *, strides: int = 1, padding: str = "same"):
-    L = keras().layers
-    x = L.Conv2D(filters, kernel, strides=strides, padding=padding, use_bias=False)(x)
-    x = L.BatchNormalization(axis=_bn_axis(), scale=False)(x)
-    return L.Activation("relu")(x)
-
-
-def _concat(branches):
-    return keras().layers.Concatenate(axis=_bn_axis())(branches)
-
-
-def _v4_stem(x):
-    L = keras().layers
-    x = _conv_bn(x, 32, (3, 3), strides=2, padding="valid")
-    x = _conv_bn(x, 32, (3, 3), padding="valid")
-    x = _conv_bn(x, 64, (3, 3))
-    x = _concat([L.MaxPooling2D(3, 2, padding="valid")(x),
-                 _conv_bn(x, 96, (3, 3), strides=2, padding="valid")])
-    a = _conv_bn(_conv_bn(x, 64, (1, 1)), 96, (3, 3), padding="valid")
-    b = _conv_bn(x, 64, (1, 1))
-    b = _conv_bn(_conv_bn(b, 64, (7, 1)), 64, (1, 7))
-    b = _conv_bn(b, 96, (3, 3), padding="valid")
-    x = _concat([a, b])
-    return _concat([_conv_bn(x, 192, (3, 3), strides=2, padding="valid"),
-                    L.MaxPooling2D(3, 2, padding="valid")(x)])
-
-
-def _v4_a(x):
-    L = keras().layers
-    pool = _conv_bn(L.AveragePooling2D(3, 1, padding="same")(x), 96, (1, 1))
-    one = _conv_bn(x, 96, (1, 1))
-    three = _conv_bn(_conv_bn(x, 64, (1, 1)), 96, (3, 3))
-    double = _conv_bn(_conv_bn(_conv_bn(x, 64, (1, 1)), 96, (3, 3)), 96, (3, 3))
-    return _concat([pool, one, three, double])
-
-
-def _v4_reduction_a(x):
-    L = keras().layers
-    a = _conv_bn(x, 384, (3, 3), strides=2, padding="valid")
-    b = _conv_bn(_conv_bn(x, 192, (1, 1)), 224, (3, 3))
-    b = _conv_bn(b, 256, (3, 3), strides=2, padding="valid")
-    return _concat([L.MaxPooling2D(3, 2, padding="valid")(x), a, b])
-
-
-def _v4_b(x):
-    L = keras().layers
-    pool = _conv_bn(L.AveragePooling2D(3, 1, padding="same")(x), 128, (1, 1))
-    one = _conv_bn(x, 384, (1, 1))
-    seven = _conv_bn(_conv_bn(_conv_bn(x, 192, (1, 1)), 224, (1, 7)), 256, (7, 1))
-    d = _conv_bn(_conv_bn(x, 192, (1, 1)), 192, (1, 7))
-    d = _conv_bn(_conv_bn(_conv_bn(d, 224, (7, 1)), 224, (1, 7)), 256, (7, 1))
-    return _concat([pool, one, seven, d])
-
-
-def _v4_reduction_b(x):
-    L = keras().layers
-    a = _conv_bn(_conv_bn(x, 192, (1, 1)), 192, (3, 3), strides=2, padding="valid")
-    b = _conv_bn(_conv_bn(_conv_bn(x, 256, (1, 1)), 256, (1, 7)), 320, (7, 1))
-    b = _conv_bn(b, 320, (3, 3), strides=2, padding="valid")
-    return _concat([L.MaxPooling2D(3, 2, padding="valid")(x), a, b])
-
-
-def _v4_c(x):
-    L = keras().layers
-    pool = _conv_bn(L.AveragePooling2D(3, 1, padding="same")(x), 256, (1, 1))
-    one = _conv_bn(x, 256, (1, 1))
-    s = _conv_bn(x, 384, (1, 1))
-    split = _concat([_conv_bn(s, 256, (1, 3)), _conv_bn(s, 256, (3, 1))])
-    d = _conv_bn(_conv_bn(_conv_bn(x, 384, (1, 1)), 448, (3, 1)), 512, (1, 3))
-    double = _concat([_conv_bn(d, 256, (1, 3)), _conv_bn(d, 256, (3, 1))])
-    return _concat([pool, one, split, double])
-
-
-def _inception_v4(input_shape, num_classes):
-    """Inception-v4: stem, 4 x A, reduction A, 7 x B, reduction B, 3 x C, classifier."""
-    k = keras()
-    inputs = k.layers.Input(shape=input_shape)
-    x = _v4_stem(inputs)
-    for _ in range(4):
-        x = _v4_a(x)
-    x = _v4_reduction_a(x)
-    for _ in range(7):
-        x = _v4_b(x)
-    x = _v4_reduction_b(x)
-    for _ in range(3):
-        x = _v4_c(x)
-    x = k.layers.GlobalAveragePooling2D()(x)
-    x = k.layers.Dropout(0.2)(x)
-    return k.Model(inputs, k.layers.Dense(num_classes)(x), name="inception_v4")
-
-
 # forward_gflops: counted by forward_flops at the native size, rounded down; the
 # published multiply-adds x 2 where the network is the paper's (He et al. 2016, Table 1:
 # ResNet-50/101/152 3.8/7.6/11.3 G; Simonyan & Zisserman: VGG-16 15.5 G; Inception-v3 5.7 G,
 # Inception-v4 12.3 G multiply-adds).
 MODELS: dict[str, ModelSpec] = {
-    "small_cnn": ModelSpec(_small_cnn, 8, stride=2, border=6, forward_gflops=0.152),
-    "digits_cnn": ModelSpec(_digits_cnn, 8, native_image_size=8, num_classes=10, channels=1,
+    "small_cnn": ModelSpec(8, stride=2, border=6, forward_gflops=0.152),
+    "digits_cnn": ModelSpec(8, native_image_size=8, num_classes=10, channels=1,
                             dataset="digits", learning_rate=0.1, stride=2,
                             forward_gflops=0.00193),
     # tf_cnn_benchmarks' AlexNet variant (64-192-384-384-256, "same" padding): 1.68 GFLOPs
     # counted at 224, not the original's published 1.43.
-    "alexnet": ModelSpec(_alexnet, 64, border=32, forward_gflops=1.68),
-    "vgg16": ModelSpec(_application("VGG16"), 32, forward_gflops=30.9),
-    "resnet50": ModelSpec(_application("ResNet50"), 32, forward_gflops=7.71),
-    "resnet101": ModelSpec(_application("ResNet101"), 32, forward_gflops=15.1),
-    "resnet152": ModelSpec(_application("ResNet152"), 32, forward_gflops=22.5),
-    "inception_v3": ModelSpec(_application("InceptionV3"), 75, native_image_size=299,
+    "alexnet": ModelSpec(64, border=32, forward_gflops=1.68),
+    "vgg16": ModelSpec(32, forward_gflops=30.9),
+    "resnet50": ModelSpec(32, forward_gflops=7.71),
+    "resnet101": ModelSpec(32, forward_gflops=15.1),
+    "resnet152": ModelSpec(32, forward_gflops=22.5),
+    "inception_v3": ModelSpec(75, native_image_size=299,
                               border=43, forward_gflops=11.4),
-    "inception_v4": ModelSpec(_inception_v4, 75, native_image_size=299, border=43,
+    "inception_v4": ModelSpec(75, native_image_size=299, border=43,
                               forward_gflops=24.5),
 }
 
@@ -267,70 +82,6 @@ def input_shape(name: str, image_size: int, data_format: str = "NHWC", *,
     return (c, image_size, image_size) if data_format == "NCHW" else (image_size, image_size, c)
 
 
-def build_model(name: str, image_size: int, num_classes: int, *, channels: int | None = None,
-                data_format: str = "NHWC"):
-    """Build ``name`` for square ``image_size`` inputs with ``num_classes`` logits.
-
-    ``channels`` defaults to the model's (3, or 1 for digits_cnn); ``data_format`` is
-    NHWC or NCHW (the whole network is built in that layout).
-    """
-    s = spec(name)
-    if data_format not in DATA_FORMATS:
-        raise ValueError(f"data_format must be NHWC or NCHW, not '{data_format}'")
-    if image_size < s.min_image_size:
-        raise ValueError(f"model '{name}' needs image_size >= {s.min_image_size}")
-    backend = keras().backend
-    previous = backend.image_data_format()
-    backend.set_image_data_format(DATA_FORMATS[data_format])
-    try:
-        return s.build(input_shape(name, image_size, data_format, channels=channels), num_classes)
-    finally:
-        backend.set_image_data_format(previous)
-
-
-def _layers(model):
-    for layer in model.layers:
-        if hasattr(layer, "layers"):  # nested model
-            yield from _layers(layer)
-        else:
-            yield layer
-
-
-def forward_flops(model) -> float:
-    """Forward FLOPs of one image through ``model``: 2 x multiply-adds of its Conv2D and
-    Dense layers (the convention of the published GFLOPs)."""
-    k = keras()
-    total = 0.0
-    for layer in _layers(model):
-        if isinstance(layer, k.layers.Conv2D):  # includes Conv2DTranspose/Depthwise subclasses
-            out = layer.output_shape
-            spatial = out[2] * out[3] if layer.data_format == "channels_first" else out[1] * out[2]
-            cout = out[1] if layer.data_format == "channels_first" else out[-1]
-            kh, kw, cin_per_group, _ = layer.kernel.shape
-            if isinstance(layer, k.layers.DepthwiseConv2D):
-                cin_per_group = 1
-            total += 2.0 * spatial * cout * kh * kw * cin_per_group
-        elif isinstance(layer, k.layers.Dense):
-            fan_in, units = layer.kernel.shape
-            positions = 1
-            for d in layer.output_shape[1:-1]:
-                positions *= d
-            total += 2.0 * positions * fan_in * units
-    return total
-
-
-def training_flops(model) -> float:
-    """Training FLOPs per image of a built model: 3 x :func:`forward_flops`."""
-    return 3.0 * forward_flops(model)
-
-
-@lru_cache(maxsize=None)
-def training_flops_per_image(name: str, image_size: int, num_classes: int | None = None) -> float:
-    """Training FLOPs per image of model ``name`` at ``image_size`` (builds it once, cached)."""
-    model = build_model(name, image_size, num_classes or spec(name).num_classes)
-    return training_flops(model)
-
-
 def least_training_flops(name: str, image_size: int, forward_gflops: float | None = None) -> float:
     """A lower bound of the training FLOPs per image of model ``name`` at ``image_size``,
     from its declared count alone (no network is built): 3 x ``forward_gflops`` (default:
@@ -344,38 +95,3 @@ def least_training_flops(name: str, image_size: int, forward_gflops: float | Non
     native = (s.native_image_size - s.border) // s.stride
     grid = max(0, (image_size - s.border) // s.stride)
     return 3.0 * forward * min(1.0, (grid / native) ** 2)
-
-
-def check_data_format(tf, data_format: str) -> None:
-    """Raise DataFormatError if this backend cannot train convolutions in ``data_format``.
-
-    Runs one tiny convolution, pooling and fused batch norm step (with gradients) in the
-    layout; TensorFlow's plain CPU kernels support only NHWC, oneDNN also runs NCHW.
-    """
-    if data_format == "NHWC":
-        return
-    if data_format != "NCHW":
-        raise DataFormatError(f"unknown data format '{data_format}' (NHWC or NCHW)")
-    x = tf.random.uniform((2, 4, 8, 8))
-    w = tf.Variable(tf.random.uniform((3, 3, 4, 4)))
-
-    @tf.function
-    def probe():
-        with tf.GradientTape() as tape:
-            y = tf.nn.conv2d(x, w, 1, "SAME", data_format="NCHW")
-            y, _, _ = tf.compat.v1.nn.fused_batch_norm(
-                y, tf.ones(4), tf.zeros(4), data_format="NCHW", is_training=True)
-            y = tf.nn.max_pool2d(y, 2, 2, "VALID", data_format="NCHW")
-            y = tf.nn.avg_pool2d(y, 2, 2, "VALID", data_format="NCHW")
-            loss = tf.reduce_sum(y)
-        return tape.gradient(loss, w)
-
-    try:
-        probe()
-    except Exception as exc:  # noqa: BLE001 - any kernel error means "not supported"
-        lines = [x.strip() for x in str(exc).splitlines() if x.strip()] or [""]
-        first = next((x for x in lines if "NHWC" in x or "only supports" in x), lines[-1])
-        raise DataFormatError(
-            "data format NCHW is not supported by this TensorFlow CPU backend "
-            f"(oneDNN {os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'default')}): "
-            f"{type(exc).__name__}: {first[:200]}") from exc

@@ -1,7 +1,7 @@
 """What every framework's training loop makes of a run: the record fields that describe
 its configuration, the record of a finished window, the failure record, and the
-training-sanity checks (loss trend, finite values). One module, so a TensorFlow and a
-PyTorch record of one configuration say the same things in the same way."""
+training-sanity checks (loss trend, finite values). One module, so the records of one configuration in
+any two frameworks say the same things in the same way."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ _HELD: list = []  # a finished run's framework objects, until its record is writ
 
 def hold_until_recorded(*objects) -> None:
     """Keep a finished run's framework ``objects`` alive until its record is written
-    (:func:`release_held`): destroying TensorFlow's dataset iterator after a window waited
+    (:func:`release_held`): destroying a framework's dataset iterator after a window waited
     0.5-2 s without using a CPU, which a one-process run that ends without the framework's
     teardown then never spends."""
     _HELD.extend(objects)

@@ -1,7 +1,7 @@
 """The vendor-library probe child (see :mod:`archbench.workloads.training.vendor_evidence`): builds the run's
 model in its framework with its batch, threads, data format and vendor flag, runs one
 warm-up step, then ONE probe step between markers, with oneDNN's verbose mode set by the
-parent (PyTorch's CPU path runs oneDNN too, with ACL on aarch64)."""
+parent (any framework's CPU path that runs oneDNN, with ACL on aarch64)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """How the PyTorch loop's processes train together: one backend per strategy the
-framework runs (``single``, ``horovod``, ``ddp``), each a
-:class:`~archbench.workloads.training.strategies.base.Backend` (so the measured window, its
-barriers, the layout and the replicas' weight spread are the TensorFlow loop's own),
-holding ``torch`` where a TensorFlow backend holds ``tf``."""
+framework runs (``single``, ``horovod``, ``ddp``: the ``backends`` of its registry entry),
+each a :class:`~archbench.workloads.training.strategies.base.Backend` (so the measured
+window, its barriers, the layout and the replicas' weight spread are every framework's
+own), holding ``torch``."""
 
 from __future__ import annotations
 
@@ -159,11 +159,9 @@ class DDPBackend(TorchBackend):
     def close(self) -> None:
         self.dist.destroy_process_group()
 
-BACKENDS = {"single": TorchBackend, "horovod": HorovodTorchBackend, "ddp": DDPBackend}
-
 def make_backend(torch, config: TrainRun, device) -> TorchBackend:
     """The backend of ``config.strategy`` (initialises Horovod or the process group)."""
-    return BACKENDS[config.strategy](torch, config, device)
+    from archbench.workloads.training import frameworks
+    return frameworks.framework("pytorch").backend(config.strategy)(torch, config, device)
 
-__all__ = ["BACKENDS", "DDPBackend", "HorovodTorchBackend", "TorchBackend", "device_name",
-           "make_backend"]
+__all__ = ["DDPBackend", "HorovodTorchBackend", "TorchBackend", "device_name", "make_backend"]

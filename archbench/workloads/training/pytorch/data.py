@@ -1,7 +1,7 @@
 """Real input data for the PyTorch loop: the same bytes the TensorFlow pipeline reads.
 
 * The ImageNet-layout TFRecord shards of the system's data directory
-  (:func:`archbench.workloads.training.data.tfrecord_files`), read here without TensorFlow:
+  (:func:`archbench.workloads.training.datasets.tfrecord_files`), read here without TensorFlow:
   :func:`tfrecord_records` walks the file format (length, CRC, payload, CRC) and
   :func:`example_features` the ``tf.train.Example`` protocol buffer. Each worker reads its
   shard as the tf.data pipeline does (every n-th file, or every n-th record when there are
@@ -20,7 +20,7 @@ from typing import Iterator
 
 import numpy as np
 
-from archbench.workloads.training.data import (
+from archbench.workloads.training.datasets import (
     LABEL_OFFSET,
     SHUFFLE_BUFFER,
     DataError,

@@ -132,7 +132,7 @@ def run(config: TrainRun) -> dict | None:
                                                  steps=config.steps, batch_size=config.batch_per_process)
     devices, spread, (nodes, ppn), hosts, extra = outcome.after_window(config, backend, model)
     if config.data == "real" and spec(config.model).dataset == "digits" and backend.is_writer:
-        from archbench.workloads.training.data import accuracy
+        from archbench.workloads.training.datasets import accuracy
         _, _, x_test, y_test = data.digits_tensors(config.image_size)
         extra["accuracy"] = {"value": accuracy(backend.predictor(model), x_test.numpy(), y_test.numpy()),
                              "unit": "fraction"}

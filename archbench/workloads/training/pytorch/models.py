@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from archbench.workloads.training import models as keras_models
+from archbench.workloads.training import models as shared_models
 from archbench.workloads.training.models import spec
 
 
@@ -87,7 +87,7 @@ def least_training_flops(name: str, image_size: int) -> float:
     """A lower bound of the training FLOPs per image of PyTorch's model ``name`` at
     ``image_size`` (:func:`archbench.workloads.training.models.least_training_flops` of
     its declared count)."""
-    return keras_models.least_training_flops(name, image_size, FORWARD_GFLOPS.get(name))
+    return shared_models.least_training_flops(name, image_size, FORWARD_GFLOPS.get(name))
 
 
 def build_model(name: str, image_size: int, num_classes: int):

@@ -1,17 +1,20 @@
-"""Training strategies: each is one module holding its Backend and its launcher, and one
-line of :data:`STRATEGIES`.
+"""Training strategies: each is one module holding what every framework shares of it (its
+launcher, its launch rank, its label, whether it runs several processes and has parameter
+servers), and one line of :data:`STRATEGIES`. The backend a process of the strategy
+builds belongs to each framework (its registry entry's ``backends``, whose keys say which
+frameworks run the strategy: :mod:`archbench.workloads.training.frameworks`).
 
 * ``single``: one process.
-* ``horovod``: allreduce under mpirun, srun or horovodrun --gloo (TensorFlow and PyTorch).
-* ``ddp``: PyTorch's DistributedDataParallel under mpirun or srun.
+* ``horovod``: allreduce under mpirun, srun or horovodrun --gloo.
+* ``ddp``: DistributedDataParallel under mpirun or srun.
 * ``mirrored``: tf.distribute over a TF cluster started by srun or, on one node, by
   ``python -m archbench.workloads.spawn spawn``; ``parameter_server`` likewise, with its variable
   update (synchronous parameter_server or distributed_replicated in TF's v1 distributed
   runtime, or ps_async, tf.distribute's ParameterServerStrategy).
 
 To add a strategy, write ``archbench/workloads/training/strategies/<name>.py`` defining ``STRATEGY =
-Strategy(backend=..., launch=..., ...)`` (see :class:`~archbench.workloads.training.strategies.base.Strategy`)
-and register it below. Every list of strategy names reads this registry when it is
+Strategy(launch=..., ...)`` (see :class:`~archbench.workloads.training.strategies.base.Strategy`)
+and register it below, then add its backend to each framework that runs it. Every list of strategy names reads this registry when it is
 needed: the ``--strategy`` choices of ``archbench.train``, the experiment schema's strategy
 and variable-update names, the names a record may carry (``archbench.workloads.names``), the
 importer's choices and the figures' labels (``Strategy.label``).
@@ -33,7 +36,7 @@ STRATEGIES: dict[str, Strategy] = {
 }
 
 __all__ = ["STRATEGIES", "Backend", "Launch", "Strategy", "check", "label", "launch_rank",
-           "launcher_argv", "make_backend", "multi_process", "process_device", "strategy",
+           "launcher_argv", "multi_process", "process_device", "strategy",
            "update_strategies"]
 
 
@@ -79,16 +82,11 @@ def check(config: TrainRun) -> None:
 
 
 def process_device(config: TrainRun) -> str:
-    """The device this process binds before TensorFlow starts: the run's, except "cpu" for
+    """The device this process binds before its framework starts: the run's, except "cpu" for
     a process of a GPU run that only serves (a parameter server)."""
     if config.device == "gpu" and not strategy(config.strategy).trains(config):
         return "cpu"
     return config.device
-
-
-def make_backend(tf, config: TrainRun) -> Backend:
-    """The backend of ``config.strategy`` (initialises Horovod or the TF cluster)."""
-    return strategy(config.strategy).backend(tf, config)
 
 
 def launch_rank(name: str) -> int:

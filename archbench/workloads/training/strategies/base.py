@@ -14,7 +14,6 @@ strategies override what they do differently.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import socket
 import time
 from dataclasses import dataclass
@@ -24,7 +23,6 @@ import numpy as np
 
 from archbench.core.hardware import cpus_per_process
 from archbench.core.marks import mark
-from archbench.workloads import gpu
 from archbench.workloads.tfcluster import LaunchError
 from archbench.workloads.training.settings import TrainRun
 
@@ -84,8 +82,8 @@ def unique(items: Sequence[str]) -> list[str]:
 class Backend:
     """One process, no communication (strategy ``single``)."""
 
-    def __init__(self, tf, config: TrainRun):
-        self.tf = tf
+    def __init__(self, module, config: TrainRun):
+        self.module = module  # the framework's module (each framework's backends name it)
         self.config = config
         self.rank, self.size = 0, 1
 
@@ -114,37 +112,22 @@ class Backend:
 
     def make_step(self, model, optimizer, loss_fn: Callable) -> Callable:
         """Compiled step(images, labels) -> loss: forward, backward, update."""
-        tf = self.tf
-
-        @tf.function
-        def step(images, labels):
-            with tf.GradientTape() as tape:
-                loss = loss_fn(labels, model(images, training=True))
-            grads = self.gradients(tape, loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            return loss
-        return step
-
-    def gradients(self, tape, loss, variables):
-        """Gradients of ``loss`` (averaged over workers where they are combined)."""
-        return tape.gradient(loss, variables)
-
-    def batches(self, dataset_fn: Callable[[int, int], Any]) -> Iterator:
-        """Iterator over this worker's batches; ``dataset_fn(shard, shards)`` -> tf.data."""
-        return iter(dataset_fn(self.rank, self.size))
+        raise NotImplementedError
 
     def device_batches(self, make_batch: Callable[[int], Any]) -> Iterator | None:
         """Iterator repeating ONE synthetic batch made on this process's GPU by
         ``make_batch(shard)`` -> (images, labels), so that no step copies data from the
         host; None where the strategy feeds only datasets (then :meth:`batches`)."""
-        with self.tf.device("/device:GPU:0"):
-            batch = make_batch(self.rank)
-        return itertools.repeat(batch)
+        return None
 
     def step_devices(self, model) -> list[str]:
-        """The devices TensorFlow placed the measured step on: the last measured step's
-        loss and the trainable variables (their ``.device``), e.g. ["GPU:0"]."""
-        return gpu.placed_devices([getattr(self, "last_loss", None), *model.trainable_variables])
+        """The devices the framework placed the measured step on, e.g. ["GPU:0"]."""
+        raise NotImplementedError
+
+    def batches(self, dataset_fn: Callable[[int, int], Any]) -> Iterator:
+        """Iterator over this worker's batches; ``dataset_fn(shard, shards)`` -> an iterable
+        of this shard's batches."""
+        return iter(dataset_fn(self.rank, self.size))
 
     def start(self, model) -> None:
         """Called once the model exists, before the first step (e.g. broadcast weights)."""
@@ -196,11 +179,11 @@ class Backend:
 
     def predictor(self, model) -> Callable:
         """images -> logits of ``model`` in inference mode, as numpy."""
-        return lambda images: np.asarray(model(images, training=False))
+        raise NotImplementedError
 
     def weights(self, model) -> list:
         """This worker's trainable weights as numpy arrays."""
-        return [np.asarray(v) for v in model.trainable_variables]
+        raise NotImplementedError
 
     def weight_spread(self, model) -> float | None:
         """Largest difference between workers of per-variable checksums (sum and sum of
@@ -234,24 +217,22 @@ def every_process_trains(config: TrainRun) -> bool:
 class Strategy:
     """A registered training strategy: how its processes train and how they are started.
 
-    ``backend(tf, config)`` is the :class:`Backend` every process of a run builds (a
-    class, or a function choosing one, e.g. by ``config.variable_update``);
-    ``launch(plan)`` is the full argv that starts all processes of a :class:`Launch`
+    The strategy holds what every framework shares; each framework holds its own
+    :class:`Backend` of the strategy (its registry entry's ``backends``, whose keys say
+    which frameworks run it). ``launch(plan)`` is the full argv that starts all processes of a :class:`Launch`
     (launcher + worker argv); ``launch_rank()`` is this process's rank as its launcher set
     it, before any framework initialises (0 = the process that writes the record);
     ``parameter_servers``: the run has parameter-server tasks (``--parameter-servers``);
     ``variable_updates``: the ``--variable-update`` values it takes, the first the default;
     ``multi_process``: the strategy runs several processes (experiments may sweep it);
     ``trains(config)``: False for a process that only serves (a parameter server, a
-    coordinator), known before TensorFlow starts: in a GPU run it gets no GPU;
+    coordinator), known before its framework starts: in a GPU run it gets no GPU;
     ``label``: its name in figure legends and titles ("" = the registry name);
-    ``frameworks``: the registered frameworks it trains in (``backend`` is TensorFlow's;
-    another framework's loop holds its own backend for the strategy); ``finish``: what a
+    ``finish``: what a
     process of a multi-process run that succeeded does before it ends without the
     framework's teardown (None: it ends as usual).
     """
 
-    backend: Callable[[Any, TrainRun], Backend]
     launch: Callable[[Launch], list[str]]
     help: str
     launch_rank: Callable[[], int] = rank_zero
@@ -260,5 +241,4 @@ class Strategy:
     multi_process: bool = True
     trains: Callable[[TrainRun], bool] = every_process_trains
     label: str = ""
-    frameworks: tuple[str, ...] = ("tensorflow",)
     finish: Callable[[], None] | None = None

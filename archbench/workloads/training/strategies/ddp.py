@@ -1,12 +1,12 @@
-"""Strategy ``ddp``: PyTorch's DistributedDataParallel, gradients averaged by allreduce
-over gloo (CPUs) or NCCL (GPUs), as most PyTorch users train today.
+"""Strategy ``ddp``: DistributedDataParallel, gradients averaged by allreduce over gloo
+(CPUs) or NCCL (GPUs); the frameworks that run it say so in their registry entry.
 
 Ranks are started by the same launchers as Horovod's (mpirun, or srun on a Slurm
 system); each finds the others through a TCP store on rank 0's host (``env://``
 rendezvous): under srun the first node of the job step at the job's port base
 (:func:`archbench.workloads.srun.port_base`), under mpirun the host that runs mpirun (where
 rank 0 is placed, first in the allocation) at a port free there when the command is built.
-PyTorch's wheels have no MPI backend, so mpirun only starts the processes.
+The framework's process group does not use MPI: mpirun only starts the processes.
 """
 
 from __future__ import annotations
@@ -66,11 +66,5 @@ def launch(plan: Launch) -> list[str]:
     return argv + mpirun_env(env) + worker
 
 
-def no_tensorflow_backend(tf, config):
-    """TensorFlow has no DistributedDataParallel (the frameworks registry refuses it first)."""
-    raise ValueError("strategy ddp trains PyTorch only (--framework pytorch)")
-
-
-STRATEGY = Strategy(backend=no_tensorflow_backend, launch=launch, launch_rank=process_rank,
-                    help="PyTorch DistributedDataParallel (gloo on CPUs, NCCL on GPUs)",
-                    label="DDP", frameworks=("pytorch",))
+STRATEGY = Strategy(launch=launch, launch_rank=process_rank,
+                    help="DistributedDataParallel (gloo on CPUs, NCCL on GPUs)", label="DDP")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from archbench.workloads.tfcluster import LaunchError
-from archbench.workloads.training.strategies.base import Backend, Launch, Strategy
+from archbench.workloads.training.strategies.base import Launch, Strategy
 
 
 def launch(plan: Launch) -> list[str]:
@@ -14,6 +14,5 @@ def launch(plan: Launch) -> list[str]:
     return list(plan.worker)
 
 
-STRATEGY = Strategy(backend=Backend, launch=launch, multi_process=False,
-                    help="one process", label="single process",
-                    frameworks=("tensorflow", "pytorch"))
+STRATEGY = Strategy(launch=launch, multi_process=False, help="one process",
+                    label="single process")

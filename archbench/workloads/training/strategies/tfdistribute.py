@@ -8,7 +8,6 @@ from __future__ import annotations
 from archbench.workloads.spawn import SERVER_GRACE_S, spawn_argv
 from archbench.workloads.srun import srun_argv
 from archbench.workloads.tfcluster import LaunchError
-from archbench.workloads.training.models import keras
 from archbench.workloads.training.strategies.base import Launch
 
 
@@ -29,9 +28,3 @@ def tf_cluster_launch(plan: Launch, *, chief: bool = False, parameter_servers: i
         raise LaunchError(f"a TF cluster on {plan.nodes} nodes needs launcher srun "
                           "(the cluster comes from the Slurm job step)")
     return spawn_argv(worker, workers=plan.ranks, ps=parameter_servers, chief=chief)
-
-
-def per_example_loss(loss_fn):
-    """The unreduced (per example) version of a Keras loss."""
-    config = {**loss_fn.get_config(), "reduction": keras().losses.Reduction.NONE}
-    return type(loss_fn).from_config(config)

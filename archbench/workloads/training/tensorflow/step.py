@@ -10,8 +10,9 @@ from typing import Callable
 from archbench.workloads import gpu
 from archbench.workloads.tfenv import use_framework_env
 from archbench.workloads.training import strategies
-from archbench.workloads.training.models import input_shape, keras
+from archbench.workloads.training.models import input_shape
 from archbench.workloads.training.settings import TrainRun
+from archbench.workloads.training.tensorflow.models import keras
 
 
 def configure_tensorflow(config: TrainRun):

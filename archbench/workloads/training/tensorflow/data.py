@@ -1,4 +1,4 @@
-"""Real input data for the training benchmark.
+"""TensorFlow's input data for the training benchmark (tf.data pipelines).
 
 * ImageNet-layout TFRecords (``train-*-of-*`` files of ``tf.train.Example`` with a JPEG in
   ``image/encoded`` and a 1-based label in ``image/class/label``, as the ImageNet build
@@ -20,7 +20,6 @@ and the digits for ``digits_cnn``.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import sys
 from pathlib import Path
@@ -28,34 +27,18 @@ from typing import Sequence
 
 import numpy as np
 
+from archbench.workloads.training import datasets
+from archbench.workloads.training.datasets import (
+    LABEL_OFFSET,
+    READ_BUFFER_BYTES,
+    SHUFFLE_BUFFER,
+    DataError,
+    tfrecord_files,
+)
 from archbench.workloads.training.models import spec
 from archbench.workloads.training.settings import TrainRun
 
-TRAIN_PATTERN = "train-*-of-*"
-LABEL_OFFSET = 1  # ImageNet TFRecords number classes 1..1000 (0 = background)
-SHUFFLE_BUFFER = 1024
-READ_BUFFER_BYTES = 8 << 20
-DIGITS_TEST_FRACTION = 0.2
-
-
-class DataError(RuntimeError):
-    """Real data that is missing or unusable (no TFRecords, bad directory, bad shard)."""
-
-
 # ---------------------------------------------------------------- TFRecord reading
-
-def tfrecord_files(data_dir: str | os.PathLike | None) -> list[str]:
-    """The sorted ``train-*-of-*`` files of ``data_dir``; DataError if there are none."""
-    if not data_dir:
-        raise DataError("real data needs a data directory (--data-dir, or the system's "
-                        "data_dir) holding ImageNet-layout train-*-of-* TFRecords")
-    if not Path(data_dir).is_dir():
-        raise DataError(f"data directory {data_dir} does not exist")
-    files = sorted(glob.glob(os.path.join(str(data_dir), TRAIN_PATTERN)))
-    if not files:
-        raise DataError(f"no {TRAIN_PATTERN} TFRecord files in {data_dir}")
-    return files
-
 
 def _preprocess(tf, *, image_size: int, num_classes: int, data_format: str, training: bool):
     features = {
@@ -134,23 +117,15 @@ def _with_threads(tf, ds, threads: int):
 
 # ---------------------------------------------------------------- digits
 
-def digits_arrays(image_size: int = 8, data_format: str = "NHWC", seed: int = 0
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """scikit-learn's digits as (x_train, y_train, x_test, y_test): float32 in [0, 1],
-    one grey channel, resized to ``image_size``; a fixed 20% test split."""
-    from sklearn.datasets import load_digits
-    digits = load_digits()
-    x = (digits.images.astype(np.float32) / 16.0)[..., None]
-    y = digits.target.astype(np.int32)
-    if image_size != 8:
-        import tensorflow as tf
-        x = tf.image.resize(x, [image_size, image_size], method="bilinear").numpy()
-    if data_format == "NCHW":
-        x = np.ascontiguousarray(np.transpose(x, (0, 3, 1, 2)))
-    order = np.random.default_rng(seed).permutation(len(x))
-    n_test = int(round(len(x) * DIGITS_TEST_FRACTION))
-    test, train = order[:n_test], order[n_test:]
-    return x[train], y[train], x[test], y[test]
+def digits_arrays(image_size: int = 8, data_format: str = "NHWC", seed: int = 0):
+    """The digits (:func:`archbench.workloads.training.datasets.digits_arrays`), resized by
+    TensorFlow's bilinear resize."""
+    return datasets.digits_arrays(image_size, data_format, seed, resize=_resize)
+
+
+def _resize(x, size: int):
+    import tensorflow as tf
+    return tf.image.resize(x, [size, size], method="bilinear").numpy()
 
 
 def digits_dataset(batch_size: int, *, image_size: int = 8, shard_index: int = 0,
@@ -163,16 +138,6 @@ def digits_dataset(batch_size: int, *, image_size: int = 8, shard_index: int = 0
     ds = ds.shuffle(len(x), seed=seed, reshuffle_each_iteration=True).repeat()
     ds = ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
     return _with_threads(tf, ds, threads)
-
-
-def accuracy(predict, images: np.ndarray, labels: np.ndarray, *, batch_size: int = 256) -> float:
-    """Fraction of ``images`` whose highest logit is the label; ``predict(images)`` gives the
-    logits (e.g. a Keras model in eager mode)."""
-    correct = 0
-    for i in range(0, len(images), batch_size):
-        logits = predict(images[i:i + batch_size])
-        correct += int(np.sum(np.argmax(np.asarray(logits), axis=1) == labels[i:i + batch_size]))
-    return correct / len(images)
 
 
 # ---------------------------------------------------------------- train.py entry point

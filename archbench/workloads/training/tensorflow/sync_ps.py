@@ -35,8 +35,9 @@ from archbench.core.net import hostname_of
 from archbench.workloads import gpu
 from archbench.workloads.tfcluster import LaunchError, cluster_resolver, serve
 from archbench.workloads.training.settings import TrainRun
-from archbench.workloads.training.strategies.base import Backend, unique
-from archbench.workloads.training.strategies.tfdistribute import per_example_loss
+from archbench.workloads.training.strategies.base import unique
+from archbench.workloads.training.strategies.parameter_server import ASYNC
+from archbench.workloads.training.tensorflow.backends import AsyncParameterServer, Single, per_example_loss
 
 ROUND_ROBIN, GREEDY = "round_robin", "greedy"
 PLACEMENTS = (ROUND_ROBIN, GREEDY)  # how variables are spread over parameter servers
@@ -84,7 +85,7 @@ def barrier_op(tf, name: str, *, workers: int, rank: int, after=()):
             return tf.group(queues[rank].dequeue_many(workers - 1))
 
 
-class SyncParameterServerBackend(Backend):
+class SyncParameterServerBackend(Single):
     """``parameter_server``: the variables live on the parameter servers only; every step
     each worker reads them there, and the chief applies the mean of all workers'
     gradients once (see the module docstring)."""
@@ -318,3 +319,15 @@ class DistributedReplicatedBackend(SyncParameterServerBackend):
     back into its replica each step."""
 
     replicated = True
+
+
+def variable_updates() -> dict[str, type[Single]]:
+    """The backend of each variable update of strategy ``parameter_server``."""
+    return {"parameter_server": SyncParameterServerBackend,
+            "distributed_replicated": DistributedReplicatedBackend,
+            ASYNC: AsyncParameterServer}
+
+
+def parameter_server(tf, config: TrainRun) -> Single:
+    """The backend of ``config.variable_update`` (default: synchronous parameter_server)."""
+    return variable_updates()[config.variable_update or "parameter_server"](tf, config)

@@ -11,11 +11,18 @@ from archbench.core.marks import mark
 from archbench.workloads import gpu
 from archbench.workloads.tfcluster import local_rank
 from archbench.workloads.training import outcome, strategies
-from archbench.workloads.training.data import accuracy, digits_arrays, real_dataset
-from archbench.workloads.training.models import build_model, check_data_format, spec, training_flops
+from archbench.workloads.training.datasets import accuracy
+from archbench.workloads.training.models import spec
 from archbench.workloads.training.pinning import pin_cores
 from archbench.workloads.training.settings import TrainRun
-from archbench.workloads.training.step import configure_tensorflow, make_train_step, synthetic_batch
+from archbench.workloads.training.tensorflow.backends import make_backend
+from archbench.workloads.training.tensorflow.data import digits_arrays, real_dataset
+from archbench.workloads.training.tensorflow.models import build_model, check_data_format, training_flops
+from archbench.workloads.training.tensorflow.step import (
+    configure_tensorflow,
+    make_train_step,
+    synthetic_batch,
+)
 
 
 def batches_of(tf, config: TrainRun, backend: strategies.Backend):
@@ -41,7 +48,7 @@ def dataset_fn(tf, config: TrainRun) -> Callable[[int, int], object]:
 def probe_step(config: TrainRun):
     """The run's compiled step in one process and its synthetic batch (vendor probe)."""
     tf = configure_tensorflow(config)
-    backend = strategies.make_backend(tf, config)
+    backend = make_backend(tf, config)
     with backend.scope():
         model = build_model(config.model, config.image_size, config.num_classes,
                             data_format=config.data_format)
@@ -80,7 +87,7 @@ def train(config: TrainRun, *, start: str, probe) -> dict | None:
     if strategies.process_device(config) == "gpu":
         gpu.require_gpu(tf)  # fails with gpu.NO_GPU: a CPU never stands in for a GPU
     check_data_format(tf, config.data_format)
-    backend = strategies.make_backend(tf, config)
+    backend = make_backend(tf, config)
     with backend.scope():
         model = build_model(config.model, config.image_size, config.num_classes,
                             data_format=config.data_format)
