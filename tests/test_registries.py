@@ -167,7 +167,7 @@ def test_the_training_command_line_offers_the_model_and_strategy(registered, cap
                                 "--variable-update", UPDATE, "--output", "r.json"])
     assert (run.model, run.strategy, run.variable_update) == (MODEL, STRATEGY, UPDATE)
     assert FRAMEWORK in shown and "a throwaway framework" in shown
-    run = benchmark.parse_args(["--framework", FRAMEWORK, "--model", MODEL, "--batch-size", "4",
+    run = benchmark.parse_args(["--framework", FRAMEWORK, "--model", MODEL, "--batch-per-process", "4",
                                 "--output", "r.json"])
     assert (run.framework, run.strategy) == (FRAMEWORK, "single")
 

@@ -300,7 +300,7 @@ def training_configuration(experiment: dict, system: dict, **values: Any) -> dic
     (:func:`archbench.workloads.training.models.spec`), as the worker's do."""
     model = spec(values["model"])
     conf = {
-        "kind": "train", "framework": "tensorflow", "data": "synthetic",
+        "kind": "train", "framework": DEFAULT_FRAMEWORK, "data": "synthetic",
         "strategy": "single", "nodes": 1, "processes_per_node": 1, "inter_threads": 1,
         "image_size": experiment.get("image_size", model.native_image_size),
         "num_classes": experiment.get("num_classes", model.num_classes),

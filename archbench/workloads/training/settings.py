@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
+from archbench.core.record import DEFAULT_FRAMEWORK
 from archbench.workloads import gpu
 from archbench.workloads.training.models import MODELS, spec
 
@@ -107,7 +108,7 @@ ENABLED = {True: "on", False: "off"}
 
 SETTINGS: tuple[Setting, ...] = (
     # choices: the frameworks registry (benchmark.parser)
-    Setting(name="framework", default="tensorflow",
+    Setting(name="framework", default=DEFAULT_FRAMEWORK,
             help="training framework (archbench/workloads/training/frameworks.py)",
             planned="framework", recorded=True, probe=True, identity=True),
     Setting(name="model", required=True, choices=lambda: sorted(MODELS), help="model to train",
