@@ -55,20 +55,20 @@ class CampaignDag:
         self.systems = campaign.systems
         self.statistic = config.get("statistic", "mean")
         self.measurements = {f"results/{raw_path(m)}": m for m in campaign.measurements}
+        self._inputs: dict[str, tuple] = {}
+        self._specs: dict[str, str] = {}
+        self._resources: dict[str, dict] = {}
         # Batching (campaign key batch_size; archbench/plan/batching.py): each chunk of
         # measurements is one job group, i.e. one Slurm job.
         self.batch_size = int(config.get("batch_size", 1))
         self.batch_max_minutes = config.get("batch_max_minutes")
         self.batch_groups = group_names(
-            campaign.measurements, lambda m: plan_jobs.job_resources(m, self.systems[m["system"]]),
+            campaign.measurements, lambda m: self.resources(f"results/{raw_path(m)}"),
             lambda m: f"results/{raw_path(m)}", size=self.batch_size,
             max_minutes=self.batch_max_minutes, systems=self.systems)
         self.group_names = tuple(dict.fromkeys(self.batch_groups.values()))
         # The supervisor reads its spec from spec_dir/<digest>.json (execute/specfiles.py).
         self.spec_dir = spec_dir(campaign.name)
-        self._inputs: dict[str, tuple] = {}
-        self._specs: dict[str, str] = {}
-        self._resources: dict[str, dict] = {}
         self._index_sweeps()
 
     def _index_sweeps(self) -> None:
