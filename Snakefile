@@ -4,10 +4,12 @@ import gc
 
 from snakemake.utils import min_version
 
+from archbench.core.snakemake_api import configfiles_given
+
 min_version("9.10")
 
 # The embedded default campaign, unless a campaign is given with --configfile.
-if not workflow.overwrite_configfiles:
+if not configfiles_given(workflow):
 
     configfile: "config/config.yaml"
 
@@ -35,13 +37,13 @@ localrules:
 
 # Once this run holds Snakemake's lock, before its first job.
 onstart:
-    name_lock_holder()
-    write_planned_specs()
+    jobs.name_lock_holder(workflow)
+    jobs.write_planned_specs(CAMPAIGN_DAG, regenerate_only=REGENERATE_ONLY)
 
 
 # The last word of a run or `paper`: records counted, excluded, and where they are listed.
 onsuccess:
-    report_collection()
+    jobs.report_collection(workflow)
 
 
 rule all:

@@ -1,14 +1,14 @@
 # Derived tables (CSV, Markdown, LaTeX) from the collected measurements plus imported
 # published results. One rule per table, named make_<table>_table. Like every artifact
-# step they run inside Snakemake's own process (see ARTIFACT_STEP in common.smk).
+# step they run inside Snakemake's own process (see archbench/workflow/jobs.py).
 
 
 rule merge_measurements:
     localrule: True
     input:
         measurements="results/tables/measurements.csv",
-        imports=get_imports(),
-        mappings=get_import_mappings(),
+        imports=ARTIFACTS.imports(),
+        mappings=ARTIFACTS.import_mappings(),
     output:
         merged="results/tables/measurements_all.csv",
     log:
@@ -16,7 +16,7 @@ rule merge_measurements:
     params:
         mapping_dirs=IMPORT_MAPPING_DIRS,
     run:
-        merge_job(input, output, params, log)
+        jobs.merge(input, output, params=params, log=log)
 
 
 for _table in TABLE_NAMES:
@@ -28,8 +28,8 @@ for _table in TABLE_NAMES:
         input:
             measurements="results/tables/measurements_all.csv",
             # the published values vs_published compares with (none for other tables)
-            published=get_published(_table),
-            mappings=get_published_mappings(_table),
+            published=ARTIFACTS.published(_table),
+            mappings=ARTIFACTS.published_mappings(_table),
         output:
             csv=report(f"results/tables/{_table}.csv", category="Tables",
                        caption="../report/captions/table.rst"),
@@ -39,13 +39,13 @@ for _table in TABLE_NAMES:
             f"logs/make_{_table}_table/{_table}.log",
         params:
             name=_table,
-            caption=TABLES[_table].caption,
+            caption=ARTIFACTS.table(_table).caption,
             peak=config.get("peak", {}),
             statistic=config.get("statistic", "mean"),
             # each experiment's base framework, for the framework comparison
-            framework_bases=artifacts.framework_bases(config) if TABLES[_table].uses_bases else {},
+            framework_bases=ARTIFACTS.framework_bases if TABLES[_table].uses_bases else {},
             # the campaign's resolved systems, for the tables that describe them
-            systems=SYSTEMS if TABLES[_table].uses_systems else {},
+            systems=SYSTEMS if ARTIFACTS.table(_table).uses_systems else {},
             mapping_dirs=IMPORT_MAPPING_DIRS,
         run:
-            table_job(input, output, params, log)
+            jobs.table(input, output, params=params, log=log)

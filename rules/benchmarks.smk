@@ -63,4 +63,4 @@ rule choose_best_layouts:
     params:
         statistic=config.get("statistic", "mean"),
     run:
-        choose_layouts_job(input, output, params, log)
+        jobs.choose_best_layouts(CAMPAIGN_DAG, input, output, params=params, log=log)

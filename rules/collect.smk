@@ -9,10 +9,7 @@ localrules:
 
 
 # A dry run (-n) prints the plan too (on stderr, before Snakemake lists the jobs).
-if DRY_RUN and workflow.is_main_process and not REGENERATE_ONLY:
-    print(archbench_plan.campaign_plan(
-        CAMPAIGN.name, CAMPAIGN.measurements, SYSTEMS, measurements_per_job=MEASUREMENTS_PER_JOB,
-        batch_max_minutes=BATCH_MAX_MINUTES)[1], file=sys.stderr)
+startup.print_plan(workflow, CAMPAIGN_DAG, regenerate_only=REGENERATE_ONLY)
 
 
 # Every record file under results/raw that does not count is listed in invalid_records.txt
@@ -28,11 +25,11 @@ rule collect_measurements:
         html=report("results/tables/invalid_records.html", category="Excluded records",
                     caption="../report/captions/excluded.rst"),
     log:
-        COLLECT_LOG,
+        jobs.COLLECT_LOG,
     params:
         unplanned=get_unplanned_records,
     run:
-        collect_job(input, output, log)
+        jobs.collect(CAMPAIGN_DAG, input, output, log=log)
 
 
 rule plan_campaign:
@@ -42,13 +39,10 @@ rule plan_campaign:
     log:
         f"logs/plan_campaign/{CAMPAIGN.name}.log",
     params:
-        measurements_per_job=MEASUREMENTS_PER_JOB,  # a changed count rewrites the plan
-        batch_max_minutes=BATCH_MAX_MINUTES,
+        measurements_per_job=CAMPAIGN_DAG.measurements_per_job,  # a changed count rewrites the plan
+        batch_max_minutes=CAMPAIGN_DAG.batch_max_minutes,
     run:
-        archbench_plan.write_plan(CAMPAIGN.name, CAMPAIGN.measurements, SYSTEMS,
-                                  csv=output.csv, markdown=output.markdown,
-                                  measurements_per_job=params.measurements_per_job,
-                                  batch_max_minutes=params.batch_max_minutes)
+        jobs.write_plan(CAMPAIGN_DAG, output, params)
 
 
 # `snakemake plan`: write the plan (results/plan/<campaign>.{md,csv}); runs no benchmark.

@@ -1,26 +1,19 @@
 # Before and after (docs/compare.md): when the campaign names a baseline (`compare_with:`),
 # this campaign's collected measurements against the baseline's records, configuration by
 # configuration, written to results/compare/. Runs inside Snakemake's own process (see
-# ARTIFACT_STEP in common.smk). A baseline without records, or a table that is not a
-# measurements table, stops the run here in one line, before any job; a comparison that
-# cannot be made (no configuration in common) fails this rule with one line, never a
+# ARTIFACT_STEP in archbench/workflow/jobs.py). A baseline without records, or a table that
+# is not a measurements table, stops the run here in one line, before any job; a comparison
+# that cannot be made (no configuration in common) fails this rule with one line, never a
 # traceback, and the campaign's records stay.
 
-from archbench.results.compare import check_baseline
-from archbench.results.record_sets import CompareError
-
-if BASELINE and workflow.is_main_process:
-    try:
-        check_baseline(BASELINE.results)
-    except CompareError as _fault:
-        sys.exit(f"archbench: compare_with: {_fault}")
+startup.refuse_baseline(workflow, BASELINE)
 
 
 rule compare_results:
     localrule: True
     input:
         measurements="results/tables/measurements.csv",
-        baseline=get_baseline_records(),
+        baseline=ARTIFACTS.baseline_records(),
     output:
         comparison_csv=report("results/compare/comparison.csv", category="Comparison",
                               caption="../report/captions/compare.rst"),
@@ -41,10 +34,6 @@ rule compare_results:
         threshold=BASELINE.threshold if BASELINE else None,
         across=list(BASELINE.across) if BASELINE else [],
         statistic=config.get("statistic", "mean"),
-        caption=compare_caption(),
+        caption=ARTIFACTS.compare_caption(),
     run:
-        try:
-            compare_job(input, output, params, log)
-        except CompareError as fault:
-            write_log(log[0], f"archbench: compare_with: {fault}")
-            raise WorkflowError(f"archbench: compare_with: {fault}") from None
+        jobs.compare(CAMPAIGN_DAG, input, output, params=params, log=log)

@@ -1,5 +1,5 @@
 # Publication figures (PNG, PDF, SVG), one rule per figure type, named plot_<figure>,
-# run inside Snakemake's own process (see ARTIFACT_STEP in common.smk).
+# run inside Snakemake's own process (see archbench/workflow/jobs.py).
 
 
 for _figure in FIGURE_NAMES:
@@ -19,9 +19,9 @@ for _figure in FIGURE_NAMES:
             f"logs/plot_{_figure}/{_figure}.log",
         params:
             name=_figure,
-            caption=FIGURES[_figure].caption,
+            caption=ARTIFACTS.figure(_figure).caption,
             statistic=config.get("statistic", "mean"),
             # each experiment's base framework, for the framework comparison
-            framework_bases=artifacts.framework_bases(config) if FIGURES[_figure].uses_bases else {},
+            framework_bases=ARTIFACTS.framework_bases if FIGURES[_figure].uses_bases else {},
         run:
-            figure_job(input, output, params, log)
+            jobs.figure(input, output, params=params, log=log)

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Sequence
 
 from archbench.core.files import atomic_write_text
+from archbench.core.snakemake_api import invoked_as_snakemake, parsed_arguments
 from archbench.execute.holders import ALIVE, GONE, UNKNOWN, Holder, parse, this_process
-from archbench.plan.configfiles import invoked_as_snakemake, parsed_arguments
 
 LOCKS = Path(".snakemake", "locks")
 HOLDER_PREFIX = "archbench-holder."  # + <host>.<pid>.json: one per run holding locks here

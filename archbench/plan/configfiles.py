@@ -14,33 +14,12 @@ Snakemake knows them.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 from typing import Sequence
 
+from archbench.core.snakemake_api import invoked_as_snakemake, parsed_arguments
 from archbench.core.validate import ConfigError
 from archbench.core.yamlio import load_yaml_file
-
-
-def invoked_as_snakemake(argv: Sequence[str]) -> bool:
-    """True when ``argv`` is Snakemake's command line (``snakemake ...`` or ``python -m
-    snakemake ...``), not that of a program calling Snakemake's API."""
-    program = Path(argv[0]) if argv else Path()
-    return program.name == "snakemake" or (program.name == "__main__.py"
-                                           and program.parent.name == "snakemake")
-
-
-def parsed_arguments(argv: Sequence[str]) -> argparse.Namespace | None:
-    """Snakemake command line ``argv`` (without the program) as Snakemake's own parser reads
-    it; None when that parser refuses it."""
-    from snakemake.cli import get_argument_parser
-
-    try:  # Snakemake parsed this command line before it loaded its profiles
-        args, _ = get_argument_parser().parse_known_args(list(argv))
-    except SystemExit:  # then it is not the command line Snakemake runs with
-        return None
-    return args
 
 
 def configfile_arguments(argv: Sequence[str]) -> list[str]:

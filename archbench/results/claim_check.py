@@ -31,7 +31,7 @@ from archbench.results.claims import METRICS, identity_of, is_claims_file, read_
 from archbench.results.collect import env_text, mkl_env_text
 from archbench.results.tables.best import LAYOUT_FIELDS
 from archbench.results.tables.common import summary_of
-from archbench.results.tables.vs_published import BUILDERS, claim_values, matching_rows, table_column
+from archbench.results.tables.vs_published import BUILDERS, RowMatcher, claim_values, table_column
 
 SHOWN_VALUES = 8  # values a refusal lists of the column it names
 
@@ -91,46 +91,54 @@ def check_claims(paths: Iterable[str | os.PathLike], summary: pd.DataFrame) -> N
     (``summary``, :func:`planned_summary`) can match. Import files pass: their rows are
     measurements merged into the tables, which may well be of other systems."""
     built: dict[str, pd.DataFrame] = {}
+    rows = {"summary": RowMatcher(summary)}  # each table's, kept across claims
     for path in (Path(p) for p in paths if is_claims_file(p)):
         for _, claim in read_claims(path).iterrows():
             metric = METRICS[claim["metric"]]
             name = metric.candidates or metric.table
             if name not in built:
                 built[name] = BUILDERS[name](summary).reset_index(drop=True)
-            why = unmatched(claim, built[name], name, summary)
+                rows[name] = RowMatcher(built[name])
+            why = unmatched(claim, built[name], name, summary,
+                            rows=rows[name], summary_rows=rows["summary"])
             if why:
                 row = str(claim["file"]).rsplit(", row ", 1)[1]  # read_claims: "NAME, row N"
                 raise ImportFormatError(f"{path}: row {row}: {why}")
 
 
 def unmatched(claim: pd.Series, table: pd.DataFrame, name: str,
-              summary: pd.DataFrame | None = None) -> str | None:
+              summary: pd.DataFrame | None = None, *, rows: RowMatcher | None = None,
+              summary_rows: RowMatcher | None = None) -> str | None:
     """Why ``claim`` gets no value from any row of ``table`` (the table ``name`` of its
     metric, built from the plan ``summary``), as "column 'C': reason"; None when some row
     gives one. The column named is the first that matches nothing: a value no
     configuration of the whole plan has, else (the metric's table empty) the metric,
     else the first column, in :data:`~archbench.results.claims.IDENTITY` order, that no
-    configuration agreeing with the columns before it has."""
+    configuration agreeing with the columns before it has. ``rows``, ``summary_rows``: the
+    :class:`~archbench.results.tables.vs_published.RowMatcher` of each, kept across claims."""
     identity = identity_of(claim)
+    rows = rows or RowMatcher(table)
+    if summary is not None:
+        summary_rows = summary_rows or RowMatcher(summary)
     for key in identity:
         if table_column(table, key) is None:
             return f"column '{key}': the {name} table, which gives {claim['metric']}, has no such column"
     for key, value in identity.items():  # a name the campaign never runs, whatever the metric
         if summary is not None and table_column(summary, key) is not None \
-                and not matching_rows(summary, {key: value}).any():
+                and not summary_rows({key: value}).any():
             return (f"column '{key}': {_shown(value)} matches no configuration of the campaign "
                     f"({_values_of(summary, key)})")
     if table.empty:
         return (f"column 'metric': no configuration of the campaign gives a {claim['metric']} "
                 f"(its {name} table is empty)")
-    mask, before = matching_rows(table, {}), {}
+    mask, before = rows({}), {}
     for key, value in identity.items():
-        narrowed = mask & matching_rows(table, {key: value})
+        narrowed = mask & rows({key: value})
         if not narrowed.any():
             return (f"column '{key}': {_shown(value)} matches no configuration of the "
                     f"campaign{_with(before)} ({_values_of(table[mask], key)})")
         mask, before = narrowed, {**before, key: value}
-    if claim_values(claim, table).empty:
+    if claim_values(claim, table, rows).empty:
         if "baseline" in claim and not pd.isna(claim["baseline"]):
             metric = METRICS[claim["metric"]]
             return (f"column 'baseline': no configuration it matches has a series with "

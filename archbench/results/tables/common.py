@@ -197,7 +197,6 @@ def summarise(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     dominant failure (oom|timeout|failed) when no run succeeded -- then every value is empty,
     never zero.
     """
-    from scipy import stats  # here: a dry run imports the table registry, not scipy
     check_statistic(statistic)
     frame = df if "variant" in df else normalise(df)
     if frame.empty:
@@ -222,9 +221,12 @@ def summarise(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
             frame.groupby("_gid")["throughput_unit"].first().reindex(out.index)[missing_unit])
 
     n = out["n"].to_numpy()
-    dof = np.where(n >= 2, n - 1, 1)
-    half = stats.t.ppf(0.975, dof) * out["std"].to_numpy() / np.sqrt(np.maximum(n, 1))
-    half = np.where(n >= 2, half, np.nan)
+    several = n >= 2
+    half = np.full(len(n), np.nan)
+    if several.any():  # scipy only then: a plan's summary (one run each, the claim check) has none
+        from scipy import stats
+        half[several] = (stats.t.ppf(0.975, n[several] - 1) * out["std"].to_numpy()[several]
+                         / np.sqrt(n[several]))
     out["ci95_low"] = out["mean"] - half
     out["ci95_high"] = out["mean"] + half
 

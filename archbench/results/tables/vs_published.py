@@ -93,13 +93,14 @@ def _compare(claim: pd.Series, table: pd.DataFrame) -> list[dict]:
     return out
 
 
-def claim_values(claim: pd.Series, table: pd.DataFrame) -> pd.Series:
+def claim_values(claim: pd.Series, table: pd.DataFrame, rows: RowMatcher | None = None) -> pd.Series:
     """archbench's value for ``claim`` per matching table row (NaN values left out); a
-    claim with a ``baseline`` divides by the value at that count of the same series."""
+    claim with a ``baseline`` divides by the value at that count of the same series.
+    ``rows``: the :class:`RowMatcher` of ``table``, when it is kept across claims."""
     metric = METRICS[claim["metric"]]
     if table.empty:
         return pd.Series(dtype=float)
-    mask = matching_rows(table, identity_of(claim))
+    mask = (rows or RowMatcher(table))(identity_of(claim))
     values = table.loc[mask, metric.column].astype(float)
     if not _blank(claim.get("baseline")):
         divisors = []
@@ -117,22 +118,47 @@ def claim_values(claim: pd.Series, table: pd.DataFrame) -> pd.Series:
 
 def matching_rows(table: pd.DataFrame, identity: dict) -> np.ndarray:
     """Rows of ``table`` that agree with every identity column (a missing column: none)."""
-    mask = np.ones(len(table), dtype=bool)
-    for name, wanted in identity.items():
-        column = table_column(table, name)
-        if column is None:
-            return np.zeros(len(table), dtype=bool)
-        cells = table[column]
+    return RowMatcher(table)(identity)
+
+
+class RowMatcher:
+    """:func:`matching_rows` of one table, each column compared with each value once (the
+    claim check holds every claim against the same few tables)."""
+
+    def __init__(self, table: pd.DataFrame):
+        self.table = table
+        self._hits: dict[tuple, np.ndarray] = {}
+
+    def __call__(self, identity: dict) -> np.ndarray:
+        mask = np.ones(len(self.table), dtype=bool)
+        for name, wanted in identity.items():
+            column = table_column(self.table, name)
+            if column is None:
+                return np.zeros(len(self.table), dtype=bool)
+            mask &= self._hit(column, wanted)
+        return mask
+
+    def _hit(self, column: str, wanted: object) -> np.ndarray:
         if isinstance(wanted, (bool, np.bool_)):
-            hit = cells.astype("boolean") == bool(wanted)
+            key = (column, "boolean", bool(wanted))
         elif isinstance(wanted, (int, float, np.integer, np.floating)):
-            hit = pd.to_numeric(cells, errors="coerce") == float(wanted)
+            key = (column, "numeric", float(wanted))
         elif str(wanted).startswith("!"):
-            hit = cells.astype("string") != str(wanted)[1:]
+            key = (column, "not", str(wanted)[1:])
         else:
-            hit = cells.astype("string") == str(wanted)
-        mask &= pd.Series(hit, index=table.index).fillna(False).astype(bool).to_numpy()
-    return mask
+            key = (column, "string", str(wanted))
+        if key not in self._hits:
+            cells, kind, value = self.table[column], key[1], key[2]
+            if kind == "boolean":
+                hit = cells.astype("boolean") == value
+            elif kind == "numeric":
+                hit = pd.to_numeric(cells, errors="coerce") == value
+            elif kind == "not":
+                hit = cells.astype("string") != value
+            else:
+                hit = cells.astype("string") == value
+            self._hits[key] = pd.Series(hit, index=self.table.index).fillna(False).astype(bool).to_numpy()
+        return self._hits[key]
 
 
 def table_column(table: pd.DataFrame, name: str) -> str | None:
