@@ -20,7 +20,7 @@ run: setup  ## run the embedded default campaign on this machine
 	@echo "Report:  make report  ->  $(CURDIR)/results/report.html"
 
 test: setup lint  ## lint, then the whole test suite (starts a local Slurm cluster when root)
-	python -m pytest -ra $(PYTEST_ARGS)
+	python -m pytest -ra --durations=40 $(PYTEST_ARGS)
 
 lint: setup  ## ruff on the package, scripts and tests; snakemake --lint on the workflow
 	ruff check archbench scripts tests
