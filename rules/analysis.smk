@@ -43,7 +43,7 @@ for _table in TABLE_NAMES:
             peak=config.get("peak", {}),
             statistic=config.get("statistic", "mean"),
             # each experiment's base framework, for the framework comparison
-            framework_bases=ARTIFACTS.framework_bases if TABLES[_table].uses_bases else {},
+            framework_bases=ARTIFACTS.framework_bases if ARTIFACTS.table(_table).uses_bases else {},
             # the campaign's resolved systems, for the tables that describe them
             systems=SYSTEMS if ARTIFACTS.table(_table).uses_systems else {},
             mapping_dirs=IMPORT_MAPPING_DIRS,

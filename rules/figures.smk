@@ -22,6 +22,6 @@ for _figure in FIGURE_NAMES:
             caption=ARTIFACTS.figure(_figure).caption,
             statistic=config.get("statistic", "mean"),
             # each experiment's base framework, for the framework comparison
-            framework_bases=ARTIFACTS.framework_bases if FIGURES[_figure].uses_bases else {},
+            framework_bases=ARTIFACTS.framework_bases if ARTIFACTS.figure(_figure).uses_bases else {},
         run:
             jobs.figure(input, output, params=params, log=log)
