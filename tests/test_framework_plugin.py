@@ -3,18 +3,25 @@ one registry entry) is registered here and nowhere else, and goes the whole way 
 goes: the campaign plans it (and refuses what it lacks), the supervisor runs it in a real
 worker process (which finds it through ``ARCHBENCH_FRAMEWORKS``), its record passes the
 sense checks and the planned-versus-measured check, and the summary and batch_scaling
-tables show it (the summary as the report's markdown prints it). No module of archbench
-names it. (framework_comparison against TensorFlow is not run here: it compares a fixed
-pair of frameworks until the tables read the registry.)"""
+tables show it (the summary as the report's markdown prints it). Then the real workflow,
+Snakemake and every job finding the toy through ``ARCHBENCH_FRAMEWORKS`` alone, runs it
+beside TensorFlow: framework_comparison puts it against TensorFlow (its ratio from the
+summary's img/s, its columns headed by its short label) and the report shows that table
+and the figure titled by its label. No module of archbench names it."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from conftest import snakemake
 
 from archbench.core.record import raw_path, read_record
 from archbench.execute import supervisor
@@ -108,3 +115,57 @@ def test_the_toy_framework_runs_supervised_and_its_record_counts(toy, tmp_path, 
     assert "toy" in artifacts.to_markdown(summary)  # as the report shows it
     batch = build_table("batch_scaling", frame)
     assert len(batch) == 2 and set(batch["framework"]) == {toy}, batch
+
+
+# one configuration in each framework: the least the workflow can compare
+CAMPAIGN = """\
+campaign: toy
+systems: [local]
+experiments:
+  batches:
+    type: batch_sweep
+    framework: [tensorflow, toy]
+    models: [small_cnn]
+    threads: [1]
+    batch_per_process: [4]
+    repetitions: 1
+    image_size: 8
+    num_classes: 10
+    warmup_steps: 1
+    steps: 2
+    timeout_minutes: 5
+"""
+
+
+@pytest.mark.workflow
+def test_the_toy_framework_goes_through_the_workflow_to_the_report(toy, workflow_copy):
+    """The real workflow, the toy registered through ``ARCHBENCH_FRAMEWORKS`` alone (the
+    fixture's environment, which Snakemake and every job inherit): both frameworks run, the
+    framework comparison puts the toy against TensorFlow, the report shows it."""
+    (workflow_copy / "toy.yaml").write_text(CAMPAIGN)
+    run = ("--profile", "profiles/local", "--configfile", "toy.yaml")
+    snakemake(workflow_copy, *run, timeout=900)
+    records = {r["framework"]: r for r in (json.loads(p.read_text()) for p in
+                                           (workflow_copy / "results/raw").rglob("rep*.json"))}
+    assert set(records) == {"tensorflow", toy}
+    assert all(r["status"] == "ok" for r in records.values()), records
+    tables = workflow_copy / "results/tables"
+    summary = pd.read_csv(tables / "summary.csv").set_index("framework")
+    table = pd.read_csv(tables / "framework_comparison.csv")
+    assert list(zip(table["framework"], table["base"])) == [(toy, "tensorflow")]
+    row = table.iloc[0]
+    img_s = {f: summary.loc[f, "value"] for f in ("tensorflow", toy)}
+    assert (row[f"img_s_{toy}"], row["img_s_tensorflow"]) == pytest.approx((img_s[toy], img_s["tensorflow"]))
+    assert row["ratio"] == pytest.approx(img_s[toy] / img_s["tensorflow"]) and row["status"] == "ok"
+    label, short = frameworks.FRAMEWORKS[toy].label, frameworks.FRAMEWORKS[toy].short_label
+    assert f"{short} img/s" in (tables / "framework_comparison.md").read_text()
+    snakemake(workflow_copy, *run, "--report", "results/report.html", timeout=600)
+    html = (workflow_copy / "results/report.html").read_text()
+    embedded = {name: base64.b64decode(data) for name, data in
+                re.findall(r'filename=([\w.]+);base64,([A-Za-z0-9+/=]+)', html)}
+    # the report shows the comparison's table and its figure, titled by the labels
+    assert embedded["framework_comparison.csv"] == (tables / "framework_comparison.csv").read_bytes()
+    figures = workflow_copy / "results/figures"
+    assert embedded["framework_comparison.png"] == (figures / "framework_comparison.png").read_bytes()
+    # (the PNG draws its text: the same figure's SVG keeps it, one comment each)
+    assert f"<!-- TensorFlow vs {label}: " in (figures / "framework_comparison.svg").read_text()

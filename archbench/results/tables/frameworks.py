@@ -184,4 +184,5 @@ def framework_comparison(df: pd.DataFrame, statistic: str | None = None,
     out = pd.concat(parts, ignore_index=True)
     for name in ("cores", *tuning_columns()):  # counts the runs recorded as metrics
         out[name] = pd.to_numeric(out[name], errors="coerce").astype(float).round().astype("Int64")
-    return sort_rows(out, [*ORDER, "_other"])[list(columns())]
+    # the sides of frameworks in no pair of this campaign stay empty columns
+    return sort_rows(out, [*ORDER, "_other"]).reindex(columns=list(columns()))
