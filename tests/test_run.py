@@ -170,3 +170,15 @@ def test_an_inherited_tf_config_does_not_reach_the_worker(tmp_path, monkeypatch)
         sys.executable, "-c", "import os, sys; sys.exit(3 if 'TF_CONFIG' in os.environ else 4)"])
     r = supervise(tmp_path, measurement())
     assert r["status"] == "failed" and "exit 4" in r["reason"]
+
+
+@pytest.mark.parametrize("spec, line", [
+    ("", "--spec is not JSON"),
+    ("[1]", "--spec must be a JSON object"),
+    ('{"measurement": {}}', "--spec must be a JSON object"),
+])
+def test_a_bad_inline_spec_is_one_line_and_no_record(tmp_path, spec, line):
+    out = tmp_path / "rep0.json"
+    with pytest.raises(SystemExit, match=line):
+        run.main(["--spec", spec, "--log", str(tmp_path / "w.log"), "--output", str(out)])
+    assert not out.exists()

@@ -362,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--log", required=True, type=Path, help="worker output is appended here")
     args = p.parse_args(argv)
     mark("supervisor-imported")
-    spec = json.loads(args.spec) if args.spec else spec_from_file(args.spec_file, args.output)
+    spec = inline_spec(args.spec) if args.spec is not None else spec_from_file(args.spec_file, args.output)
     try:
         with stop_signals():
             return run_spec(spec, output=args.output, log_path=args.log)
@@ -378,6 +378,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         storage.tell(storage.fault_line(exc.filename or args.output, exc))
         return storage.EXIT_UNWRITABLE
+
+
+def inline_spec(text: str) -> dict:
+    """The spec given on the command line; exits with one line (no record) unless it is a
+    JSON object holding a ``measurement`` and a ``system`` object."""
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as exc:
+        sys.exit(f"archbench.run: --spec is not JSON ({exc})")
+    if not (isinstance(spec, dict) and all(isinstance(spec.get(k), dict) for k in ("measurement", "system"))):
+        sys.exit('archbench.run: --spec must be a JSON object {"measurement": {...}, "system": {...}}')
+    return spec
 
 
 def spec_from_file(path: Path, output: Path) -> dict:
