@@ -35,6 +35,11 @@ EXPERIMENTS = {  # between them, every planned setting
     "horovod": {"type": "horovod_tuning", "models": ["alexnet"], "batch_per_process": [8],
                 "cycle_time_ms": [2.5, 5], "fusion_threshold_mb": [0, 64], "processes_per_node": 2},
     "pinned": {"type": "inter_intra", "models": ["alexnet"], "batch_per_process": [8], "cores": [2, 4]},
+    "numerics": {"type": "batch_sweep", "models": ["small_cnn"], "batch_per_process": [4],
+                 "framework": ["tensorflow", "pytorch"], "device": ["gpu"], "precision": ["fp32", "fp16"],
+                 "math_mode": ["strict", "tf32"], "graph": ["compiled"]},
+    "fpmath": {"type": "thread_scaling", "models": ["small_cnn"], "batch_per_process": [4],
+               "threads": [1], "math_mode": ["bf16"], "systems": ["s"]},
     "torch": {"type": "ppn_sweep", "models": ["resnet50"], "batch_per_process": [8], "processes_per_node": [1, 2],
               "framework": ["tensorflow", "pytorch"], "data": ["synthetic", "real"], "loader_workers": 2},
 }

@@ -25,6 +25,10 @@ SCHEMA_VERSION = 1
 # The framework of a record or configuration that names none (those older than the field
 # ran TensorFlow); the framework registry's DEFAULT is this name.
 DEFAULT_FRAMEWORK = "tensorflow"
+# The numerics of a training record or configuration that names none (those older than the
+# fields trained so): the defaults of the settings of the same names; the id names the others.
+NUMERICS_DEFAULTS = {"precision": "fp32", "math_mode": "strict", "graph": "eager"}
+NUMERICS_ID = {"precision": "{}", "math_mode": "math{}", "graph": "{}"}  # id part of a value
 
 # Fields every configuration identity is built from (repetition excluded).
 CONFIG_FIELDS = (
@@ -34,6 +38,7 @@ CONFIG_FIELDS = (
     "tile_size", "vendor_library", "vendor_library_enabled",
     "device",  # cpu | gpu (tables read records before the field as cpu)
     "framework",  # a registered framework (records before the field: DEFAULT_FRAMEWORK)
+    *NUMERICS_DEFAULTS,  # precision, math_mode, graph (records before them: the defaults)
 )
 
 DEFAULTS: dict[str, Any] = {
@@ -51,7 +56,8 @@ DEFAULTS: dict[str, Any] = {
     "loss_last": None, "loss_decreased": None, "status": "ok", "reason": "",
     "log_path": None, "env": {}, "hosts": [], "cpu_model": "", "slurm_job_id": None,
     "slurm_nodes": None,
-    "git_commit": None, "config_hash": None,
+    "git_commit": None, "config_hash": None, "precision": None, "math_mode": None, "graph": None,
+    "losses": [],
 }
 
 
@@ -82,6 +88,9 @@ def config_id(configuration: dict) -> str:
             parts.append(f"ps{c['parameter_servers']}")
         if c.get("variable_update"):  # records before the field (asynchronous) keep their ids
             parts.append(c["variable_update"])
+    for name, default in NUMERICS_DEFAULTS.items():  # fp32 strict eager runs keep their ids
+        if c.get(name) not in (None, default):
+            parts.append(NUMERICS_ID[name].format(c[name]))
     if c.get("framework", DEFAULT_FRAMEWORK) != DEFAULT_FRAMEWORK:  # the default's runs keep their ids
         parts.append(c["framework"])
     if c.get("device") == "gpu":  # CPU runs (and records before the field) keep their ids

@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from archbench.core.provenance import config_hash
-from archbench.core.record import CONFIG_FIELDS, DEFAULTS, raw_path, schema
+from archbench.core.record import CONFIG_FIELDS, DEFAULTS, NUMERICS_DEFAULTS, raw_path, schema
 from archbench.workloads.kernels import KERNELS
 from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
 from archbench.workloads.training.outcome import THROUGHPUT_UNIT
 
-# What an unstated identity field means (records before the field ran on CPUs, in TensorFlow).
-READ_AS = {"device": "cpu", "framework": DEFAULT_FRAMEWORK}
+# What an unstated identity field means (records before the field ran on CPUs, in TensorFlow,
+# in fp32, strict, eager).
+READ_AS = {"device": "cpu", "framework": DEFAULT_FRAMEWORK, **NUMERICS_DEFAULTS}
 # A record's environment holds the planned variables and the host's: compared one by one.
 ENV = "env"
 # Planned fields a record states as found: the vendor library that ran (the probe's

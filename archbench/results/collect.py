@@ -60,7 +60,7 @@ def flatten(record: dict) -> dict:
     ``device`` is not "gpu" states no CUDA stack (:func:`cpu_stack`)."""
     record = cpu_stack(record)
     row = {k: v for k, v in record.items()
-           if k not in ("metrics", "env", "step_times_s", "vendor_evidence")}
+           if k not in ("metrics", "env", "step_times_s", "losses", "vendor_evidence")}
     row.update(evidence_columns(record.get("vendor_evidence")))
     env = record.get("env") or {}
     row["env"] = env_text(env)

@@ -23,7 +23,7 @@ from archbench.core.record import config_id
 from archbench.core.validate import ConfigError
 from archbench.workloads.training import settings
 from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
-from archbench.workloads.training.frameworks import FRAMEWORKS, lacks
+from archbench.workloads.training.frameworks import FRAMEWORKS, NUMERICS, cannot_run, lacks
 from archbench.workloads.training.models import spec
 from archbench.workloads.training.settings import TUNING, Setting
 
@@ -222,21 +222,46 @@ def per_framework(experiment: dict, configurations: list[dict]) -> list[dict]:
     their ids. Kernel configurations pass unchanged (they run in TensorFlow).
 
     ConfigError naming ``framework`` when a framework lacks a model, strategy or variable
-    update a configuration asks for (:func:`archbench.workloads.training.frameworks.lacks`)."""
+    update a configuration asks for, or cannot run its precision, math mode or graph on its
+    device or strategy (:func:`archbench.workloads.training.frameworks.lacks`)."""
     names = frameworks(experiment)
     check_framework_keys(experiment, names)
     training = [c for c in configurations if c["kind"] == "train"]
     out = [c for c in configurations if c["kind"] != "train"]
     for name in names:
         own = {k: experiment[k] for k in FRAMEWORKS[name].tuning if k in experiment}
+        kept, dropped = [], []
         for conf in training:
             why = lacks(name, model=conf["model"], strategy=conf["strategy"],
                         variable_update=conf.get("variable_update"))
             if why:
                 raise ConfigError(f"framework: {why}")
+            why = cannot_run(name, device=conf.get("device") or "cpu", strategy=conf["strategy"],
+                             values={s.name: conf[s.planned] for s in settings.axes()
+                                     if s.planned in conf})
+            if why:
+                dropped.append((conf, why))
+                continue
             tuning = {**conf.get("tuning", {}), **own}
-            out.append({**conf, "framework": name, **({"tuning": tuning} if tuning else {})})
+            kept.append({**conf, "framework": name, **({"tuning": tuning} if tuning else {})})
+        refuse_unplanned_numerics(name, kept, dropped)
+        out += kept
     return out
+
+
+def refuse_unplanned_numerics(name: str, kept: list[dict], dropped: list[tuple[dict, str]]) -> None:
+    """Combinations of the axes that framework ``name`` cannot run (``dropped``: each
+    configuration and why) are left out, noted with :func:`skip`, where every value of
+    their numerics axes still runs in another (``kept``): a sweep of precision x math mode
+    or precision x device plans what runs. A value that runs in none is refused:
+    ConfigError in one line naming its axis and why (e.g. precision fp16 on a CPU)."""
+    numerics = [s for s in settings.axes() if s.name in NUMERICS]
+    for conf, why in dropped:
+        for s in numerics:
+            value = conf.get(s.planned, s.default)
+            if value != s.default and not any(k.get(s.planned, s.default) == value for k in kept):
+                raise ConfigError(f"{s.axis}: {why}")
+        skip(why)
 
 
 def devices(experiment: dict) -> list[str]:
@@ -319,6 +344,8 @@ def training_configuration(experiment: dict, system: dict, **values: Any) -> dic
             value = values.pop(key)
             if value != s.recorded_value(s.default):
                 tuning[key[len(TUNING):]] = value
+        elif s.omit_default and values.get(key, s.default) == s.default:
+            values.pop(key, None)
     conf.update(values)
     if tuning or planned_tuning:
         conf["tuning"] = tuning

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from archbench.core import metrics
-from archbench.core.record import CONFIG_FIELDS
+from archbench.core.record import CONFIG_FIELDS, NUMERICS_DEFAULTS
 from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
 from archbench.plan.experiment_types import feeding
 
@@ -26,7 +26,7 @@ STRING_FIELDS = (
     "experiment", "experiment_type", "system", "arch", "kind", "model", "kernel", "data",
     "strategy", "vendor_library", "status", "reason", "throughput_unit", "config_id",
     "run_id", "source", "variable_update", "scaling_unit", "env", "mkl_env", "kmp_read_by",
-    "device", "devices", "framework",
+    "device", "devices", "framework", *NUMERICS_DEFAULTS,
 )
 INT_FIELDS = (
     "nodes", "processes_per_node", "workers", "intra_threads", "inter_threads",
@@ -118,6 +118,8 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
     # records written before the fields ran on CPUs, in TensorFlow: one configuration, old or new
     out["device"] = out["device"].fillna("cpu")
     out["framework"] = out["framework"].fillna(DEFAULT_FRAMEWORK)
+    for name, default in NUMERICS_DEFAULTS.items():  # and in fp32, strict, eager
+        out[name] = out[name].fillna(default)
     variant = out["config_id"].str.extract(r"_([0-9a-f]{8})$", expand=False)
     out["variant"] = variant.fillna("").astype("string")
     return out

@@ -61,7 +61,9 @@ def parser() -> argparse.ArgumentParser:
 def check(config: TrainRun) -> None:
     """ValueError when ``config`` asks its framework or strategy for what it does not have."""
     why = frameworks.lacks(config.framework, model=config.model, strategy=config.strategy,
-                           variable_update=config.variable_update)
+                           variable_update=config.variable_update, device=config.device,
+                           values={name: getattr(config, name)
+                                   for name in (*frameworks.NUMERICS, "onednn")})
     if why:
         raise ValueError(f"--framework {config.framework}: {why}")
     for key in tuning_refused(config):

@@ -26,10 +26,12 @@ import os
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from archbench.core.record import DEFAULT_FRAMEWORK
+from archbench.core.record import DEFAULT_FRAMEWORK, NUMERICS_DEFAULTS
 from archbench.workloads.tfcluster import LaunchError
+from archbench.workloads.training.settings import SETTINGS
 
 PACKAGE = "archbench.workloads.training"
 # "module:attribute" of dicts of more entries, comma-separated: frameworks kept elsewhere
@@ -57,7 +59,10 @@ class Framework:
     ``cudnn_version``, ``nccl_version``, ``gpu_models``) from the framework it has
     imported; ``environment``: the variables every process of its runs gets (before the
     framework is imported); ``label``/``short_label``: its name in figures and in table
-    headers.
+    headers; ``runs``: the values of each numerics setting (precision, math_mode, graph)
+    it runs, by device (a setting or device it does not name: only the setting's
+    default); ``runs_with``: the strategies in which a setting's other values run (a
+    setting it does not name: every strategy it has).
     """
 
     label: str
@@ -72,6 +77,8 @@ class Framework:
     environment: Mapping[str, str] = field(default_factory=dict)
     variable_updates: tuple[str, ...] | None = None
     tuning: tuple[str, ...] = ()
+    runs: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    runs_with: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     help: str = ""
 
     def run(self, config) -> dict | None:
@@ -148,6 +155,12 @@ FRAMEWORKS: dict[str, Framework] = {
         # legacy Keras (tf_keras): Horovod's optimizers and MultiWorkerMirrored fail under
         # Keras 3 with two or more ranks; set before TensorFlow is imported
         environment={"TF_USE_LEGACY_KERAS": "1"},
+        runs={"precision": {"cpu": ("fp32", "bf16"), "gpu": ("fp32", "bf16", "fp16")},
+              "math_mode": {"cpu": ("strict", "bf16"), "gpu": ("strict", "tf32")},
+              "graph": {"cpu": ("eager", "compiled"), "gpu": ("eager", "compiled")}},
+        # the step of Single and Horovod casts the logits and scales the loss; XLA does not
+        # compile Horovod's allreduce
+        runs_with={"precision": ("single", "horovod"), "graph": ("single",)},
         help="TensorFlow 2 with legacy Keras (tf_keras), oneDNN on x86"),
     "pytorch": Framework(
         label="PyTorch", short_label="PT", loop=f"{PACKAGE}.pytorch.loop",
@@ -159,6 +172,12 @@ FRAMEWORKS: dict[str, Framework] = {
         pins=("torch", "torchvision", "timm"),
         accelerators=f"{PACKAGE}.pytorch.accelerators:accelerator_fields",
         variable_updates=(), tuning=("loader_workers",),
+        runs={"precision": {"cpu": ("fp32", "bf16"), "gpu": ("fp32", "bf16", "fp16")},
+              "math_mode": {"cpu": ("strict", "bf16"), "gpu": ("strict", "tf32")},
+              "graph": {"cpu": ("eager", "compiled"), "gpu": ("eager", "compiled")}},
+        # GradScaler beside Horovod's DistributedOptimizer needs its own synchronisation;
+        # torch.compile under DDP or Horovod is not tested
+        runs_with={"precision": ("single", "ddp"), "graph": ("single",)},
         help="PyTorch with torchvision and timm models, oneDNN (mkldnn) on CPUs"),
 }
 
@@ -220,11 +239,14 @@ def label(name: str) -> str:
 
 
 def lacks(name: str, *, model: str | None = None, strategy: str | None = None,
-          variable_update: str | None = None,
+          variable_update: str | None = None, device: str = "cpu",
+          values: Mapping[str, Any] = MappingProxyType({}),
           model_names: Callable[[Framework], list[str]] = Framework.model_names) -> str:
     """Why framework ``name`` cannot train this combination ("" when it can): a model,
     strategy or variable update it does not have, as "framework <name> has no <what>
-    '<value>' (it has: ...)"."""
+    '<value>' (it has: ...)"; or a numerics setting's value (``values``: setting name ->
+    value, e.g. precision) it does not run on ``device`` or in ``strategy`` (its ``runs``
+    and ``runs_with``), or that contradicts another setting (:func:`numerics_conflict`)."""
     chosen = framework(name)
     wanted = (("model", model, model_names(chosen)), ("strategy", strategy, strategies_of(name)),
               ("variable update", variable_update, chosen.variable_updates))
@@ -232,6 +254,47 @@ def lacks(name: str, *, model: str | None = None, strategy: str | None = None,
         if value is not None and known is not None and value not in known:
             return (f"framework {name} has no {what} '{value}' "
                     f"(it has: {', '.join(known) or 'none'})")
+    return cannot_run(name, device=device, strategy=strategy, values=values)
+
+
+def cannot_run(name: str, *, device: str = "cpu", strategy: str | None = None,
+               values: Mapping[str, Any] = MappingProxyType({})) -> str:
+    """Why framework ``name`` cannot run the numerics ``values`` (setting name -> value:
+    precision, math_mode, graph, and onednn, which math mode bf16 needs) on ``device`` in
+    ``strategy`` ("" when it can): a value its ``runs`` does not declare there, one its
+    ``runs_with`` keeps to other strategies, or settings that contradict each other
+    (:func:`numerics_conflict`)."""
+    chosen = framework(name)
+    for s in SETTINGS:
+        value = values.get(s.name, s.default)
+        if s.name not in NUMERICS or value == s.default:
+            continue
+        known = chosen.runs.get(s.name, {}).get(device, (s.default,))
+        if value not in known:
+            return (f"framework {name} has no {s.name} '{value}' on {device} "
+                    f"(it has: {', '.join(known)})")
+        where = chosen.runs_with.get(s.name)
+        if strategy is not None and where is not None and strategy not in where:
+            return (f"framework {name} runs {s.name} '{value}' only with strategy "
+                    f"{' or '.join(where)}, not {strategy}")
+    return numerics_conflict(values)
+
+
+# the settings whose values each framework declares it runs (``Framework.runs``)
+NUMERICS = tuple(NUMERICS_DEFAULTS)
+
+
+def numerics_conflict(values: Mapping[str, Any]) -> str:
+    """Why numerics settings ``values`` (setting name -> value) contradict each other or
+    the vendor library ("" when they do not): the fp32 math mode concerns fp32 tensors
+    only, so it stays strict under mixed precision; math mode bf16 is oneDNN's, so it needs
+    the vendor library on."""
+    math_mode = values.get("math_mode", "strict")
+    if math_mode != "strict" and values.get("precision", "fp32") != "fp32":
+        return (f"math_mode {math_mode} concerns fp32 tensors: it needs precision fp32, "
+                f"not {values['precision']}")
+    if math_mode == "bf16" and values.get("onednn", "on") in (False, "off"):
+        return "math_mode bf16 is oneDNN's fpmath mode: it needs the vendor library on"
     return ""
 
 

@@ -109,10 +109,11 @@ def failure_record(config: TrainRun, *, status: str, reason: str, start: str,
 
 
 def window_metrics(config: TrainRun, *, flops_per_image: float, wall: float, images: int,
-                   spread: float | None, extra: dict) -> dict:
+                   spread: float | None, extra: dict, compile_seconds: float | None = None) -> dict:
     """The record metrics of a measured window: FLOPs per image, the window's wall time
-    and images, the replicas' weight spread, the settings kept as metrics, and the
-    strategy's own (``extra``)."""
+    and images, the replicas' weight spread, the settings kept as metrics, the strategy's
+    own (``extra``) and, for a compiled step, the seconds of its first step, which
+    compiled it (``compile_s``)."""
     out = {
         "flops_per_image": {"value": flops_per_image, "unit": "FLOP"},
         "window_s": {"value": wall, "unit": "s"},
@@ -127,6 +128,8 @@ def window_metrics(config: TrainRun, *, flops_per_image: float, wall: float, ima
         out["data_format"] = {"value": config.data_format, "unit": ""}
     if config.loader_workers is not None:
         out["loader_workers"] = {"value": config.loader_workers, "unit": "processes"}
+    if compile_seconds is not None:  # the first step of a compiled run: not warm-up, not window
+        out["compile_s"] = {"value": compile_seconds, "unit": "s"}
     return out
 
 
@@ -138,6 +141,7 @@ def measured_record(fields: dict, *, start: str, times: Sequence[float], losses:
     return make_record(
         **fields, start_time=start, end_time=provenance.now(), step_times_s=list(times),
         loss_first=finite(losses[0]), loss_last=finite(losses[-1]),
+        losses=[finite(x) for x in losses],
         loss_decreased=loss_decreased(losses), reason=reason,
         throughput=metrics.window_throughput(images, wall), throughput_unit=THROUGHPUT_UNIT,
         metrics=record_metrics)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
-from archbench.core.record import DEFAULT_FRAMEWORK
+from archbench.core.record import DEFAULT_FRAMEWORK, NUMERICS_DEFAULTS
 from archbench.workloads import gpu
 from archbench.workloads.training.models import MODELS, spec
 
@@ -43,6 +43,9 @@ class Setting:
     child takes it. ``identity``: it is part of the configuration id
     (:func:`archbench.core.record.config_id` names it, or hashes it with the ``tuning``):
     runs differing in it are different configurations.
+    ``omit_default``: a planned configuration leaves it out at its default (as a value
+    under ``tuning``), so its id, hash and probe settings stay those of configurations
+    planned before the setting existed; the record states it all the same.
     ``axis``: the experiment key of its list of values (a sweep): every training experiment
     type runs the product over the axes (default: ``[default]``; a required setting's key is
     required), the schema's key takes the values the option takes (``choices``, or words of
@@ -67,6 +70,7 @@ class Setting:
     identity: bool = False
     axis: str | None = None
     axis_help: str | None = None
+    omit_default: bool = False
 
     @property
     def flag(self) -> str:
@@ -134,6 +138,31 @@ SETTINGS: tuple[Setting, ...] = (
                  "(digits_cnn)",
             planned="data", recorded=True, identity=True, axis="data",
             axis_help="Input data, an axis: synthetic and/or real."),
+    # numerics: each framework declares the values it runs on each device (its registry
+    # entry's ``runs``); a planned configuration leaves them out at their defaults
+    Setting(name="precision", default=NUMERICS_DEFAULTS["precision"], choices=("fp32", "bf16", "fp16"),
+            help="arithmetic of the forward pass and the loss: fp32; bf16 or fp16 mixed "
+                 "precision (fp32 weights, torch.autocast / Keras mixed_bfloat16, "
+                 "mixed_float16; fp16 with loss scaling, GPUs only)",
+            planned="precision", recorded=True, probe=True, identity=True, axis="precision",
+            omit_default=True,
+            axis_help="Precision of the forward pass, an axis: fp32, bf16 and/or fp16 "
+                      "(mixed: fp32 weights; fp16 with loss scaling, GPUs only)."),
+    Setting(name="math_mode", default=NUMERICS_DEFAULTS["math_mode"], choices=("strict", "bf16", "tf32"),
+            help="how fp32 tensors are computed: strict fp32; bf16 inside the vendor "
+                 "library (oneDNN's fpmath mode, CPUs); tf32 (GPUs)",
+            planned="math_mode", recorded=True, probe=True, identity=True, axis="math_mode",
+            omit_default=True,
+            axis_help="fp32 math mode, an axis: strict, bf16 (fp32 tensors computed in bf16 "
+                      "by oneDNN, CPUs) and/or tf32 (GPUs); only with precision fp32."),
+    Setting(name="graph", default=NUMERICS_DEFAULTS["graph"], choices=("eager", "compiled"),
+            help="the step as the framework runs it by default (PyTorch eager, TensorFlow "
+                 "tf.function) or compiled (torch.compile, XLA jit_compile); the first "
+                 "step, which compiles, is timed apart (metric compile_s)",
+            planned="graph", recorded=True, probe=True, identity=True, axis="graph",
+            omit_default=True,
+            axis_help="How the step runs, an axis: eager (the framework's default) and/or "
+                      "compiled (torch.compile, XLA)."),
     Setting(name="loader_workers", type=int, minimum=0,
             help="PyTorch DataLoader worker processes feeding real data (0 = in the training "
                  "process; default: its intra-op threads, at least 1)",
@@ -288,11 +317,13 @@ def planned_argv(measurement: Mapping[str, Any], *, probe: bool = False) -> list
 
 
 def command_line(run, *, probe: bool = False) -> list[str]:
-    """``--name value`` for every set value of ``run`` (a TrainRun); ``probe``: only the
-    settings the probe child takes."""
+    """``--name value`` for every set value of ``run`` (a TrainRun; a setting that is
+    ``omit_default`` not at its default); ``probe``: only the settings the probe child takes."""
     argv = []
     for s in SETTINGS:
         value = getattr(run, s.name)
+        if s.omit_default and value == s.default:
+            continue
         if (s.probe or not probe) and value is not None:
             argv += [s.flag, s.word(value)]
     return argv

@@ -26,6 +26,8 @@ def device_name(device) -> str:
 class TorchBackend(Backend):
     """One process (strategy ``single``)."""
 
+    scaler = None  # precision fp16: the step's torch.amp.GradScaler
+
     def __init__(self, torch, config: TrainRun, device):
         super().__init__(torch, config)
         self.torch, self.device = torch, device
@@ -35,14 +37,36 @@ class TorchBackend(Backend):
         return model, optimizer
 
     def make_step(self, model, optimizer, loss_fn):
-        """step(images, labels) -> loss (detached): forward, backward, update."""
-        def step(images, labels):
-            optimizer.zero_grad()  # gradients to None (PyTorch 2 default; Horovod takes no argument)
-            loss = loss_fn(model(images), labels)
-            loss.backward()
-            optimizer.step()
+        """step(images, labels) -> loss (detached): forward, backward, update. Precision
+        bf16/fp16: the forward pass under ``torch.autocast`` (the weights stay fp32), the
+        loss of the logits in fp32; fp16 scales the loss (``torch.amp.GradScaler``)."""
+        torch = self.torch
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.config.precision)
+        if dtype is None:
+            def step(images, labels):
+                optimizer.zero_grad()  # gradients to None (PyTorch 2 default; Horovod takes no argument)
+                loss = loss_fn(model(images), labels)
+                loss.backward()
+                optimizer.step()
+                return loss.detach()
+            return step
+        # fp16's loss scale (the record's metric loss_scale); None otherwise
+        self.scaler = torch.amp.GradScaler(self.device.type) if self.config.precision == "fp16" else None
+
+        def mixed_step(images, labels):
+            optimizer.zero_grad()
+            with torch.autocast(self.device.type, dtype=dtype):
+                logits = model(images)
+            loss = loss_fn(logits.float(), labels)
+            if self.scaler is None:
+                loss.backward()
+                optimizer.step()
+            else:
+                self.scaler.scale(loss).backward()
+                self.scaler.step(optimizer)
+                self.scaler.update()
             return loss.detach()
-        return step
+        return mixed_step
 
     def step_devices(self, model) -> list[str]:
         """Where the last measured loss and the parameters lived (never the configuration)."""

@@ -9,12 +9,17 @@ Settings as PyTorch has them: intra-op threads ``torch.set_num_threads``, inter-
 ``torch.backends.mkldnn.enabled`` (oneDNN on x86, with ACL on aarch64), cuDNN's autotuner
 on (fixed shapes, as Horovod's benchmark sets it), data format NHWC
 as input batches in the ``channels_last`` memory format and NCHW as contiguous ones, the device bound by
-local rank before torch loads (:func:`archbench.workloads.gpu.bind_gpu`).
+local rank before torch loads (:func:`archbench.workloads.gpu.bind_gpu`). The numerics:
+precision bf16/fp16 as ``torch.autocast`` around the forward pass (fp16 with a
+``GradScaler``: :meth:`~archbench.workloads.training.pytorch.backends.TorchBackend.make_step`),
+the fp32 math mode as the backends' ``fp32_precision`` (:func:`set_math_mode`), graph
+compiled as ``torch.compile`` (:func:`compiled`), its first step timed apart.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Callable
 
 from archbench.core import provenance
@@ -29,9 +34,13 @@ from archbench.workloads.training.settings import TrainRun
 
 
 def configure_torch(config: TrainRun):
-    """Bind the device, then import torch and set its thread pools, oneDNN flag and seed."""
+    """Bind the device, then import torch and set its thread pools, oneDNN flag, fp32 math
+    mode (:func:`set_math_mode`) and seed."""
     gpu.bind_gpu(config.device)
+    if config.math_mode == "bf16":  # for the primitives ideep makes without the attribute
+        os.environ["ONEDNN_DEFAULT_FPMATH_MODE"] = "BF16"
     import torch
+    set_math_mode(torch, config)
     if config.intra_threads > 0:
         torch.set_num_threads(config.intra_threads)
     if config.inter_threads > 0 and torch.get_num_interop_threads() != config.inter_threads:
@@ -42,6 +51,51 @@ def configure_torch(config: TrainRun):
     return torch
 
 
+def set_math_mode(torch, config: TrainRun) -> None:
+    """The fp32 math mode through the per-backend ``fp32_precision`` properties only (mixing
+    them with the legacy ``allow_tf32`` / ``set_float32_matmul_precision`` is an error in
+    PyTorch 2.9+): bf16 routes oneDNN's fp32 matrix products and convolutions to bf16
+    compute where the CPU has it (mkldnn matmul, conv, rnn); tf32 does so for cuBLAS and
+    cuDNN. Strict leaves the CPU's defaults (full fp32) and sets ``ieee`` on a GPU, where
+    cuDNN's convolutions default to tf32."""
+    if config.math_mode == "bf16":
+        for backend in (torch.backends.mkldnn.matmul, torch.backends.mkldnn.conv,
+                        torch.backends.mkldnn.rnn):
+            backend.fp32_precision = "bf16"
+    if config.device == "gpu":
+        mode = "tf32" if config.math_mode == "tf32" else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = mode
+        torch.backends.cudnn.conv.fp32_precision = mode
+
+
+def compiled(torch, config: TrainRun, model):
+    """``model`` as the run's graph setting runs it: itself (eager), or ``torch.compile``'d,
+    after checking that inductor finds a working C++ compiler (a RuntimeError naming it
+    otherwise: the run's failure record says so)."""
+    if config.graph != "compiled":
+        return model
+    if config.device == "cpu":
+        try:
+            from torch._inductor.cpp_builder import get_cpp_compiler
+            get_cpp_compiler()
+        except Exception as exc:  # noqa: BLE001 - InvalidCxxCompiler and what leads to it
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise RuntimeError(f"graph compiled: no working C++ compiler for torch.compile "
+                               f"({type(exc).__name__}: {first})") from exc
+    return torch.compile(model)
+
+
+def compile_metrics(torch, seconds: float | None) -> dict:
+    """The record metrics of a compiled run: inductor's FX-graph cache hits and misses
+    of this process (a warm cache compiles in a fraction of the time; compile_s is the
+    window's)."""
+    if seconds is None:
+        return {}
+    counters = torch._dynamo.utils.counters["inductor"]
+    return {"compile_cache_hits": {"value": int(counters["fxgraph_cache_hit"]), "unit": "graphs"},
+            "compile_cache_misses": {"value": int(counters["fxgraph_cache_miss"]), "unit": "graphs"}}
+
+
 def probe_step(config: TrainRun):
     """The run's step in one process on the CPU and its synthetic batch (vendor probe)."""
     torch = configure_torch(config)
@@ -50,7 +104,7 @@ def probe_step(config: TrainRun):
     model = model.to(device)  # weights keep PyTorch's layout: see memory_format
     optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
     step = backends.TorchBackend(torch, config, device).make_step(
-        model, optimizer, torch.nn.functional.cross_entropy)
+        compiled(torch, config, model), optimizer, torch.nn.functional.cross_entropy)
     return step, synthetic_batch(torch, config, device)
 
 
@@ -123,14 +177,19 @@ def run(config: TrainRun) -> dict | None:
     optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
     backend.start(model)
     model, optimizer = backend.wrap(model, optimizer)
-    step = backend.make_step(model, optimizer, torch.nn.functional.cross_entropy)
+    step = backend.make_step(compiled(torch, config, model), optimizer,
+                             torch.nn.functional.cross_entropy)
     batches = batches_of(torch, config, backend)
     mark("model-built")
     if config.weights_out:  # the weights every worker starts from
         outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
     times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
-                                                 steps=config.steps, batch_size=config.batch_per_process)
+                                                 steps=config.steps, batch_size=config.batch_per_process,
+                                                 compiles=config.graph == "compiled")
     devices, spread, (nodes, ppn), hosts, extra = outcome.after_window(config, backend, model)
+    extra.update(compile_metrics(torch, backend.compile_seconds))
+    if backend.scaler is not None:  # fp16: the loss scale the window ended with
+        extra["loss_scale"] = {"value": float(backend.scaler.get_scale()), "unit": ""}
     if config.data == "real" and spec(config.model).dataset == "digits" and backend.is_writer:
         from archbench.workloads.training.datasets import accuracy
         _, _, x_test, y_test = data.digits_tensors(config.image_size)
@@ -146,7 +205,8 @@ def run(config: TrainRun) -> dict | None:
     if mismatch:
         raise gpu.DevicePlacementError(mismatch, devices)
     record_metrics = outcome.window_metrics(config, flops_per_image=flops, wall=wall, images=images,
-                                            spread=spread, extra=extra)
+                                            spread=spread, extra=extra,
+                                            compile_seconds=backend.compile_seconds)
     fields = outcome.base_fields(config, framework_version=torch.__version__, nodes=nodes,
                                  processes_per_node=ppn, workers=backend.workers)
     fields["hosts"] = hosts

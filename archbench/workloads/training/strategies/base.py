@@ -82,6 +82,8 @@ def unique(items: Sequence[str]) -> list[str]:
 class Backend:
     """One process, no communication (strategy ``single``)."""
 
+    compile_seconds: float | None = None  # the compiling first step's (see window)
+
     def __init__(self, module, config: TrainRun):
         self.module = module  # the framework's module (each framework's backends name it)
         self.config = config
@@ -145,15 +147,25 @@ class Backend:
 
     def window(self, step: Callable, batches: Iterator, *, warmup: int, steps: int,
                batch_size: int, settle: Callable[[], object] = lambda: None,
-               ) -> tuple[list[float], list[float], float, int]:
+               compiles: bool = False) -> tuple[list[float], list[float], float, int]:
         """Warm-up, then the measured window between two barriers. ``settle`` (waiting for
         work beside the run to end) is called after the first warm-up step, which traces
         the step, or before the window when there is no warm-up: the other warm-up steps
-        and the window run alone.
+        and the window run alone. ``compiles`` (graph compiled): ``settle`` first, then
+        one step that compiles the step, timed alone as :attr:`compile_seconds`, before
+        the warm-up (neither warm-up nor window).
 
         Returns (this worker's step times, its losses, window wall time = max over
         workers, images processed by all workers in the window).
         """
+        self.compile_seconds = None
+        if compiles:
+            settle()
+            settle = lambda: None  # noqa: E731 - waited for already
+            start = time.perf_counter()
+            float(step(*next(batches)))
+            self.compile_seconds = time.perf_counter() - start
+            mark("compiled")
         for done in range(warmup):
             float(step(*next(batches)))
             if done == 0:

@@ -37,19 +37,30 @@ from archbench.workloads.training.tensorflow.models import keras
 class Single(Backend):
     """One process, no communication (strategy ``single``), in TensorFlow."""
 
+    loss_scaler = None  # precision fp16: the step's LossScaleOptimizer
+
     def __init__(self, tf, config: TrainRun):
         super().__init__(tf, config)
         self.tf = tf
 
     def make_step(self, model, optimizer, loss_fn: Callable) -> Callable:
-        """Compiled step(images, labels) -> loss: forward, backward, update."""
+        """Compiled step(images, labels) -> loss: forward, backward, update. Graph
+        compiled: XLA (``jit_compile``); mixed precision: the loss of the logits in fp32,
+        scaled and the gradients unscaled for fp16 (a ``LossScaleOptimizer``)."""
         tf = self.tf
+        mixed = self.config.precision != "fp32"
+        scaled = self.config.precision == "fp16"
+        self.loss_scaler = optimizer if scaled else None
 
-        @tf.function
+        @tf.function(jit_compile=self.config.graph == "compiled" or None)
         def step(images, labels):
             with tf.GradientTape() as tape:
-                loss = loss_fn(labels, model(images, training=True))
-            grads = self.gradients(tape, loss, model.trainable_variables)
+                logits = model(images, training=True)
+                loss = loss_fn(labels, tf.cast(logits, tf.float32) if mixed else logits)
+                target = optimizer.get_scaled_loss(loss) if scaled else loss
+            grads = self.gradients(tape, target, model.trainable_variables)
+            if scaled:
+                grads = optimizer.get_unscaled_gradients(grads)
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
             return loss
         return step
@@ -121,9 +132,10 @@ class Horovod(Single):
     def hosts(self) -> list[str]:
         return self._hosts
 
-    def window(self, step, batches, *, warmup, steps, batch_size, settle=lambda: None):
+    def window(self, step, batches, *, warmup, steps, batch_size, settle=lambda: None,
+               compiles=False):
         measured = super().window(step, batches, warmup=warmup, steps=steps, batch_size=batch_size,
-                                  settle=settle)
+                                  settle=settle, compiles=compiles)
         self.allreduces = self._count_allreduces(step, batches)
         return measured
 
@@ -290,10 +302,12 @@ class AsyncParameterServer(Single):
     def step_devices(self, model) -> list[str]:
         return []  # the steps ran on remote workers: no placement seen here
 
-    def window(self, step, batches, *, warmup, steps, batch_size, settle=lambda: None):
+    def window(self, step, batches, *, warmup, steps, batch_size, settle=lambda: None,
+               compiles=False):
         """Asynchronous steps: ``steps`` per worker are scheduled, the window ends when the
         coordinator has joined them all. No per-step times exist (steps overlap).
-        ``settle`` is called before the first warm-up step is scheduled."""
+        ``settle`` is called before the first warm-up step is scheduled. A compiled step
+        is not planned here (the registry's ``runs_with``): ``compiles`` is ignored."""
         settle()
         schedule = self.coordinator.schedule
         for _ in range(warmup * self.size):

@@ -99,9 +99,12 @@ def train(config: TrainRun, *, start: str, probe) -> dict | None:
         outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
     times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
                                                  steps=config.steps, batch_size=config.batch_per_process,
-                                                 settle=lambda: await_probe(probe))
+                                                 settle=lambda: await_probe(probe),
+                                                 compiles=config.graph == "compiled")
     outcome.hold_until_recorded(batches, step, model, backend)
     devices, spread, (nodes, ppn), hosts, extra = outcome.after_window(config, backend, model)
+    if getattr(backend, "loss_scaler", None) is not None:  # fp16: the scale the window ended with
+        extra["loss_scale"] = {"value": float(backend.loss_scaler.loss_scale), "unit": ""}
     if config.data == "real" and spec(config.model).dataset == "digits" and backend.is_writer:
         _, _, x_test, y_test = digits_arrays(config.image_size, config.data_format)
         extra["accuracy"] = {"value": accuracy(backend.predictor(model), x_test, y_test), "unit": "fraction"}
@@ -111,7 +114,8 @@ def train(config: TrainRun, *, start: str, probe) -> dict | None:
     if mismatch:
         raise gpu.DevicePlacementError(mismatch, devices)
     record_metrics = outcome.window_metrics(config, flops_per_image=training_flops(model), wall=wall,
-                                            images=images, spread=spread, extra=extra)
+                                            images=images, spread=spread, extra=extra,
+                                            compile_seconds=backend.compile_seconds)
     fields = outcome.base_fields(config, framework_version=tf.__version__, nodes=nodes,
                                  processes_per_node=ppn, workers=backend.workers)
     fields["hosts"] = hosts
