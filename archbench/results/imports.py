@@ -235,13 +235,15 @@ def setting_columns() -> Mapping[str, Setting]:
     measurement plans as a key of its own, named as its record field (``batch`` and
     ``threads`` as :data:`RECORD_FIELD` spells them); not the settings planned under
     ``tuning`` (a configuration's variant hash tells those apart, which a published row has
-    none of) nor :data:`DERIVED`."""
+    none of), nor those left out of a configuration at their default (``omit_default``:
+    precision, math_mode, graph; a published row states none, and its record reads as the
+    defaults, fp32 strict eager, as the studies ran), nor :data:`DERIVED`."""
     settings = training_settings.SETTINGS
     if _COLUMNS.get("of") is not settings:  # derived once per registry (a test may swap it)
         column_of = {record: column for column, record in RECORD_FIELD.items()}
         columns = {}
         for s in settings:
-            if s.identity and s.planned and not s.planned.startswith(TUNING):
+            if s.identity and s.planned and not s.planned.startswith(TUNING) and not s.omit_default:
                 column = column_of.get(s.planned, s.planned)
                 if column not in DERIVED:
                     columns[column] = s

@@ -49,10 +49,11 @@ def set_numerics(tf, config: TrainRun) -> None:
     """The run's precision and fp32 math mode, before any model is built: the Keras dtype
     policy of its precision (mixed: variables fp32, compute bf16/fp16; fp32 sets none, as
     the studies ran), and TensorFloat-32 on only for math mode tf32 (TensorFlow's default
-    is on: strict turns it off)."""
+    is on: strict turns it off on a GPU; a CPU run leaves TensorFlow's flag as it was)."""
     if config.precision != "fp32":
         keras().mixed_precision.set_global_policy(POLICIES[config.precision])
-    tf.config.experimental.enable_tensor_float_32_execution(config.math_mode == "tf32")
+    if config.device == "gpu":
+        tf.config.experimental.enable_tensor_float_32_execution(config.math_mode == "tf32")
 
 
 def synthetic_batch(tf, config: TrainRun, seed_offset: int = 0):
