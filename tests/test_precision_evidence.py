@@ -360,3 +360,9 @@ def test_evidence_is_not_stated_across_requested_numerics(tmp_path):
     why = ve.why_not_shared(earlier, {**fields, ve.MATH_MODE_FIELD: "bf16"})
     assert why == "its fp32_math_mode 'strict' is not this run's 'bf16'"
     assert ve.why_not_shared({**earlier, ve.PRECISION_FIELD: "bf16"}, fields).startswith("its precision")
+
+
+def test_a_kernel_record_has_no_precision_columns():
+    from test_sense import kernel_record
+    row = flatten(kernel_record())
+    assert row["executed_precision"] is None and row["evidence_label"] is None

@@ -488,7 +488,9 @@ def precision_columns(record: dict) -> dict:
     """A record's requested and executed precision as tidy-table columns:
     ``requested_precision`` (:func:`requested_precision`), ``executed_precision``
     (:func:`executed_precision`) and ``evidence_label`` (:func:`record_precision_label`;
-    None when it is "")."""
+    None when it is ""); all None for a record that is not a training run (a kernel)."""
+    if record.get("kind", "train") != "train":
+        return {"requested_precision": None, "executed_precision": None, "evidence_label": None}
     return {"requested_precision": requested_precision(record),
             "executed_precision": executed_precision(record.get("vendor_evidence")),
             "evidence_label": record_precision_label(record) or None}
