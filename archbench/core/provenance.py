@@ -1,6 +1,7 @@
-"""Provenance of a run: host, CPU model, framework version, git commit, Slurm job, times,
-and the CUDA stack and GPUs a GPU run's framework ran with (a CPU run states none: its
-tensors never met the CUDA libraries a CUDA build of its framework loads)."""
+"""Provenance of a run: host, CPU model and its reduced-precision ISA, framework version,
+git commit, Slurm job, times, and the CUDA stack and GPUs a GPU run's framework ran with
+(a CPU run states none: its tensors never met the CUDA libraries a CUDA build of its
+framework loads)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,40 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# The CPU features that decide which reduced-precision kernels a node can run natively, by
+# the /proc/cpuinfo line that lists them: x86_64 ``flags`` (AVX2 / AVX-512, AVX512_BF16 on
+# Cooper Lake and Zen 4+, AMX on Sapphire Rapids+, AVX512_FP16), aarch64 ``Features``
+# (Advanced SIMD, SVE/SVE2, BF16 and SVE-BF16 on Graviton3/4, Grace, Neoverse V1/V2/N2;
+# I8MM): linux arch/x86/include/asm/cpufeatures.h, Documentation/arch/arm64/elf_hwcaps.rst
+CPU_ISA_FLAGS = {
+    "flags": ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16"),
+    "Features": ("asimd", "sve", "sve2", "bf16", "svebf16", "i8mm"),
+}
+
+
+def cpu_isa_of(cpuinfo: str) -> list[str] | None:
+    """The relevant ISA features (:data:`CPU_ISA_FLAGS`) a /proc/cpuinfo text lists for its
+    first CPU, sorted; None when it has no ``flags`` or ``Features`` line to read them from
+    (an empty list: a line naming none of them, e.g. a Zen 2 without AVX-512 reads [avx2])."""
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        wanted = CPU_ISA_FLAGS.get(key.strip()) if sep else None
+        if wanted is not None:
+            present = set(value.split())
+            return sorted(flag for flag in wanted if flag in present)
+    return None
+
+
+@lru_cache(maxsize=1)
+def cpu_isa(path: str = "/proc/cpuinfo") -> list[str] | None:
+    """This node's relevant ISA features (:func:`cpu_isa_of` of its /proc/cpuinfo), None
+    where it cannot be read."""
+    try:
+        return cpu_isa_of(Path(path).read_text())
+    except OSError:
+        return None
+
+
 @lru_cache(maxsize=1)
 def git_commit(directory: str | None = None) -> str | None:
     """The workflow's git commit (``ARCHBENCH_GIT_COMMIT`` wins), or None outside git."""
@@ -71,6 +106,7 @@ def host_fields(device: str | None = None) -> dict[str, Any]:
         "arch": platform.machine(),
         "hosts": [socket.gethostname()],
         "cpu_model": cpu_model(),
+        "cpu_isa": list(cpu_isa()) if cpu_isa() is not None else None,
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "slurm_nodes": os.environ.get("SLURM_JOB_NODELIST") or None,
         "git_commit": git_commit(),

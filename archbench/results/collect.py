@@ -26,7 +26,7 @@ from archbench.core.record import RecordError
 from archbench.plan.plan_match import mismatch_any
 from archbench.workloads.gpu import device_mismatch
 from archbench.workloads.sense import measured_window_s, read_counted
-from archbench.workloads.training.vendor_evidence import evidence_columns
+from archbench.workloads.training.vendor_evidence import evidence_columns, precision_columns
 
 Plans = Mapping[str, Sequence[Mapping]]  # record path -> the measurements planned for it
 
@@ -56,12 +56,16 @@ def flatten(record: dict) -> dict:
     """One tidy-table row: lists joined, ``metrics`` spread into ``metric_<name>`` columns,
     the environment the run had as ``env`` (:func:`env_text`) and its MKL/OpenMP part as
     ``mkl_env`` (:func:`mkl_env_text`), the vendor evidence as ``vendor_*`` columns
-    (:func:`archbench.workloads.training.vendor_evidence.evidence_columns`). A record whose
+    (:func:`archbench.workloads.training.vendor_evidence.evidence_columns`), the requested
+    and executed precision and their ``evidence_label`` (:func:`archbench.workloads.training.
+    vendor_evidence.precision_columns`), ``cpu_isa`` space-joined. A record whose
     ``device`` is not "gpu" states no CUDA stack (:func:`cpu_stack`)."""
     record = cpu_stack(record)
     row = {k: v for k, v in record.items()
            if k not in ("metrics", "env", "step_times_s", "losses", "vendor_evidence")}
     row.update(evidence_columns(record.get("vendor_evidence")))
+    row.update(precision_columns(record))
+    row["cpu_isa"] = " ".join(record["cpu_isa"]) if isinstance(record.get("cpu_isa"), list) else None
     env = record.get("env") or {}
     row["env"] = env_text(env)
     row["mkl_env"] = mkl_env_text(env)

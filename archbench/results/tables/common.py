@@ -26,7 +26,7 @@ STRING_FIELDS = (
     "experiment", "experiment_type", "system", "arch", "kind", "model", "kernel", "data",
     "strategy", "vendor_library", "status", "reason", "throughput_unit", "config_id",
     "run_id", "source", "variable_update", "scaling_unit", "env", "mkl_env", "kmp_read_by",
-    "device", "devices", "framework", *NUMERICS_DEFAULTS,
+    "device", "devices", "framework", *NUMERICS_DEFAULTS, "executed_precision", "evidence_label",
 )
 INT_FIELDS = (
     "nodes", "processes_per_node", "workers", "intra_threads", "inter_threads",
@@ -50,7 +50,11 @@ SETTING_METRICS = {
 # none is ok); runs that disagree give their values joined by " | "
 # the MKL/OpenMP environment the runs had (collect.mkl_env_text) and the runtime that reads
 # its KMP_* part (vendor_evidence.kmp_read_by: "none" = no runtime loaded reads them)
-SETTING_TEXT = ("mkl_env", "kmp_read_by")
+# and what precision the vendor probe saw the computing primitives run in, with the label
+# that compares it with the one asked for (vendor_evidence.precision_columns: "bf16
+# requested, fp32 executed"; empty when they agree), which every table reading the
+# summary can show
+SETTING_TEXT = ("mkl_env", "kmp_read_by", "executed_precision", "evidence_label")
 SUMMARY_METRICS = {**MEASURED_METRICS, **SETTING_METRICS}
 FLOAT_FIELDS = ("throughput", "reported_error", "measured_window_s", *SUMMARY_METRICS.values())
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False,
@@ -253,6 +257,9 @@ def summarise(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     for name, column in SETTING_METRICS.items():
         out[name] = frame.groupby("_gid")[column].first().reindex(out.index).astype(float)
     for name in SETTING_TEXT:
+        if name not in frame:  # a table normalised before the column existed
+            out[name] = pd.Series(pd.NA, index=out.index, dtype="string")
+            continue
         own = _distinct_text(good, name).reindex(out.index)
         anyrun = _distinct_text(frame, name).reindex(out.index)
         out[name] = own.where(own.notna(), anyrun).astype("string")

@@ -1,8 +1,10 @@
-"""Which vendor library really ran (docs/metrics.md, "Vendor-library speedup and its
-evidence": evidence, not a label): per system, framework, model and vendor setting, the
-probe's library, oneDNN version and the shares of oneDNN time in optimized and reference
-implementations, against the library the system declares (:mod:`archbench.workloads.training.vendor_evidence`),
-and which runs state the evidence of another run's probe instead of their own.
+"""Which vendor library really ran, and in what precision (docs/metrics.md, "Vendor-library
+speedup and its evidence": evidence, not a label): per system, framework, model, requested
+numerics and vendor setting, the probe's library, oneDNN version and the shares of oneDNN
+time in optimized and reference implementations, against the library the system declares
+(:mod:`archbench.workloads.training.vendor_evidence`), which runs state the evidence of
+another run's probe instead of their own, and the precision the computing primitives ran
+in against the one asked for (``evidence_label``).
 """
 
 from __future__ import annotations
@@ -10,15 +12,22 @@ from __future__ import annotations
 import pandas as pd
 
 from archbench.results.tables.common import empty, group_ids, of_kind, sort_rows
+from archbench.workloads.training.vendor_evidence import NOT_RECORDED, REQUEST_FIELDS
 
+# the requested numerics (precision, fp32 math mode, graph) keep configurations apart: a
+# bf16 and an fp32 run of one model are probed apart and labelled apart
 GROUP = ("experiment", "system", "arch", "framework", "model", "vendor_library",
-         "vendor_library_enabled")
+         "vendor_library_enabled", *REQUEST_FIELDS)
 VENDOR_EVIDENCE_COLUMNS = (
     *GROUP, "library", "version", "n_runs", "n_probed", "n_shared", "shared", "optimized_share",
-    "reference_share", "gemm_api_share", "implementations", "mismatch", "mismatch_reason", "status",
+    "reference_share", "gemm_api_share", "implementations", "executed_precision",
+    "kernel_dtypes", "kernel_isa", "fpmath", "evidence_label", "mismatch", "mismatch_reason",
+    "status",
 )
 EVIDENCE_TEXT = ("vendor_evidence_library", "vendor_evidence_version", "vendor_implementations",
-                 "vendor_probe_error", "vendor_mismatch", "vendor_evidence_source", "run_id")
+                 "vendor_probe_error", "vendor_mismatch", "vendor_evidence_source", "run_id",
+                 "executed_precision", "evidence_label", "vendor_kernel_dtypes",
+                 "vendor_kernel_isa", "vendor_fpmath")
 EVIDENCE_SHARES = ("vendor_optimized_share", "vendor_reference_share", "vendor_gemm_api_share")
 TOP_IMPLEMENTATIONS = 4
 
@@ -106,7 +115,14 @@ def vendor_evidence(df: pd.DataFrame) -> pd.DataFrame:
     probe counts once; reference = ``gemm:ref``-like implementations; gemm_api = oneDNN's
     sgemm as Eigen calls it, flag on or off), the top implementations, and ``mismatch``
     when any run's evidence contradicts the declaration (``mismatch_reason``). Status:
-    ok, mismatch, not probed (no evidence: imported or older records) or probe failed."""
+    ok, mismatch, not probed (no evidence: imported or older records) or probe failed.
+
+    Per requested precision, fp32 math mode and graph (absent: fp32, strict, eager), what
+    precision the probe saw the computing primitives run in (``executed_precision``: bf16,
+    bf16 fast math, bf16 emulated, fp32, ...; "not recorded" when none ran in oneDNN), their
+    data types (``kernel_dtypes``: "bf16=7; f32=1"), implementation ISAs (``kernel_isa``)
+    and fpmath attributes (``fpmath``), and ``evidence_label``, which compares what ran
+    with what was asked ("bf16 requested, fp32 executed"; empty when they agree)."""
     runs = of_kind(df, "train")
     if "source" in runs:  # published numbers carry no evidence of ours
         runs = runs[runs["source"].isna()]
@@ -115,6 +131,9 @@ def vendor_evidence(df: pd.DataFrame) -> pd.DataFrame:
     for name in EVIDENCE_TEXT:
         if name not in runs:
             runs[name] = pd.NA
+    for name, default in REQUEST_FIELDS.items():  # records from before the field: the default
+        runs[name] = (runs[name].astype(object).where(runs[name].notna(), default)
+                      if name in runs else default)
     for name in EVIDENCE_SHARES:
         runs[name] = pd.to_numeric(runs[name], errors="coerce") if name in runs else float("nan")
     runs["_gid"] = group_ids(runs, GROUP)
@@ -136,6 +155,11 @@ def vendor_evidence(df: pd.DataFrame) -> pd.DataFrame:
             "reference_share": probes["vendor_reference_share"].mean(),
             "gemm_api_share": probes["vendor_gemm_api_share"].mean(),
             "implementations": _top_implementations(probes["vendor_implementations"]),
+            "executed_precision": _distinct(probes["executed_precision"]) or NOT_RECORDED,
+            "kernel_dtypes": _distinct(probes["vendor_kernel_dtypes"]),
+            "kernel_isa": _distinct(probes["vendor_kernel_isa"]),
+            "fpmath": _distinct(probes["vendor_fpmath"]),
+            "evidence_label": _distinct(g["evidence_label"]) or "",
             "mismatch": reasons is not None, "mismatch_reason": reasons,
             "status": _status(len(evidence), reasons is not None,
                               _distinct(g["vendor_probe_error"])),

@@ -42,6 +42,18 @@ runtimes mapped into the probe process). ArmPL counts as evidence only when oneD
 an external-BLAS implementation (``gemm:blas``) while libarmpl is loaded: an ArmPL build of
 TensorFlow that calls ArmPL outside oneDNN leaves no trace here (its records say library
 none with libarmpl among the loaded libraries, and are flagged when declared armpl).
+
+What precision executed (:func:`precision_evidence`): the probe step's computing
+primitives (convolution, matmul, inner_product, ...), their data types in either syntax of
+the oneDNN versions the frameworks bundle (``src:bf16:...`` in 3.6+, ``src_bf16:...`` in
+3.5), the ISA of their implementations and their ``attr-fpmath:`` attribute, as
+``kernels``, ``kernel_dtypes``, ``kernel_isa``, ``fpmath``, ``external_kernels``,
+``compute_share`` and ``executed_precision`` (bf16, bf16 fast math, bf16 emulated, fp16,
+fp32, or "not recorded" when none ran in oneDNN). :func:`precision_label` compares it with
+the precision and fp32 math mode a run asked for ("bf16 requested, fp32 executed"). The
+probe must run with the run's numerics: the child builds its run from every probe setting
+it is given (``Setting.probe``), and evidence is never stated across requested numerics
+(:func:`why_not_shared` compares :data:`REQUEST_FIELDS`, absent ones as their defaults).
 """
 
 from __future__ import annotations
@@ -60,6 +72,7 @@ from typing import Callable, Sequence
 
 from archbench.core.files import atomic_write_text
 from archbench.core.provenance import PERFORMANCE_ENV
+from archbench.core.record import NUMERICS_DEFAULTS
 from archbench.workloads.training.settings import command_line
 
 PROBE_BEGIN = "archbench-vendor-probe-begin"
@@ -154,7 +167,8 @@ def library_of(implementations: Sequence[str], loaded: Sequence[str] = ()) -> st
 def parse_verbose(text: str, loaded: Sequence[str] = ()) -> dict:
     """Evidence from oneDNN verbose output (the probe step's lines when it has markers):
     library, version, isa, per-implementation calls/ms/share and the optimized, reference
-    and gemm_api shares of the oneDNN time (None when nothing executed)."""
+    and gemm_api shares of the oneDNN time (None when nothing executed), and what
+    precision the computing primitives ran in (:func:`precision_evidence`)."""
     every, step = probe_lines(text)
     version = isa = None
     for line in every:
@@ -187,7 +201,239 @@ def parse_verbose(text: str, loaded: Sequence[str] = ()) -> dict:
                             for name, (calls, ms) in sorted(totals.items())},
         "optimized_share": share_of("optimized"), "reference_share": share_of("reference"),
         "gemm_api_share": share_of("api"), "loaded_libraries": sorted(loaded), "error": "",
+        **precision_evidence(step, isa),
     }
+
+
+# ------------------------------------------------------------------ what precision ran
+# oneDNN primitives that compute (their tensors' data types and the ISA of their
+# implementation say in what precision the step's arithmetic ran); reorders, pooling,
+# eltwise and the like only move or map values
+COMPUTE_KINDS = ("convolution", "deconvolution", "matmul", "inner_product", "rnn")
+# one memory descriptor of a primitive line: ``src:bf16::blocked:ab::f0`` (oneDNN >= 3.6,
+# PyTorch's) or ``src_bf16::blocked:ab::f0`` (oneDNN 3.5, TensorFlow's)
+_DESCRIPTOR = re.compile(
+    r"^(?P<arg>(?:diff_)?(?:src|wei|bia|dst|ws)(?:_iter_c|_iter|_layer|_c)?)[:_]"
+    r"(?P<dt>f32|bf16|f16|tf32|f64|s32|s8|u8|s4|u4|f8_e5m2|f8_e4m3|e8m0|f4_e2m1|f4_e3m0|undef)(?::|$)")
+# ISA tokens of an implementation name (``brg_matmul:avx512_core_bf16``, ``jit:sve_256``,
+# ``gemm:acl``): oneDNN's cpu_isa_t names as its verbose lines print them
+_ISA_TOKEN = re.compile(r"^(sse41|avx|avx2(_vnni(_2)?)?|avx512_core\w*|avx10\w*|amx\w*|uni|any"
+                        r"|asimd|sve(_\d+)?|acl)$")
+# ISAs whose bf16 kernels use bf16 instructions (AVX512_BF16, AMX-BF16, AVX-NE-CONVERT,
+# AVX10); a bf16 primitive on another ISA (avx512_core, avx2, uni) converts in software
+BF16_NATIVE_ISA = re.compile(r"^(avx512_core_bf16|avx512_core_fp16|avx512_core_amx\w*|avx2_vnni_2"
+                             r"|avx10\w*|acl)$")
+# ISAs on which oneDNN computes f32 tensors in bf16 when the fpmath attribute allows it
+# (x86: only AMX, "bf32"; aarch64: ACL fast math, proven by its external kernel's name)
+BF16_FASTMATH_ISA = re.compile(r"^(avx512_core_amx\w*)$")
+# executed precisions (evidence ``executed_precision``; docs/metrics.md)
+EXECUTED = ("bf16", "bf16 fast math", "bf16 emulated", "fp16", "fp32", "int8", "other")
+NOT_RECORDED = "not recorded"
+_DT_CLASS = {"f32": "fp32", "f64": "fp32", "tf32": "fp32", "f16": "fp16", "s8": "int8", "u8": "int8"}
+# the record fields that state what precision a run asked for, and their defaults (records
+# written before them ran fp32, strict, eager): core.record's NUMERICS_DEFAULTS
+PRECISION_FIELD, MATH_MODE_FIELD, GRAPH_FIELD = NUMERICS_DEFAULTS
+DEFAULT_PRECISION, DEFAULT_MATH_MODE, DEFAULT_GRAPH = NUMERICS_DEFAULTS.values()
+# the record fields a numerics configuration is told apart by, each with what its absence means
+REQUEST_FIELDS = dict(NUMERICS_DEFAULTS)
+
+
+def descriptors(text: str) -> dict[str, str]:
+    """Data type per argument (src, wei, bia, dst, diff_src, ...) of a verbose line's
+    memory-descriptor field, in either syntax (``src:bf16:...`` or ``src_bf16:...``)."""
+    found = {}
+    for token in text.split():
+        match = _DESCRIPTOR.match(token)
+        if match:
+            found.setdefault(match.group("arg"), match.group("dt"))
+    return found
+
+
+def fpmath_of(attributes: str) -> str:
+    """The ``attr-fpmath:`` mode of a verbose line's attribute field ("" when absent):
+    ``attr-fpmath:bf16`` and ``attr-fpmath:bf16:true`` give "bf16"."""
+    for token in attributes.split():
+        if token.startswith("attr-fpmath:"):
+            return token.split(":")[1]
+    return ""
+
+
+def isa_tokens(implementation: str) -> list[str]:
+    """The ISA names in an implementation name (``brg_conv_bwd:avx512_core_bf16+
+    brg_conv_fwd:avx512_core_bf16`` -> [avx512_core_bf16]; ``gemm:jit:bf16`` -> [])."""
+    tokens = []
+    for piece in implementation.split("+"):
+        for part in piece.split(":"):
+            if _ISA_TOKEN.match(part) and part not in tokens:
+                tokens.append(part)
+    return tokens
+
+
+def compute_entry(fields: list[str]) -> dict | None:
+    """One execution of a computing primitive (:data:`COMPUTE_KINDS`): kind, implementation,
+    the src/wei/dst data types, the fpmath attribute and ms; None for any other line
+    (reorders, gemm_api, MKL-DNN v0 lines, which have no engine field)."""
+    if len(fields) < 8 or fields[0] != "exec" or fields[1] not in ("cpu", "gpu"):
+        return None
+    kind, impl = fields[2], fields[3].strip()
+    if kind not in COMPUTE_KINDS or not impl:
+        return None
+    try:
+        ms = float(fields[-1])
+    except ValueError:
+        return None
+    dts = descriptors(fields[5])
+    return {"kind": kind, "implementation": impl,
+            **{arg: dts.get(arg, "undef") for arg in ("src", "wei", "dst")},
+            "fpmath": fpmath_of(fields[6]), "ms": ms}
+
+
+def compute_class(entry: dict, *, info_isa: str | None = None,
+                  external: Sequence[str] = ()) -> str:
+    """In what precision one computing primitive ran (:data:`EXECUTED`):
+
+    - bf16 tensors: "bf16" on an ISA with bf16 instructions (:data:`BF16_NATIVE_ISA`; an
+      implementation that names no ISA, e.g. ``gemm:jit:bf16``, by oneDNN's ``isa`` info
+      line ``info_isa``), else "bf16 emulated" (``jit_bf16:avx512_core``: no bf16
+      instructions, converted in software);
+    - f32 tensors with ``attr-fpmath:bf16`` (or ``any``): "bf16 fast math" on AMX
+      (oneDNN's bf32) or with ACL when an ACL kernel that ran (``external``, the
+      ``exec:external`` names) has bf16 in its name; otherwise "fp32": the attribute is a
+      hint, which oneDNN ignores where the ISA has no bf32 kernels (AVX512_BF16 included);
+    - f16 tensors "fp16", s8/u8 "int8", f32 "fp32"."""
+    dts = {entry.get("src"), entry.get("wei")}
+    isas = isa_tokens(entry.get("implementation", ""))
+    if "bf16" in dts:
+        if any(BF16_NATIVE_ISA.match(i) for i in isas):
+            return "bf16"
+        if not [i for i in isas if i not in ("uni", "any")] and info_isa and re.search(
+                r"bfloat16|bf16|AMX|AVX10", info_isa, re.IGNORECASE):
+            return "bf16"
+        return "bf16 emulated"
+    if "f16" in dts:
+        return "fp16"
+    if dts & {"s8", "u8"}:
+        return "int8"
+    if dts & {"f32", "f64", "tf32"}:
+        if entry.get("fpmath") in ("bf16", "any"):
+            if any(BF16_FASTMATH_ISA.match(i) for i in isas):
+                return "bf16 fast math"
+            if "acl" in isas and any("bf16" in name.lower() for name in external):
+                return "bf16 fast math"
+        return "fp32"
+    return _DT_CLASS.get(entry.get("src") or "", "other")
+
+
+def external_kernels(step: Sequence[str]) -> dict[str, int]:
+    """Kernel name -> calls of the ``exec:external`` lines of a probe step (aarch64: the
+    ACL kernel that really ran, ``CpuGemmAssemblyWrapperKernel/sve_..._bf16fp32_mmla_...``)."""
+    names: dict[str, int] = {}
+    for line in step:
+        fields = _fields(line) or []
+        if fields[:1] == ["exec:external"] and len(fields) >= 3:
+            names[fields[1]] = names.get(fields[1], 0) + 1
+    return names
+
+
+def precision_evidence(step: Sequence[str], info_isa: str | None = None) -> dict:
+    """What precision the computing primitives of a probe step ran in:
+
+    - ``kernels``: one entry per distinct kind, implementation, src/wei/dst data type and
+      fpmath attribute, with its class (:func:`compute_class`), calls and ms;
+    - ``kernel_dtypes``: calls per tensor data type (src, or wei where src is f32 and wei
+      is not): {"bf16": 12, "f32": 1};
+    - ``kernel_isa``: the ISA names of their implementations, sorted;
+    - ``fpmath``: the fpmath modes they carried, sorted (empty: strict);
+    - ``external_kernels``: the ``exec:external`` kernel names (ACL) and their calls;
+    - ``compute_share``: class -> share of the computing primitives' time (of their calls
+      where no time was measured);
+    - ``executed_precision``: the class with the largest share, "not recorded" when no
+      computing primitive ran (PyTorch's fp32 GEMMs go to its BLAS, XLA-compiled
+      TensorFlow and ATen's own bf16 kernels print nothing, a GPU run prints nothing)."""
+    external = external_kernels(step)
+    kernels: dict[tuple, dict] = {}
+    for line in step:
+        entry = compute_entry(_fields(line) or [])
+        if entry is None:
+            continue
+        key = tuple(entry[k] for k in ("kind", "implementation", "src", "wei", "dst", "fpmath"))
+        kept = kernels.setdefault(key, {**{k: entry[k] for k in ("kind", "implementation", "src", "wei",
+                                                                  "dst", "fpmath")},
+                                        "class": compute_class(entry, info_isa=info_isa,
+                                                               external=list(external)),
+                                        "calls": 0, "ms": 0.0})
+        kept["calls"] += 1
+        kept["ms"] += entry["ms"]
+    rows = list(kernels.values())
+    dtypes: dict[str, int] = {}
+    for k in rows:
+        dt = k["wei"] if k["src"] in ("f32", "undef") and k["wei"] not in ("f32", "undef") else k["src"]
+        dtypes[dt] = dtypes.get(dt, 0) + k["calls"]
+    total_ms = sum(k["ms"] for k in rows)
+    weight = (lambda k: k["ms"] / total_ms) if total_ms > 0 else (
+        lambda k: k["calls"] / sum(r["calls"] for r in rows))
+    share: dict[str, float] = {}
+    for k in rows:
+        share[k["class"]] = share.get(k["class"], 0.0) + weight(k)
+    executed = (max(share, key=lambda c: (share[c], -EXECUTED.index(c) if c in EXECUTED else -99))
+                if share else NOT_RECORDED)
+    return {
+        "kernels": [{**k, "ms": round(k["ms"], 6)} for k in sorted(
+            rows, key=lambda k: (-k["ms"], k["kind"], k["implementation"]))],
+        "kernel_dtypes": dict(sorted(dtypes.items())),
+        "kernel_isa": sorted({i for k in rows for i in isa_tokens(k["implementation"])}),
+        "fpmath": sorted({k["fpmath"] for k in rows if k["fpmath"]}),
+        "external_kernels": dict(sorted(external.items())),
+        "compute_share": {c: round(min(1.0, v), 6) for c, v in sorted(share.items())},
+        "executed_precision": executed,
+    }
+
+
+def requested_precision(record: dict) -> str:
+    """What precision a run asked for: "bf16", "fp16" or "tf32" when its ``precision``
+    or its fp32 math mode asks for one (precision wins), else "fp32" (absent fields read
+    as fp32, strict: records from before them)."""
+    precision = record.get(PRECISION_FIELD) or DEFAULT_PRECISION
+    mode = record.get(MATH_MODE_FIELD) or DEFAULT_MATH_MODE
+    if precision != DEFAULT_PRECISION:
+        return str(precision)
+    return DEFAULT_PRECISION if mode == DEFAULT_MATH_MODE else str(mode)
+
+
+def executed_precision(evidence: dict | None) -> str:
+    """The evidence's ``executed_precision``; "not recorded" without a finished probe or
+    for evidence from before it was kept."""
+    if not evidence or evidence.get("library") is None:
+        return NOT_RECORDED
+    return evidence.get("executed_precision") or NOT_RECORDED
+
+
+def precision_label(precision: str | None, math_mode: str | None, evidence: dict | None) -> str:
+    """How what executed compares with what was asked (every table shows it): "" when
+    they agree; "bf16 requested, fp32 executed" for a bf16 run (precision bf16 or math
+    mode bf16) whose computing primitives ran in fp32; "bf16 requested, bf16 emulated"
+    when they ran bf16 without bf16 instructions; "<asked> requested, not recorded" when
+    no computing primitive was seen (no probe, a failed probe, a GPU run, XLA). An fp32
+    strict run is labelled only when the evidence contradicts it ("fp32 requested, bf16
+    executed"); bf16 fast math (f32 tensors computed in bf16) satisfies a bf16 request."""
+    asked = requested_precision({PRECISION_FIELD: precision, MATH_MODE_FIELD: math_mode})
+    ran = executed_precision(evidence)
+    if asked == DEFAULT_PRECISION:
+        return "" if ran in (DEFAULT_PRECISION, NOT_RECORDED) else f"fp32 requested, {ran} executed"
+    if ran == NOT_RECORDED:
+        return f"{asked} requested, not recorded"
+    if ran == asked or (asked == "bf16" and ran == "bf16 fast math"):
+        return ""
+    if ran == "bf16 emulated":
+        return f"{asked} requested, bf16 emulated"
+    return f"{asked} requested, {ran} executed"
+
+
+def record_precision_label(record: dict) -> str:
+    """:func:`precision_label` of a record: its requested precision and fp32 math mode
+    (:data:`PRECISION_FIELD`, :data:`MATH_MODE_FIELD`) against its vendor evidence."""
+    return precision_label(record.get(PRECISION_FIELD), record.get(MATH_MODE_FIELD),
+                           record.get("vendor_evidence"))
 
 
 def failed_evidence(reason: str) -> dict:
@@ -231,7 +477,23 @@ def evidence_columns(evidence: dict | None) -> dict:
         "vendor_probe_error": e.get("error") if evidence else None,
         "vendor_evidence_source": e.get("source") if evidence else None,
         "kmp_read_by": kmp_read_by(evidence),
+        "vendor_kernel_dtypes": "; ".join(
+            f"{dt}={n}" for dt, n in sorted((e.get("kernel_dtypes") or {}).items())) or None,
+        "vendor_kernel_isa": " ".join(e.get("kernel_isa") or []) or None,
+        "vendor_fpmath": " ".join(e.get("fpmath") or []) or None,
     }
+
+
+def precision_columns(record: dict) -> dict:
+    """A record's requested and executed precision as tidy-table columns:
+    ``requested_precision`` (:func:`requested_precision`), ``executed_precision``
+    (:func:`executed_precision`) and ``evidence_label`` (:func:`record_precision_label`;
+    None when it is ""); all None for a record that is not a training run (a kernel)."""
+    if record.get("kind", "train") != "train":
+        return {"requested_precision": None, "executed_precision": None, "evidence_label": None}
+    return {"requested_precision": requested_precision(record),
+            "executed_precision": executed_precision(record.get("vendor_evidence")),
+            "evidence_label": record_precision_label(record) or None}
 
 
 def expected_library(declared: str | None) -> str:
@@ -455,6 +717,10 @@ def why_not_shared(earlier: dict, fields: dict, data_format: str = "NHWC", *,
     for key in SAME_FOR_EVIDENCE:
         if earlier.get(key) != fields.get(key):
             return f"its {key} {earlier.get(key)!r} is not this run's {fields.get(key)!r}"
+    for key, default in REQUEST_FIELDS.items():  # the numerics asked for (absent: the default)
+        theirs, mine = earlier.get(key) or default, fields.get(key) or default
+        if theirs != mine:
+            return f"its {key} {theirs!r} is not this run's {mine!r}"
     threads = fields.get("intra_threads")
     if probe_env(earlier.get("env"), threads) != probe_env(fields.get("env"), threads):
         return (f"its environment {probe_env(earlier.get('env'), threads)} is not this run's "
