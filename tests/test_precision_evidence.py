@@ -272,7 +272,7 @@ def test_a_record_with_precision_evidence_is_valid_and_flattens():
 def test_the_summary_carries_the_label_per_configuration():
     rows = [record(k, "torch-fpmath-bf16", config="bf", **{ve.MATH_MODE_FIELD: "bf16"}) for k in range(2)]
     rows += [record(k, "torch-fp32-strict", config="fp") for k in range(2)]
-    rows = [{**r, "model": "resnet50" if r["config_id"] == "bf" else r["model"]} for r in rows]
+    rows = [{**r, "model": "resnet50" if r["config_id"] == "bf" else "alexnet"} for r in rows]
     summary = summarise(records_to_frame(rows))
     by = summary.set_index("model")
     assert by.loc["resnet50", "evidence_label"] == "bf16 requested, fp32 executed"
