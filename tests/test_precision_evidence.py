@@ -100,15 +100,15 @@ def test_compute_class(entry, info, external, cls):
 # ------------------------------------------------------------------ captured steps
 @pytest.mark.parametrize("name, executed, dtypes, isa, fpmath", [
     ("torch-bf16", "bf16", {"bf16": 4}, ["avx512_core_bf16"], []),
-    ("torch-fpmath-bf16", "fp32", {"f32": 3}, ["avx512_core"], ["bf16"]),
-    ("torch-fp32-strict", "fp32", {"f32": 1}, ["avx512_core"], []),
+    ("torch-fpmath-bf16", "fp32", {"fp32": 3}, ["avx512_core"], ["bf16"]),
+    ("torch-fp32-strict", "fp32", {"fp32": 1}, ["avx512_core"], []),
     ("torch-bf16-without-bf16-instructions", "bf16 emulated", {"bf16": 5}, ["avx512_core"], []),
     ("tf-bf16", "bf16", {"bf16": 6}, ["avx512_core_bf16"], ["bf16"]),
-    ("tf-fpmath-bf16", "fp32", {"f32": 1}, ["avx512_core"], ["bf16"]),
+    ("tf-fpmath-bf16", "fp32", {"fp32": 1}, ["avx512_core"], ["bf16"]),
     ("tf-xla", "not recorded", {}, [], []),
-    ("amx-fpmath-bf16", "bf16 fast math", {"f32": 2}, ["avx512_core_amx"], ["bf16"]),
-    ("acl-fastmath-bf16", "bf16 fast math", {"f32": 1}, ["acl"], ["bf16"]),
-    ("acl-fastmath-fp32", "fp32", {"f32": 1}, ["acl"], ["bf16"]),
+    ("amx-fpmath-bf16", "bf16 fast math", {"fp32": 2}, ["avx512_core_amx"], ["bf16"]),
+    ("acl-fastmath-bf16", "bf16 fast math", {"fp32": 1}, ["acl"], ["bf16"]),
+    ("acl-fastmath-fp32", "fp32", {"fp32": 1}, ["acl"], ["bf16"]),
 ])
 def test_captured_steps(name, executed, dtypes, isa, fpmath):
     e = evidence(name)

@@ -230,6 +230,15 @@ BF16_FASTMATH_ISA = re.compile(r"^(avx512_core_amx\w*)$")
 EXECUTED = ("bf16", "bf16 fast math", "bf16 emulated", "fp16", "fp32", "int8", "other")
 NOT_RECORDED = "not recorded"
 _DT_CLASS = {"f32": "fp32", "f64": "fp32", "tf32": "fp32", "f16": "fp16", "s8": "int8", "u8": "int8"}
+# oneDNN's data type names in archbench's vocabulary (the precision setting's: fp32, bf16,
+# fp16), so that a record names a data type one way; others keep oneDNN's name
+DTYPE_NAMES = {"f32": "fp32", "f64": "fp64", "f16": "fp16", "s8": "int8", "u8": "uint8",
+               "s32": "int32"}
+
+
+def dtype_name(onednn: str) -> str:
+    """A oneDNN data type (``f32``) in archbench's vocabulary (``fp32``)."""
+    return DTYPE_NAMES.get(onednn, onednn)
 # the record fields that state what precision a run asked for, and their defaults (records
 # written before them ran fp32, strict, eager): core.record's NUMERICS_DEFAULTS
 PRECISION_FIELD, MATH_MODE_FIELD, GRAPH_FIELD = NUMERICS_DEFAULTS
@@ -341,7 +350,8 @@ def precision_evidence(step: Sequence[str], info_isa: str | None = None) -> dict
     - ``kernels``: one entry per distinct kind, implementation, src/wei/dst data type and
       fpmath attribute, with its class (:func:`compute_class`), calls and ms;
     - ``kernel_dtypes``: calls per tensor data type (src, or wei where src is f32 and wei
-      is not): {"bf16": 12, "f32": 1};
+      is not), named as the precision setting names them (:func:`dtype_name`):
+      {"bf16": 12, "fp32": 1};
     - ``kernel_isa``: the ISA names of their implementations, sorted;
     - ``fpmath``: the fpmath modes they carried, sorted (empty: strict);
     - ``external_kernels``: the ``exec:external`` kernel names (ACL) and their calls;
@@ -368,7 +378,7 @@ def precision_evidence(step: Sequence[str], info_isa: str | None = None) -> dict
     dtypes: dict[str, int] = {}
     for k in rows:
         dt = k["wei"] if k["src"] in ("f32", "undef") and k["wei"] not in ("f32", "undef") else k["src"]
-        dtypes[dt] = dtypes.get(dt, 0) + k["calls"]
+        dtypes[dtype_name(dt)] = dtypes.get(dtype_name(dt), 0) + k["calls"]
     total_ms = sum(k["ms"] for k in rows)
     weight = (lambda k: k["ms"] / total_ms) if total_ms > 0 else (
         lambda k: k["calls"] / sum(r["calls"] for r in rows))
@@ -378,7 +388,8 @@ def precision_evidence(step: Sequence[str], info_isa: str | None = None) -> dict
     executed = (max(share, key=lambda c: (share[c], -EXECUTED.index(c) if c in EXECUTED else -99))
                 if share else NOT_RECORDED)
     return {
-        "kernels": [{**k, "ms": round(k["ms"], 6)} for k in sorted(
+        "kernels": [{**k, **{t: dtype_name(k[t]) for t in ("src", "wei", "dst")},
+                     "ms": round(k["ms"], 6)} for k in sorted(
             rows, key=lambda k: (-k["ms"], k["kind"], k["implementation"]))],
         "kernel_dtypes": dict(sorted(dtypes.items())),
         "kernel_isa": sorted({i for k in rows for i in isa_tokens(k["implementation"])}),
