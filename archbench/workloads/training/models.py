@@ -31,7 +31,8 @@ class ModelSpec:
     ``border`` give the side of the last feature grid, ``(image_size - border) // stride``:
     the network's total downsampling and the pixels its unpadded ("valid") layers lose,
     so that :func:`least_training_flops` scales the declared count down to smaller images
-    without ever exceeding the counted one.
+    without ever exceeding the counted one. ``patch`` is the side every image side must be
+    a multiple of (a Vision Transformer's patch; 1 for the convolutional networks).
     """
 
     min_image_size: int
@@ -42,7 +43,25 @@ class ModelSpec:
     learning_rate: float = 0.01
     stride: int = 32
     border: int = 0
+    patch: int = 1
     forward_gflops: float = field(kw_only=True)
+
+
+@dataclass(frozen=True)
+class ViTShape:
+    """The transformer of a Vision Transformer model (Dosovitskiy et al. 2021), built alike
+    by every framework: ``patch`` x ``patch`` patches embedded to ``width`` by a strided
+    convolution, a class token and learned position embeddings, ``depth`` pre-norm blocks
+    (layer norm, ``heads``-head self-attention, layer norm, GELU MLP of ``mlp`` x
+    ``width``), a final layer norm and a linear classifier on the class token. ``timm``
+    names timm's model it is made from (its options set to these numbers)."""
+
+    timm: str
+    patch: int
+    width: int
+    depth: int
+    heads: int
+    mlp: int = 4
 
 
 # forward_gflops: counted by forward_flops at the native size, rounded down; the
@@ -65,6 +84,18 @@ MODELS: dict[str, ModelSpec] = {
                               border=43, forward_gflops=11.4),
     "inception_v4": ModelSpec(75, native_image_size=299, border=43,
                               forward_gflops=24.5),
+    # Vision Transformers: ViT-B/16 at 224 px (86.6 M parameters); vit_tiny is ViT-Ti's
+    # transformer (192 wide, 12 blocks, 3 heads) on 4-pixel patches at 32 px (64 patches
+    # and the class token), small enough for the default campaign. The count is of the
+    # weighted layers (patch embedding, q/k/v, projections, MLPs, classifier), as timm's
+    # published GMACs; attention's own products are not counted (docs/frameworks.md).
+    "vit_tiny": ModelSpec(4, native_image_size=32, stride=4, patch=4, forward_gflops=0.691),
+    "vit_b16": ModelSpec(16, stride=16, patch=16, forward_gflops=33.69),
+}
+
+VIT: dict[str, ViTShape] = {
+    "vit_tiny": ViTShape("vit_tiny_patch16_224", patch=4, width=192, depth=12, heads=3),
+    "vit_b16": ViTShape("vit_base_patch16_224", patch=16, width=768, depth=12, heads=12),
 }
 
 
@@ -73,6 +104,17 @@ def spec(name: str) -> ModelSpec:
     if name not in MODELS:
         raise ValueError(f"unknown model '{name}' (known: {', '.join(sorted(MODELS))})")
     return MODELS[name]
+
+
+def check_image_size(name: str, image_size: int) -> None:
+    """ValueError unless model ``name`` can take square ``image_size`` inputs (at least its
+    smallest size, and a multiple of its patch)."""
+    s = spec(name)
+    if image_size < s.min_image_size:
+        raise ValueError(f"model '{name}' needs image_size >= {s.min_image_size}")
+    if image_size % s.patch:
+        raise ValueError(f"model '{name}' needs an image_size that is a multiple of its "
+                         f"{s.patch}-pixel patch, not {image_size}")
 
 
 def input_shape(name: str, image_size: int, data_format: str = "NHWC", *,

@@ -2,14 +2,16 @@
 size, classes, channels and real dataset come from the same
 :class:`~archbench.workloads.training.models.ModelSpec`).
 
-ImageNet models are torchvision's (``inception_v4``: timm's), with random weights;
+ImageNet models are torchvision's (``inception_v4`` and the Vision Transformers: timm's,
+the transformers shaped by :data:`archbench.workloads.training.models.VIT`), with random weights;
 ``small_cnn`` and ``digits_cnn`` are written here layer for layer as the Keras ones. Where
 a definition differs from the TensorFlow one (torchvision's AlexNet has 256 filters in its
 fourth convolution and adaptive pooling; Inception-v3 without its auxiliary head), the
 parameter counts of both are listed in docs/frameworks.md.
 
 FLOPs per image count multiply-adds as 2 FLOPs in convolutions and matrix products of one
-forward pass (:class:`torch.utils.flop_counter.FlopCounterMode`), times 3 for a training
+forward pass (:class:`torch.utils.flop_counter.FlopCounterMode`; the fused attention's
+own products are not counted on any device, as Keras's count leaves them out), times 3 for a training
 step, as :func:`archbench.workloads.training.models.forward_flops` counts the Keras models.
 Where a PyTorch network's count at the native size differs from the Keras one's, it is
 declared in :data:`FORWARD_GFLOPS` (tests count both); :func:`least_training_flops` is
@@ -21,7 +23,7 @@ from __future__ import annotations
 from typing import Callable
 
 from archbench.workloads.training import models as shared_models
-from archbench.workloads.training.models import spec
+from archbench.workloads.training.models import VIT, check_image_size, spec
 
 
 def _small_cnn(num_classes: int, channels: int):
@@ -62,6 +64,18 @@ def _timm(name: str) -> Callable:
     return build
 
 
+def _vit(name: str) -> Callable:
+    def build(num_classes: int, channels: int, image_size: int):
+        import timm
+        shape = VIT[name]
+        return timm.create_model(
+            shape.timm, pretrained=False, num_classes=num_classes, in_chans=channels,
+            img_size=image_size, patch_size=shape.patch, embed_dim=shape.width,
+            depth=shape.depth, num_heads=shape.heads, mlp_ratio=shape.mlp)
+    build.__doc__ = f"timm's {VIT[name].timm} shaped as {name} (random weights)."
+    return build
+
+
 MODELS: dict[str, Callable] = {
     "small_cnn": lambda num_classes, channels, image_size: _small_cnn(num_classes, channels),
     "digits_cnn": _digits_cnn,
@@ -72,6 +86,8 @@ MODELS: dict[str, Callable] = {
     "resnet152": _torchvision("resnet152"),
     "inception_v3": _torchvision("inception_v3", aux_logits=False, init_weights=False),
     "inception_v4": _timm("inception_v4"),
+    "vit_tiny": _vit("vit_tiny"),
+    "vit_b16": _vit("vit_b16"),
 }
 
 
@@ -97,8 +113,7 @@ def build_model(name: str, image_size: int, num_classes: int):
     s = spec(name)
     if name not in MODELS:
         raise ValueError(f"unknown PyTorch model '{name}' (known: {', '.join(MODELS)})")
-    if image_size < s.min_image_size:
-        raise ValueError(f"model '{name}' needs image_size >= {s.min_image_size}")
+    check_image_size(name, image_size)
     return MODELS[name](num_classes, s.channels, image_size)
 
 
@@ -107,15 +122,27 @@ def parameter_count(model) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
+def _uncounted_attention() -> dict:
+    """The fused attention kernels the FLOP counter knows, each counted as 0 FLOPs: the
+    count is of weighted layers on every device (CPUs run a kernel it does not know)."""
+    import torch
+    aten = torch.ops.aten
+    names = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+             "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu")
+    return {getattr(aten, n): (lambda *args, **kwargs: 0) for n in names if hasattr(aten, n)}
+
+
 def training_flops(model, image_shape: tuple[int, int, int], device: str = "cpu") -> float:
     """FLOPs of one training step per image: 3 x one forward pass's convolution and matrix
-    FLOPs (2 per multiply-add), counted on one image of ``image_shape`` (C, H, W)."""
+    FLOPs (2 per multiply-add), counted on one image of ``image_shape`` (C, H, W); the
+    products inside fused attention are not counted (:func:`_uncounted_attention`)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        with torch.no_grad(), FlopCounterMode(display=False,
+                                              custom_mapping=_uncounted_attention()) as counter:
             model(torch.zeros((1, *image_shape), device=device))
     finally:
         model.train(was_training)

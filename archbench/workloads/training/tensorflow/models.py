@@ -27,7 +27,7 @@ from typing import Callable
 
 from archbench.workloads.tfenv import use_framework_env
 from archbench.workloads.training import models as shared_models
-from archbench.workloads.training.models import DATA_FORMATS, input_shape, spec
+from archbench.workloads.training.models import DATA_FORMATS, VIT, check_image_size, input_shape, spec
 
 use_framework_env()  # before anything imports TensorFlow: tf_keras, not Keras 3
 
@@ -201,6 +201,94 @@ def _inception_v4(input_shape, num_classes):
     return k.Model(inputs, k.layers.Dense(num_classes)(x), name="inception_v4")
 
 
+# ---- Vision Transformers, layer for layer as timm's VisionTransformer ----
+
+@lru_cache(maxsize=None)
+def _vit_layers():
+    """The two layers Keras lacks: class token with position embedding, and multi-head
+    self-attention from one fused q/k/v projection (timm's layout)."""
+    import tensorflow as tf
+    k = keras()
+
+    class ClassTokenPosition(k.layers.Layer):
+        """Prepends the learned class token and adds the learned position embeddings."""
+
+        def build(self, shape):
+            tokens, width = shape[1], shape[2]
+            self.cls_token = self.add_weight(
+                name="cls_token", shape=(1, 1, width),
+                initializer=k.initializers.RandomNormal(stddev=1e-6))
+            self.pos_embed = self.add_weight(
+                name="pos_embed", shape=(1, tokens + 1, width),
+                initializer=k.initializers.TruncatedNormal(stddev=0.02))
+
+        def call(self, x):
+            cls = tf.broadcast_to(tf.cast(self.cls_token, x.dtype), [tf.shape(x)[0], 1, x.shape[-1]])
+            return tf.concat([cls, x], axis=1) + tf.cast(self.pos_embed, x.dtype)
+
+        def compute_output_shape(self, shape):
+            return (shape[0], shape[1] + 1, shape[2])
+
+    class SelfAttention(k.layers.Layer):
+        """softmax(q k^T / sqrt(d)) v per head, from q/k/v (batch, tokens, 3 x width)."""
+
+        def __init__(self, heads: int, **kwargs):
+            super().__init__(**kwargs)
+            self.heads = heads
+
+        def call(self, qkv):
+            width = qkv.shape[-1] // 3
+            head = width // self.heads
+            tokens = tf.shape(qkv)[1]
+            qkv = tf.transpose(tf.reshape(qkv, [-1, tokens, 3, self.heads, head]), [2, 0, 3, 1, 4])
+            scores = tf.matmul(qkv[0], qkv[1], transpose_b=True) * (head ** -0.5)
+            out = tf.matmul(tf.nn.softmax(scores, axis=-1), qkv[2])
+            return tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [-1, tokens, width])
+
+        def compute_output_shape(self, shape):
+            return (shape[0], shape[1], shape[2] // 3)
+
+        def get_config(self):
+            return {**super().get_config(), "heads": self.heads}
+
+    return ClassTokenPosition, SelfAttention
+
+
+def _vit(name: str) -> Callable:
+    def build(input_shape, num_classes):
+        k = keras()
+        L = k.layers
+        shape = VIT[name]
+        ClassTokenPosition, SelfAttention = _vit_layers()
+
+        def dense(units: int, **options):  # timm's initialisation: one initializer per layer
+            return L.Dense(units, kernel_initializer=k.initializers.TruncatedNormal(stddev=0.02),
+                           **options)
+        norm = dict(epsilon=1e-6)  # timm's ViT layer norms
+        inputs = L.Input(shape=input_shape)
+        x = L.Conv2D(shape.width, shape.patch, strides=shape.patch, name="patch_embed")(inputs)
+        grid = x.shape[1] * x.shape[2] if _bn_axis() == -1 else x.shape[2] * x.shape[3]
+        if _bn_axis() == -1:
+            x = L.Reshape((grid, shape.width))(x)
+        else:
+            x = L.Permute((2, 1))(L.Reshape((shape.width, grid))(x))
+        x = ClassTokenPosition(name="cls_pos_embed")(x)
+        for i in range(shape.depth):
+            y = L.LayerNormalization(**norm, name=f"block{i}_norm1")(x)
+            y = dense(3 * shape.width, name=f"block{i}_qkv")(y)
+            y = SelfAttention(shape.heads, name=f"block{i}_attn")(y)
+            x = L.Add()([x, dense(shape.width, name=f"block{i}_proj")(y)])
+            y = L.LayerNormalization(**norm, name=f"block{i}_norm2")(x)
+            y = dense(shape.mlp * shape.width, activation="gelu", name=f"block{i}_fc1")(y)
+            x = L.Add()([x, dense(shape.width, name=f"block{i}_fc2")(y)])
+        x = L.LayerNormalization(**norm, name="norm")(x)
+        x = x[:, 0]  # the class token
+        return k.Model(inputs, dense(num_classes, name="head")(x), name=name)
+    build.__doc__ = (f"{name}: timm's VisionTransformer ({VIT[name].timm}'s layout, "
+                     "exact GELU, layer norms with epsilon 1e-6), written in Keras.")
+    return build
+
+
 # the Keras network of each model of archbench.workloads.training.models.MODELS
 BUILDERS: dict[str, Callable] = {
     "small_cnn": _small_cnn,
@@ -212,6 +300,8 @@ BUILDERS: dict[str, Callable] = {
     "resnet152": _application("ResNet152"),
     "inception_v3": _application("InceptionV3"),
     "inception_v4": _inception_v4,
+    "vit_tiny": _vit("vit_tiny"),
+    "vit_b16": _vit("vit_b16"),
 }
 
 
@@ -222,11 +312,9 @@ def build_model(name: str, image_size: int, num_classes: int, *, channels: int |
     ``channels`` defaults to the model's (3, or 1 for digits_cnn); ``data_format`` is
     NHWC or NCHW (the whole network is built in that layout).
     """
-    s = spec(name)
     if data_format not in DATA_FORMATS:
         raise ValueError(f"data_format must be NHWC or NCHW, not '{data_format}'")
-    if image_size < s.min_image_size:
-        raise ValueError(f"model '{name}' needs image_size >= {s.min_image_size}")
+    check_image_size(name, image_size)
     backend = keras().backend
     previous = backend.image_data_format()
     backend.set_image_data_format(DATA_FORMATS[data_format])
