@@ -211,6 +211,7 @@ def run(config: TrainRun) -> dict | None:
                                  processes_per_node=ppn, workers=backend.workers)
     fields["hosts"] = hosts
     fields["devices"] = devices
+    fields["energy"] = backend.energy  # the window's (strategies/base.py Backend.window)
     mark("record-fields")
     outcome.add_vendor_evidence(fields, config, probe_here=probe_here(torch, config, step=step, device=device))
     mark("vendor-probe")

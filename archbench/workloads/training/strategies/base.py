@@ -23,7 +23,8 @@ import numpy as np
 
 from archbench.core.hardware import cpus_per_process
 from archbench.core.marks import mark
-from archbench.workloads.tfcluster import LaunchError
+from archbench.workloads import energy as energy_meters
+from archbench.workloads.tfcluster import LaunchError, local_rank
 from archbench.workloads.training.settings import TrainRun
 
 
@@ -83,6 +84,7 @@ class Backend:
     """One process, no communication (strategy ``single``)."""
 
     compile_seconds: float | None = None  # the compiling first step's (see window)
+    energy: list[dict] | None = None  # the window's energy entries (see window; record field)
 
     def __init__(self, module, config: TrainRun):
         self.module = module  # the framework's module (each framework's backends name it)
@@ -155,10 +157,15 @@ class Backend:
         one step that compiles the step, timed alone as :attr:`compile_seconds`, before
         the warm-up (neither warm-up nor window).
 
+        The sensors of :mod:`archbench.workloads.energy` are read just before the barrier
+        that opens the window and just after the one that closes it; their sum over the
+        workers is :attr:`energy`.
+
         Returns (this worker's step times, its losses, window wall time = max over
         workers, images processed by all workers in the window).
         """
         self.compile_seconds = None
+        meter = energy_meters.Meter.open(self.config.device, rank=self.rank, local_rank=local_rank())
         if compiles:
             settle()
             settle = lambda: None  # noqa: E731 - waited for already
@@ -173,6 +180,7 @@ class Backend:
                 settle()
         if not warmup:
             settle()
+        meter.start()
         self.barrier()
         mark("warmup")
         times, losses = [], []
@@ -185,8 +193,10 @@ class Backend:
         self.last_loss = loss  # where the step ran (placement)
         self.barrier()
         wall = time.perf_counter() - start
+        used = meter.stop()
         mark("window")
-        rows = self.gather([wall, batch_size * steps])
+        rows = self.gather([wall, batch_size * steps, *used])
+        self.energy = energy_meters.combine(meter, [r[2:] for r in rows])
         return times, losses, max(r[0] for r in rows), int(sum(r[1] for r in rows))
 
     def predictor(self, model) -> Callable:

@@ -120,6 +120,7 @@ def train(config: TrainRun, *, start: str, probe) -> dict | None:
                                  processes_per_node=ppn, workers=backend.workers)
     fields["hosts"] = hosts
     fields["devices"] = devices
+    fields["energy"] = backend.energy  # the window's (strategies/base.py Backend.window)
     mark("record-fields")
     outcome.add_vendor_evidence(fields, config, probe_here=probe.evidence if probe else None)
     mark("vendor-probe")

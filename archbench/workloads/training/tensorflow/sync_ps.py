@@ -32,7 +32,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from archbench.core.net import hostname_of
-from archbench.workloads import gpu
+from archbench.workloads import energy, gpu
 from archbench.workloads.tfcluster import LaunchError, cluster_resolver, serve
 from archbench.workloads.training.settings import TrainRun
 from archbench.workloads.training.strategies.base import unique
@@ -230,7 +230,7 @@ class SyncParameterServerBackend(Single):
         """The window's barrier and the gather table (one row per worker on ps:0)."""
         tf = self.tf
         self._barrier = barrier_op(tf, "archbench_window", workers=self.size, rank=self.rank)
-        self._width = max(2, 2 * n_variables)
+        self._width = max(2 + energy.GATHERED, 2 * n_variables)  # the window's gather, weights
         with tf.device("/job:ps/task:0"):
             self._table = tf.compat.v1.get_variable(
                 "archbench_gather", shape=(self.size, self._width), dtype=tf.float64,
