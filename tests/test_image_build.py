@@ -3,12 +3,15 @@
 SquashFS image), then archbench run inside them with Charliecloud's ch-run.
 
 - x86_64 (containers/x86_64-onednn.def, one Horovod compiled for TensorFlow and PyTorch):
-  the tiny campaign through Snakemake, every record carrying the image's digest, and one
-  PyTorch training measurement whose vendor evidence is oneDNN.
+  the tiny campaign through Snakemake, every record carrying the image's digest, one
+  PyTorch training measurement whose vendor evidence is oneDNN, and one in bf16 compiled
+  by torch.compile with the image's g++, its evidence checked against the host's ISA.
 - aarch64 (containers/aarch64-acl.def, HOROVOD=0) under qemu-user emulation: TensorFlow
   training with oneDNN on and off and one kernel; the records say arch aarch64, and the
   oneDNN-on run's vendor evidence names the Arm Compute Library and the share of reference
-  fallbacks; and one PyTorch training measurement, its evidence the Arm Compute Library too.
+  fallbacks; and one PyTorch training measurement, its evidence the Arm Compute Library too;
+  and one with math mode bf16 (ACL's fast math), whose evidence says whether bf16 kernels
+  ran, checked against the emulated CPU's BF16 capability.
 - ppc64le: no TensorFlow wheel exists for it; its Debian userland runs python3, Debian's
   NumPy and archbench's TensorFlow-free parts.
 
