@@ -40,6 +40,7 @@ CASES = [  # framework, strategy, numerics
     ("tensorflow", "horovod", {"precision": "bf16"}),
     ("tensorflow", "horovod", {"math_mode": "bf16"}),
     ("pytorch", "horovod", {"precision": "bf16"}),
+    ("pytorch", "horovod", {"math_mode": "bf16"}),
     ("pytorch", "ddp", {"precision": "bf16"}),
     ("pytorch", "ddp", {"math_mode": "bf16"}),
 ]
