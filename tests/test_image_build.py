@@ -3,12 +3,15 @@
 SquashFS image), then archbench run inside them with Charliecloud's ch-run.
 
 - x86_64 (containers/x86_64-onednn.def, one Horovod compiled for TensorFlow and PyTorch):
-  the tiny campaign through Snakemake, every record carrying the image's digest, and one
-  PyTorch training measurement whose vendor evidence is oneDNN.
+  the tiny campaign through Snakemake, every record carrying the image's digest, one
+  PyTorch training measurement whose vendor evidence is oneDNN, and one in bf16 compiled
+  by torch.compile with the image's g++, its evidence checked against the host's ISA.
 - aarch64 (containers/aarch64-acl.def, HOROVOD=0) under qemu-user emulation: TensorFlow
   training with oneDNN on and off and one kernel; the records say arch aarch64, and the
   oneDNN-on run's vendor evidence names the Arm Compute Library and the share of reference
-  fallbacks; and one PyTorch training measurement, its evidence the Arm Compute Library too.
+  fallbacks; and one PyTorch training measurement, its evidence the Arm Compute Library too;
+  and one with math mode bf16 (ACL's fast math), whose evidence says whether bf16 kernels
+  ran, checked against the emulated CPU's BF16 capability.
 - ppc64le: no TensorFlow wheel exists for it; its Debian userland runs python3, Debian's
   NumPy and archbench's TensorFlow-free parts.
 
@@ -36,6 +39,7 @@ from conftest import REPO, copy_workflow, in_ci, snakemake, tool_env
 
 from archbench.execute import imagebuild
 from archbench.plan.containers import image_digest
+from archbench.workloads.training import vendor_evidence
 
 pytestmark = pytest.mark.images
 BUILD_TIMEOUT_S = 3600
@@ -151,13 +155,15 @@ TORCH_VERSION = "2.14.1"
 
 
 def pytorch_record(image: str, workdir: Path, *, arch: str, timeout: float,
-                   binds: Sequence[str] = ()) -> dict:
-    """The record of PYTORCH_TRAIN run in ``image``: a finished PyTorch measurement of the
-    image's torch on ``arch``, with the vendor evidence of its probe."""
+                   binds: Sequence[str] = (), options: Sequence[str] = ()) -> dict:
+    """The record of PYTORCH_TRAIN (and ``options``, e.g. ``--precision bf16``) run in
+    ``image``: a finished PyTorch measurement of the image's torch on ``arch``, with the
+    vendor evidence of its probe."""
     workdir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    ch_run(image, *PYTORCH_TRAIN, timeout=timeout, workdir=workdir, binds=binds)
-    TIMES[f"pytorch measurement in the {arch} image"] = time.monotonic() - start
+    ch_run(image, *PYTORCH_TRAIN, *options, timeout=timeout, workdir=workdir, binds=binds)
+    TIMES[f"pytorch measurement{''.join(' ' + o for o in options)} in the {arch} image"] = (
+        time.monotonic() - start)
     record = json.loads((workdir / "rec.json").read_text())
     assert record["status"] == "ok", record.get("reason")
     assert record["framework"] == "pytorch" and record["framework_version"].split("+")[0] == TORCH_VERSION
@@ -228,6 +234,42 @@ def test_pytorch_training_runs_inside_the_x86_image_on_onednn(x86_image, tmp_pat
     assert evidence["library"] == "onednn" and evidence["error"] == "", evidence
     assert evidence["implementations"] and evidence["optimized_share"] > 0
     assert record["vendor_library"] == "onednn"
+
+
+def expected_bf16_execution(cpu_isa: Sequence[str]) -> str:
+    """What a bf16 (autocast) PyTorch step's oneDNN primitives run in on an x86_64 CPU with
+    the ISA features ``cpu_isa`` (the record's provenance): bf16 instructions
+    (AVX512_BF16, AMX) run "bf16"; AVX-512 without them, bf16 converted in software ("bf16
+    emulated"); without AVX-512 (a Zen 3) oneDNN has no bf16 kernels and ATen's own run,
+    printing nothing ("not recorded")."""
+    if {"avx512_bf16", "amx_bf16"} & set(cpu_isa):
+        return "bf16"
+    return "bf16 emulated" if "avx512f" in cpu_isa else "not recorded"
+
+
+def test_pytorch_compiled_bf16_training_runs_inside_the_x86_image(x86_image, tmp_path):
+    """torch.compile in the image (inductor compiles its kernels with the image's g++) of a
+    bf16 mixed-precision step; the compiling first step is timed apart, and the evidence
+    says in what precision oneDNN's convolutions and matrix products ran on this CPU."""
+    record = pytorch_record(x86_image["image"], tmp_path, arch="x86_64", timeout=900,
+                            options=("--precision", "bf16", "--graph", "compiled"))
+    assert (record["precision"], record["math_mode"], record["graph"]) == ("bf16", "strict", "compiled")
+    metrics = record["metrics"]
+    assert metrics["compile_s"]["value"] > 0
+    assert metrics["compile_cache_hits"]["value"] + metrics["compile_cache_misses"]["value"] > 0
+    assert len(record["losses"]) == 3 and all(0 < loss < 10 for loss in record["losses"])
+    evidence = record["vendor_evidence"]
+    assert evidence["library"] == "onednn" and evidence["error"] == "", evidence
+    ran = expected_bf16_execution(record["cpu_isa"])
+    assert vendor_evidence.executed_precision(evidence) == ran, evidence
+    label = vendor_evidence.record_precision_label(record)
+    assert label == {"bf16": "", "bf16 emulated": "bf16 requested, bf16 emulated",
+                     "not recorded": "bf16 requested, not recorded"}[ran]
+    if ran != "not recorded":  # oneDNN's bf16 primitives ran under inductor
+        assert evidence["kernel_dtypes"].get("bf16", 0) > 0
+    TIMES["x86_64 pytorch bf16 compiled compile_s"] = metrics["compile_s"]["value"]
+    TIMES[f"x86_64 pytorch bf16 compiled ({record['throughput_unit']}; executed {ran})"] = (
+        record["throughput"])
 
 
 def test_tiny_campaign_runs_inside_the_x86_image(x86_image, tmp_path):
@@ -310,6 +352,42 @@ def test_pytorch_training_under_emulation_shows_acl(aarch64_image, tmp_path):
     assert any(name.endswith(":acl") or name == "acl" for name in evidence["implementations"])
     assert record["vendor_library"] == "onednn-acl"  # what ran (the command declared the default, onednn)
     TIMES["aarch64 pytorch oneDNN reference share"] = evidence["reference_share"] or 0.0
+
+
+# the emulated CPU's hardware capabilities as the kernel (here qemu) hands them to a process:
+# AT_HWCAP2 and its BF16 bit (what ACL reads; /proc/cpuinfo under qemu-user is the host's)
+EMULATED_BF16 = ("import ctypes; libc = ctypes.CDLL(None); libc.getauxval.restype = ctypes.c_ulong; "
+                 "print(bool(libc.getauxval(26) & (1 << 14)))")
+
+
+def test_pytorch_bf16_math_mode_under_emulation_names_what_ran(aarch64_image, tmp_path):
+    """fp32 math mode bf16 (oneDNN's fpmath mode, ACL's fast math) under emulation: the
+    evidence says what ran. ACL computes fp32 tensors in bf16 only where the CPU has BF16
+    instructions (HWCAP2_BF16); its oneDNN lines show fp32 tensors with attr-fpmath:bf16
+    either way, so the record is "bf16 fast math" only where ACL's own kernel names say
+    bf16, and otherwise, honestly, "bf16 requested, fp32 executed"."""
+    image = aarch64_image["image"]
+    no_cpus = tmp_path / "no-cpu-sysfs"  # as in the test above
+    no_cpus.mkdir()
+    has_bf16 = ch_run(image, "python3", "-c", EMULATED_BF16).strip() == "True"
+    record = pytorch_record(image, tmp_path / "run", arch="aarch64", timeout=2400,
+                            binds=[f"{no_cpus}:/sys/devices/system/cpu"],
+                            options=("--math-mode", "bf16"))
+    assert (record["precision"], record["math_mode"]) == ("fp32", "bf16")
+    evidence = record["vendor_evidence"]
+    assert evidence["library"] == "onednn+acl" and evidence["error"] == "", evidence
+    # the hint reached oneDNN: fp32 tensors, fpmath bf16, on ACL
+    assert "bf16" in evidence["fpmath"] and "acl" in evidence["kernel_isa"], evidence
+    ran = vendor_evidence.executed_precision(evidence)
+    label = vendor_evidence.record_precision_label(record)
+    bf16_kernels = [name for name in evidence["external_kernels"] if "bf16" in name.lower()]
+    if bf16_kernels:  # ACL's kernels say bf16: fast math ran (needs BF16 in the CPU)
+        assert has_bf16 and ran == "bf16 fast math" and label == "", evidence
+    else:
+        assert ran == "fp32" and label == "bf16 requested, fp32 executed", evidence
+    TIMES[f"aarch64 pytorch math mode bf16: emulated CPU BF16 {has_bf16}, executed {ran}, "
+          f"ACL kernels {sorted(evidence['external_kernels']) or 'not printed'}"] = (
+        record["throughput"])
 
 
 # ---------------------------------------------------------------- ppc64le (emulated)

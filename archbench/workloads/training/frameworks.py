@@ -175,9 +175,10 @@ FRAMEWORKS: dict[str, Framework] = {
         runs={"precision": {"cpu": ("fp32", "bf16"), "gpu": ("fp32", "bf16", "fp16")},
               "math_mode": {"cpu": ("strict", "bf16"), "gpu": ("strict", "tf32")},
               "graph": {"cpu": ("eager", "compiled"), "gpu": ("eager", "compiled")}},
-        # GradScaler beside Horovod's DistributedOptimizer needs its own synchronisation;
-        # torch.compile under DDP or Horovod is not tested
-        runs_with={"precision": ("single", "ddp"), "graph": ("single",)},
+        # fp16's GradScaler beside Horovod's DistributedOptimizer synchronises first
+        # (backends.HorovodTorchBackend.scaled_update); torch.compile under DDP or Horovod
+        # is not tested
+        runs_with={"precision": ("single", "ddp", "horovod"), "graph": ("single",)},
         help="PyTorch with torchvision and timm models, oneDNN (mkldnn) on CPUs"),
 }
 
