@@ -257,3 +257,69 @@ def test_energy_entries_are_part_of_the_record_schema():
     validate({**base, "energy": [good]})
     with pytest.raises(RecordError, match="energy"):
         validate({**base, "energy": [{**good, "covers": "the moon"}]})
+
+
+# ------------------------------------------------------------------ table and figure
+
+def test_the_energy_table_and_figure_of_real_records_say_not_measured(tmp_path):
+    from archbench.results.collect import records_to_frame
+    from archbench.results.figures import NO_DATA, build_figure
+    from archbench.results.tables import build_table
+    done = train(tmp_path / "r.json", "pytorch")
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = read_record(tmp_path / "r.json")
+    table = build_table("energy", records_to_frame([record]))
+    assert len(table) == 1 and table["j_per_img"].isna().all()
+    assert table["img_s"].iloc[0] == pytest.approx(record["throughput"])
+    status = table["status"].iloc[0]
+    assert status.startswith("not measured: ") and "slurm node: not measured (not a Slurm job)" in status
+    figure = build_figure("energy", records_to_frame([record]))
+    texts = [t.get_text() for t in figure.findobj(lambda a: hasattr(a, "get_text"))]
+    assert NO_DATA in texts
+
+
+def with_energy(record: dict, name: str, entries: list[dict]) -> dict:
+    out = {**record, "config_id": f"{record['config_id']}_{name}", "energy": entries,
+           "precision": name}
+    out["run_id"] = f"{out['config_id']}_r0"
+    validate(out)
+    return out
+
+
+def test_each_measured_source_is_a_row_of_joules_per_image_and_images_per_kwh(tmp_path):
+    from archbench.results.collect import records_to_frame
+    from archbench.results.tables import build_table
+    done = train(tmp_path / "r.json", "pytorch")
+    assert done.returncode == 0, done.stderr[-2000:]
+    real = read_record(tmp_path / "r.json")
+    images = real["metrics"]["images"]["value"]
+    gpu = energy.entry("nvml", "gpu board", joules=3.0 * images, status="measured", limits="x")
+    cpu = energy.entry("rapl", "cpu package", joules=1.5 * images, status="measured", limits="x")
+    hot = energy.entry("nvml", "gpu board", joules=9.0, status="implausible", reason="above", limits="x")
+    table = build_table("energy", records_to_frame([with_energy(real, "bf16", [gpu, cpu]),
+                                                   with_energy(real, "fp16", [hot])]))
+    measured = table[table["status"] == "measured"].set_index("source")
+    assert measured.loc["nvml", "j_per_img"] == pytest.approx(3.0)  # never summed with the CPU's
+    assert measured.loc["rapl", "j_per_img"] == pytest.approx(1.5)
+    assert measured.loc["rapl", "img_per_kwh"] == pytest.approx(3.6e6 / 1.5)
+    (implausible,) = table.loc[table["precision"] == "fp16", "status"]
+    assert implausible.startswith("not measured: ") and "implausible (above)" in implausible
+
+
+def test_fabricated_energy_follows_its_power():
+    """The fabricated CPU packages draw known watts: J/img is W / (img/s) run by run."""
+    import pandas as pd
+
+    from archbench.results import fabricated
+    from archbench.results.collect import flatten
+    from archbench.results.tables import build_table
+    records = [r for r in fabricated.fabricate_records(repetitions=2) if r["kind"] == "train"]
+    table = build_table("energy", pd.DataFrame([flatten(r) for r in records]))
+    row = table[table["status"] == "measured"].iloc[0]
+    runs = [r for r in records if r["status"] == "ok" and all(
+        r[k] == row[k] for k in ("system", "model", "framework", "batch_per_process", "intra_threads",
+                                 "experiment", "nodes", "workers"))]
+    watts = fabricated.PACKAGE_WATTS[row["system"]]
+    expected = sum(watts / r["throughput"] for r in runs) / len(runs)
+    assert len({r["config_id"] for r in runs}) == 1 and row["j_per_img"] == pytest.approx(expected)
+    assert row["source"] == "rapl" and row["covers"] == "cpu package"

@@ -27,6 +27,9 @@ BASE_IMG_S = {"alexnet": 20.0, "resnet50": 3.0}
 MODEL_FLOPS_PER_IMAGE = {"alexnet": 2.1e9, "resnet50": 12.3e9}
 SYSTEMS = {"sysa": ("x86_64", "onednn", 1.0), "sysb": ("aarch64", "onednn-acl", 0.7)}
 GRADIENT_TENSORS = {"alexnet": 16, "resnet50": 161}
+# the CPU packages' power of a fabricated system's training runs (RAPL), in W: J/img = W / (img/s)
+PACKAGE_WATTS = {"sysa": 150.0, "sysb": 90.0}
+WINDOW_IMAGES = 1000  # images of a fabricated window (metric images)
 # img/s relative to the default framework's; a registered framework not named here: 1.0
 FRAMEWORK_SPEED = {"tensorflow": 1.0, "pytorch": 0.8}
 
@@ -193,7 +196,23 @@ def fabricate_records(repetitions: int = 3, **kwargs) -> Iterator[dict]:
             record["throughput"] = None if failure else value * noise[rep]
             if failure:
                 record["throughput_unit"] = ""
+            elif conf["kind"] == "train":
+                record.update(fabricated_energy(conf["system"], record["throughput"]))
+                record["metrics"]["images"] = {"value": WINDOW_IMAGES, "unit": "img"}
             yield make_record(**record)
+
+
+def fabricated_energy(system: str, throughput: float) -> dict:
+    """The ``energy`` of a fabricated ok training run: its CPU packages drew
+    ``PACKAGE_WATTS[system]`` (sysa's for other names) over a window of
+    :data:`WINDOW_IMAGES` images, so J/img = W / (img/s); nothing else measured."""
+    seconds = WINDOW_IMAGES / throughput
+    watts = PACKAGE_WATTS.get(system, PACKAGE_WATTS["sysa"])
+    return {"energy": [
+        {"source": "rapl", "covers": "cpu package", "joules": watts * seconds, "status": "measured",
+         "reason": "", "limits": "fabricated", "interval_s": seconds},
+        {"source": "slurm", "covers": "node", "joules": None, "status": "not measured",
+         "reason": "not a Slurm job", "limits": "fabricated"}]}
 
 
 # ------------------------------------------------------------- two values on every axis

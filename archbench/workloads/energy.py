@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from archbench.core import metrics
+
 MEASURED, NOT_MEASURED, IMPLAUSIBLE = "measured", "not measured", "implausible"
 STATUSES = (MEASURED, NOT_MEASURED, IMPLAUSIBLE)
 COVERS = ("gpu board", "cpu package", "dram", "node")
@@ -366,3 +368,36 @@ def joules_of(entries: Sequence[dict] | None, source: str, covers: str) -> float
         if e.get("source") == source and e.get("covers") == covers and e.get("status") == MEASURED:
             return e.get("joules")
     return None
+
+
+# --- the tidy table's columns --------------------------------------------------------------
+
+# (source, covers) -> the short key of its tidy-table columns (energy_<key>_j, ..._j_per_img)
+KEYS = {("nvml", "gpu board"): "nvml_gpu", ("rapl", "cpu package"): "rapl_package",
+        ("rapl", "dram"): "rapl_dram", ("slurm", "node"): "slurm_node"}
+
+
+def columns(record: dict) -> dict:
+    """A record's energy as tidy-table columns: per source (:data:`KEYS`) the measured
+    joules ``energy_<key>_j`` and joules per image of the window ``energy_<key>_j_per_img``
+    (joules / the window's images; missing unless measured), and ``energy_status``: each
+    source's status with the reason where not measured ("nvml gpu board: measured; rapl
+    dram: not measured (...)"); empty for a record without entries."""
+    entries = record.get("energy") or []
+    images = ((record.get("metrics") or {}).get("images") or {}).get("value")
+    out: dict = {}
+    for key in KEYS.values():
+        out[f"energy_{key}_j"] = None
+        out[f"energy_{key}_j_per_img"] = None
+    states = []
+    for e in entries:
+        key = KEYS.get((e.get("source"), e.get("covers")))
+        state = e.get("status", "")
+        states.append(f"{e.get('source')} {e.get('covers')}: {state}"
+                      + (f" ({e['reason']})" if e.get("reason") else ""))
+        if key is None or state != MEASURED or e.get("joules") is None:
+            continue
+        out[f"energy_{key}_j"] = e["joules"]
+        out[f"energy_{key}_j_per_img"] = metrics.joules_per_image(e["joules"], images) if images else None
+    out["energy_status"] = "; ".join(states) or None
+    return out
