@@ -38,8 +38,10 @@ def energy(summary: pd.DataFrame) -> Figure:
             for sensor, part in panel.rows.groupby("sensor", sort=False):
                 low = (part["img_s"] - part["img_s_min"]).clip(lower=0)
                 high = (part["img_s_max"] - part["img_s"]).clip(lower=0)
-                ax.errorbar(part["j_per_img"], part["img_s"], yerr=[low, high], fmt=markers[sensor],
-                            color=colours[sensor], capsize=2, linestyle="none", label=sensor)
+                ax.errorbar(part["j_per_img"], part["img_s"], yerr=[low, high], fmt="none",
+                            ecolor=colours[sensor], capsize=2)
+                ax.plot(part["j_per_img"], part["img_s"], marker=markers[sensor], linestyle="none",
+                        color=colours[sensor], label=sensor)
                 for _, row in part.iterrows() if len(panel.rows) <= NAMED_POINTS else ():
                     ax.annotate(row["configuration"], (row["j_per_img"], row["img_s"]), fontsize=6,
                                 xytext=(3, 3), textcoords="offset points")
