@@ -55,6 +55,30 @@ def test_a_real_cpu_record_says_which_sensors_it_lacks_and_why(tmp_path, framewo
             assert "powercap" in e["reason"] or "root" in e["reason"] or "no dram" in e["reason"]
 
 
+@pytest.mark.skipif(not __import__("shutil").which("mpirun"), reason="needs OpenMPI (scripts/setup_env.sh)")
+def test_a_two_rank_record_sums_its_ranks_gathered_readings(tmp_path):
+    """DDP over two ranks: each rank's readings go through the window's gather; none is
+    readable here, so each source is "not measured" with the writer's reason."""
+    from archbench.workloads.training.strategies.ddp import ADDRESS, free_port
+    root = ("--allow-run-as-root",) if os.geteuid() == 0 else ()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env[ADDRESS] = f"127.0.0.1:{free_port()}"
+    argv = ["mpirun", *root, "-np", "2", "--oversubscribe", "--bind-to", "none", "-x", "PATH",
+            "-x", "PYTHONPATH", "-x", ADDRESS, sys.executable, "-m", "archbench.train",
+            "--framework", "pytorch", "--strategy", "ddp", *TINY, "--output", str(tmp_path / "r.json")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = read_record(tmp_path / "r.json")
+    assert record["workers"] == 2
+    entries = {(e["source"], e["covers"]): e for e in record["energy"]}
+    assert set(entries) == {("rapl", "cpu package"), ("rapl", "dram"), ("slurm", "node")}
+    assert entries["slurm", "node"]["reason"] == "not a Slurm job"
+    window = record["metrics"]["window_s"]["value"]
+    assert all(e["interval_s"] >= window * 0.99 for e in entries.values())
+    if not readable_rapl():
+        assert all(e["status"] == "not measured" and e["reason"] for e in entries.values())
+
+
 def test_a_gpu_process_on_a_machine_without_nvml_is_not_measured():
     """Whether nvidia-ml-py is installed or not: no driver here, so no reading, and why."""
     (src,) = energy.nvml_sources("0")

@@ -47,7 +47,8 @@ GATHERED = 4 * WIDTH  # the most values a meter adds to the window's gather (nvm
 NVML_LIMITS = ("NVML total energy counter of the whole board (GPU and its memory), mJ "
                "resolution, 64-bit (no wrap); the driver refreshes it every few tens of ms, "
                "so a window of a few seconds carries that much error; any other process on "
-               "the same GPU is included")
+               "the same GPU is included; a CUDA_VISIBLE_DEVICES index is taken as NVML's "
+               "(the same GPU unless a node mixes GPU models or hides some from NVML)")
 RAPL_LIMITS = ("Linux powercap RAPL energy_uj, uJ units (the hardware's energy unit is "
                "~15-61 uJ), refreshed about every 1 ms; wraps at max_energy_range_uj "
                "(corrected once: at most one wrap per interval, i.e. windows of minutes at "
