@@ -28,7 +28,7 @@ def train(out: Path, framework: str) -> subprocess.CompletedProcess:
 
 
 def readable_rapl() -> bool:
-    zones = list(energy.POWERCAP.glob("intel-rapl*:*/energy_uj")) if energy.POWERCAP.is_dir() else []
+    zones = list(energy.POWERCAP.glob("intel-rapl:*/energy_uj")) if energy.POWERCAP.is_dir() else []
     return any(os.access(z, os.R_OK) for z in zones)
 
 
@@ -195,6 +195,7 @@ def test_rapl_sums_packages_and_dram_and_unwraps_each_zone(tmp_path):
     p1 = zone(tmp_path, "intel-rapl:1", "package-1", 10_000_000)
     d0 = zone(tmp_path, "intel-rapl:0:0", "dram", 0)
     zone(tmp_path, "intel-rapl:0:1", "core", 0)  # neither package nor dram: not read
+    zone(tmp_path, "intel-rapl-mmio:0", "package-0", 0)  # package 0 again, through MMIO: not read
     package, dram = energy.rapl_sources(tmp_path)
     assert (package.covers, dram.covers) == ("cpu package", "dram")
     assert package.devices == ["intel-rapl:0 (package-0)", "intel-rapl:1 (package-1)"]

@@ -9,7 +9,7 @@ interval a reading covers holds the window and the barrier waits at its edges (i
   since the driver loaded; Volta and newer) of every GPU the process was given
   (``CUDA_VISIBLE_DEVICES``), through ``nvidia-ml-py``, imported only when a GPU run reads it.
   Sense check: more than 0 J and at most the board's enforced power limit x the interval.
-* ``rapl``: Linux powercap RAPL zones (``/sys/class/powercap/intel-rapl*``; AMD's newer
+* ``rapl``: Linux powercap RAPL zones (``/sys/class/powercap/intel-rapl:*``; AMD's newer
   kernels expose theirs there too): every ``package-N`` zone (CPU package) and every
   ``dram`` zone, read by one process per node. Their ``energy_uj`` is root-only since
   Linux 5.10 (CVE-2020-8694): unreadable zones are "not measured" with the reason.
@@ -189,7 +189,9 @@ def _nvml_handles(pynvml, visible: str | None) -> list:
 def rapl_sources(root: Path = POWERCAP, *, duty: bool = True) -> list[Source]:
     """The CPU package and DRAM sources of the node's powercap RAPL zones under ``root``
     (``duty``: this process is the one of its node that reads them)."""
-    zones = sorted(p for p in root.glob("intel-rapl*:*") if (p / "energy_uj").exists()) \
+    # intel-rapl:N (packages, psys) and intel-rapl:N:M (their dram, core, uncore); not
+    # intel-rapl-mmio:N, the same package counter again through MMIO on some Intel CPUs
+    zones = sorted(p for p in root.glob("intel-rapl:*") if (p / "energy_uj").exists()) \
         if root.is_dir() else []
     out = []
     for covers, wanted in (("cpu package", lambda n: n.startswith("package")),
