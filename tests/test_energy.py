@@ -28,7 +28,7 @@ def train(out: Path, framework: str) -> subprocess.CompletedProcess:
 
 
 def readable_rapl() -> bool:
-    zones = list(energy.POWERCAP.glob("intel-rapl*:*/energy_uj")) if energy.POWERCAP.is_dir() else []
+    zones = list(energy.POWERCAP.glob("intel-rapl:*/energy_uj")) if energy.POWERCAP.is_dir() else []
     return any(os.access(z, os.R_OK) for z in zones)
 
 
@@ -53,6 +53,30 @@ def test_a_real_cpu_record_says_which_sensors_it_lacks_and_why(tmp_path, framewo
             e = entries["rapl", covers]
             assert e["status"] == "not measured" and e["joules"] is None
             assert "powercap" in e["reason"] or "root" in e["reason"] or "no dram" in e["reason"]
+
+
+@pytest.mark.skipif(not __import__("shutil").which("mpirun"), reason="needs OpenMPI (scripts/setup_env.sh)")
+def test_a_two_rank_record_sums_its_ranks_gathered_readings(tmp_path):
+    """DDP over two ranks: each rank's readings go through the window's gather; none is
+    readable here, so each source is "not measured" with the writer's reason."""
+    from archbench.workloads.training.strategies.ddp import ADDRESS, free_port
+    root = ("--allow-run-as-root",) if os.geteuid() == 0 else ()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env[ADDRESS] = f"127.0.0.1:{free_port()}"
+    argv = ["mpirun", *root, "-np", "2", "--oversubscribe", "--bind-to", "none", "-x", "PATH",
+            "-x", "PYTHONPATH", "-x", ADDRESS, sys.executable, "-m", "archbench.train",
+            "--framework", "pytorch", "--strategy", "ddp", *TINY, "--output", str(tmp_path / "r.json")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = read_record(tmp_path / "r.json")
+    assert record["workers"] == 2
+    entries = {(e["source"], e["covers"]): e for e in record["energy"]}
+    assert set(entries) == {("rapl", "cpu package"), ("rapl", "dram"), ("slurm", "node")}
+    assert entries["slurm", "node"]["reason"] == "not a Slurm job"
+    window = record["metrics"]["window_s"]["value"]
+    assert all(e["interval_s"] >= window * 0.99 for e in entries.values())
+    if not readable_rapl():
+        assert all(e["status"] == "not measured" and e["reason"] for e in entries.values())
 
 
 def test_a_gpu_process_on_a_machine_without_nvml_is_not_measured():
@@ -171,6 +195,7 @@ def test_rapl_sums_packages_and_dram_and_unwraps_each_zone(tmp_path):
     p1 = zone(tmp_path, "intel-rapl:1", "package-1", 10_000_000)
     d0 = zone(tmp_path, "intel-rapl:0:0", "dram", 0)
     zone(tmp_path, "intel-rapl:0:1", "core", 0)  # neither package nor dram: not read
+    zone(tmp_path, "intel-rapl-mmio:0", "package-0", 0)  # package 0 again, through MMIO: not read
     package, dram = energy.rapl_sources(tmp_path)
     assert (package.covers, dram.covers) == ("cpu package", "dram")
     assert package.devices == ["intel-rapl:0 (package-0)", "intel-rapl:1 (package-1)"]
@@ -257,3 +282,69 @@ def test_energy_entries_are_part_of_the_record_schema():
     validate({**base, "energy": [good]})
     with pytest.raises(RecordError, match="energy"):
         validate({**base, "energy": [{**good, "covers": "the moon"}]})
+
+
+# ------------------------------------------------------------------ table and figure
+
+def test_the_energy_table_and_figure_of_real_records_say_not_measured(tmp_path):
+    from archbench.results.collect import records_to_frame
+    from archbench.results.figures import NO_DATA, build_figure
+    from archbench.results.tables import build_table
+    done = train(tmp_path / "r.json", "pytorch")
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = read_record(tmp_path / "r.json")
+    table = build_table("energy", records_to_frame([record]))
+    assert len(table) == 1 and table["j_per_img"].isna().all()
+    assert table["img_s"].iloc[0] == pytest.approx(record["throughput"])
+    status = table["status"].iloc[0]
+    assert status.startswith("not measured: ") and "slurm node: not measured (not a Slurm job)" in status
+    figure = build_figure("energy", records_to_frame([record]))
+    texts = [t.get_text() for t in figure.findobj(lambda a: hasattr(a, "get_text"))]
+    assert NO_DATA in texts
+
+
+def with_energy(record: dict, name: str, entries: list[dict]) -> dict:
+    out = {**record, "config_id": f"{record['config_id']}_{name}", "energy": entries,
+           "precision": name}
+    out["run_id"] = f"{out['config_id']}_r0"
+    validate(out)
+    return out
+
+
+def test_each_measured_source_is_a_row_of_joules_per_image_and_images_per_kwh(tmp_path):
+    from archbench.results.collect import records_to_frame
+    from archbench.results.tables import build_table
+    done = train(tmp_path / "r.json", "pytorch")
+    assert done.returncode == 0, done.stderr[-2000:]
+    real = read_record(tmp_path / "r.json")
+    images = real["metrics"]["images"]["value"]
+    gpu = energy.entry("nvml", "gpu board", joules=3.0 * images, status="measured", limits="x")
+    cpu = energy.entry("rapl", "cpu package", joules=1.5 * images, status="measured", limits="x")
+    hot = energy.entry("nvml", "gpu board", joules=9.0, status="implausible", reason="above", limits="x")
+    table = build_table("energy", records_to_frame([with_energy(real, "bf16", [gpu, cpu]),
+                                                   with_energy(real, "fp16", [hot])]))
+    measured = table[table["status"] == "measured"].set_index("source")
+    assert measured.loc["nvml", "j_per_img"] == pytest.approx(3.0)  # never summed with the CPU's
+    assert measured.loc["rapl", "j_per_img"] == pytest.approx(1.5)
+    assert measured.loc["rapl", "img_per_kwh"] == pytest.approx(3.6e6 / 1.5)
+    (implausible,) = table.loc[table["precision"] == "fp16", "status"]
+    assert implausible.startswith("not measured: ") and "implausible (above)" in implausible
+
+
+def test_fabricated_energy_follows_its_power():
+    """The fabricated CPU packages draw known watts: J/img is W / (img/s) run by run."""
+    import pandas as pd
+
+    from archbench.results import fabricated
+    from archbench.results.collect import flatten
+    from archbench.results.tables import build_table
+    records = [r for r in fabricated.fabricate_records(repetitions=2) if r["kind"] == "train"]
+    table = build_table("energy", pd.DataFrame([flatten(r) for r in records]))
+    row = table[table["status"] == "measured"].iloc[0]
+    runs = [r for r in records if r["status"] == "ok" and all(
+        r[k] == row[k] for k in ("system", "model", "framework", "batch_per_process", "intra_threads",
+                                 "experiment", "nodes", "workers"))]
+    watts = fabricated.PACKAGE_WATTS[row["system"]]
+    expected = sum(watts / r["throughput"] for r in runs) / len(runs)
+    assert len({r["config_id"] for r in runs}) == 1 and row["j_per_img"] == pytest.approx(expected)
+    assert row["source"] == "rapl" and row["covers"] == "cpu package"

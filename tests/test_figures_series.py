@@ -94,6 +94,8 @@ CASES = {
     "framework_comparison": Case(None, kind="bars"),  # counted by framework_bars below
     "kernel_gflops": Case("gflops", along=("workers",)),
     "stream_bandwidth": Case("bandwidth_gb_s", along=("problem_size",)),
+    # the points of one sensor in one panel (system, device, model) are one series, unjoined
+    "energy": Case("j_per_img", kind="scatter", series=("system", "device", "model", "source", "covers")),
 }
 
 
@@ -148,7 +150,8 @@ def framework_bars(table: pd.DataFrame) -> int:
 
 def drawn(figure: Figure, kind: str) -> list[list[str]]:
     """The labels of the series drawn, per panel (lines or points: labelled lines; bars:
-    labelled bar groups; rows: the heat map's row labels)."""
+    labelled bar groups; rows: the heat map's row labels; scatter: labelled lines of
+    unjoined markers)."""
     out = []
     for ax in figure.axes:
         if not ax.get_visible() or ax.get_label() == "<colorbar>":
@@ -225,6 +228,7 @@ AXES = {
                              "batch_per_process", "cores"),
     "kernel_gflops": ("system", "problem_size", "tile_size", "nodes", "workers"),
     "stream_bandwidth": ("system", "problem_size", "workers"),
+    "energy": ("system", "framework", "model", "data", "batch_per_process", "covers"),
 }
 
 

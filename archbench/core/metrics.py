@@ -71,6 +71,19 @@ def framework_ratio(other: float, base: float) -> float:
     return other / base
 
 
+def joules_per_image(joules: float, images: int) -> float:
+    """J/img = energy a sensor measured over the window (and the barriers at its edges) /
+    images processed by all workers in the window."""
+    if images <= 0:
+        raise ValueError("images must be positive")
+    return joules / images
+
+
+def images_per_kwh(joules_per_img: float) -> float:
+    """img/kWh = 3.6e6 J/kWh / (J/img)."""
+    return 3.6e6 / joules_per_img
+
+
 def coefficient_of_variation(std: float, mean: float) -> float:
     """CV = s / mean: the sample standard deviation of the repetitions over their mean."""
     return std / mean

@@ -24,6 +24,7 @@ import pandas as pd
 from archbench.core.provenance import no_accelerator
 from archbench.core.record import RecordError
 from archbench.plan.plan_match import mismatch_any
+from archbench.workloads import energy
 from archbench.workloads.gpu import device_mismatch
 from archbench.workloads.sense import measured_window_s, read_counted
 from archbench.workloads.training.vendor_evidence import evidence_columns, precision_columns
@@ -58,12 +59,14 @@ def flatten(record: dict) -> dict:
     ``mkl_env`` (:func:`mkl_env_text`), the vendor evidence as ``vendor_*`` columns
     (:func:`archbench.workloads.training.vendor_evidence.evidence_columns`), the requested
     and executed precision and their ``evidence_label`` (:func:`archbench.workloads.training.
-    vendor_evidence.precision_columns`), ``cpu_isa`` space-joined. A record whose
+    vendor_evidence.precision_columns`), the window's energy per source
+    (:func:`archbench.workloads.energy.columns`), ``cpu_isa`` space-joined. A record whose
     ``device`` is not "gpu" states no CUDA stack (:func:`cpu_stack`)."""
     record = cpu_stack(record)
     row = {k: v for k, v in record.items()
-           if k not in ("metrics", "env", "step_times_s", "losses", "vendor_evidence")}
+           if k not in ("metrics", "env", "step_times_s", "losses", "vendor_evidence", "energy")}
     row.update(evidence_columns(record.get("vendor_evidence")))
+    row.update(energy.columns(record))
     row.update(precision_columns(record))
     row["cpu_isa"] = " ".join(record["cpu_isa"]) if isinstance(record.get("cpu_isa"), list) else None
     env = record.get("env") or {}

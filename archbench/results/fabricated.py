@@ -27,6 +27,11 @@ BASE_IMG_S = {"alexnet": 20.0, "resnet50": 3.0}
 MODEL_FLOPS_PER_IMAGE = {"alexnet": 2.1e9, "resnet50": 12.3e9}
 SYSTEMS = {"sysa": ("x86_64", "onednn", 1.0), "sysb": ("aarch64", "onednn-acl", 0.7)}
 GRADIENT_TENSORS = {"alexnet": 16, "resnet50": 161}
+# the CPU packages' and DRAM's power of a fabricated system's training runs (RAPL), in W:
+# J/img = W / (img/s)
+PACKAGE_WATTS = {"sysa": 150.0, "sysb": 90.0}
+DRAM_WATTS = {"sysa": 30.0, "sysb": 20.0}
+WINDOW_IMAGES = 1000  # images of a fabricated window (metric images)
 # img/s relative to the default framework's; a registered framework not named here: 1.0
 FRAMEWORK_SPEED = {"tensorflow": 1.0, "pytorch": 0.8}
 
@@ -193,7 +198,24 @@ def fabricate_records(repetitions: int = 3, **kwargs) -> Iterator[dict]:
             record["throughput"] = None if failure else value * noise[rep]
             if failure:
                 record["throughput_unit"] = ""
+            elif conf["kind"] == "train":
+                record.update(fabricated_energy(conf["system"], record["throughput"]))
+                record["metrics"]["images"] = {"value": WINDOW_IMAGES, "unit": "img"}
             yield make_record(**record)
+
+
+def fabricated_energy(system: str, throughput: float) -> dict:
+    """The ``energy`` of a fabricated ok training run: its CPU packages and DRAM drew
+    ``PACKAGE_WATTS[system]`` and ``DRAM_WATTS[system]`` (sysa's for other names) over a
+    window of :data:`WINDOW_IMAGES` images, so J/img = W / (img/s); Slurm measured nothing."""
+    seconds = WINDOW_IMAGES / throughput
+    watts = {covers: table.get(system, table["sysa"])
+             for covers, table in (("cpu package", PACKAGE_WATTS), ("dram", DRAM_WATTS))}
+    return {"energy": [
+        *({"source": "rapl", "covers": covers, "joules": w * seconds, "status": "measured",
+           "reason": "", "limits": "fabricated", "interval_s": seconds} for covers, w in watts.items()),
+        {"source": "slurm", "covers": "node", "joules": None, "status": "not measured",
+         "reason": "not a Slurm job", "limits": "fabricated"}]}
 
 
 # ------------------------------------------------------------- two values on every axis
@@ -317,9 +339,13 @@ def fabricate_axis_records(repetitions: int = 2) -> Iterator[dict]:
         unit = "img/s" if conf["kind"] == "train" else KERNELS[conf["kernel"]].unit
         for rep in range(repetitions):
             failure = planned_failure(conf, rep)
-            yield make_record(**conf, repetition=rep, start_time="2024-01-01T00:00:00Z",
+            throughput = None if failure else value * NOISE[repetitions][rep]
+            measured = {}
+            if throughput is not None and conf["kind"] == "train":
+                measured = fabricated_energy(conf["system"], throughput)
+                measured["metrics"] = {**metrics, "images": {"value": WINDOW_IMAGES, "unit": "img"}}
+            yield make_record(**{**conf, "metrics": metrics, **measured}, repetition=rep,
+                              start_time="2024-01-01T00:00:00Z",
                               end_time="2024-01-01T00:01:00Z", status=failure or "ok",
                               reason=f"fabricated {failure}" if failure else "", env=env,
-                              metrics=metrics, throughput=None if failure else
-                              value * NOISE[repetitions][rep],
-                              throughput_unit="" if failure else unit)
+                              throughput=throughput, throughput_unit="" if failure else unit)

@@ -9,7 +9,7 @@ interval a reading covers holds the window and the barrier waits at its edges (i
   since the driver loaded; Volta and newer) of every GPU the process was given
   (``CUDA_VISIBLE_DEVICES``), through ``nvidia-ml-py``, imported only when a GPU run reads it.
   Sense check: more than 0 J and at most the board's enforced power limit x the interval.
-* ``rapl``: Linux powercap RAPL zones (``/sys/class/powercap/intel-rapl*``; AMD's newer
+* ``rapl``: Linux powercap RAPL zones (``/sys/class/powercap/intel-rapl:*``; AMD's newer
   kernels expose theirs there too): every ``package-N`` zone (CPU package) and every
   ``dram`` zone, read by one process per node. Their ``energy_uj`` is root-only since
   Linux 5.10 (CVE-2020-8694): unreadable zones are "not measured" with the reason.
@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from archbench.core import metrics
+
 MEASURED, NOT_MEASURED, IMPLAUSIBLE = "measured", "not measured", "implausible"
 STATUSES = (MEASURED, NOT_MEASURED, IMPLAUSIBLE)
 COVERS = ("gpu board", "cpu package", "dram", "node")
@@ -45,7 +47,8 @@ GATHERED = 4 * WIDTH  # the most values a meter adds to the window's gather (nvm
 NVML_LIMITS = ("NVML total energy counter of the whole board (GPU and its memory), mJ "
                "resolution, 64-bit (no wrap); the driver refreshes it every few tens of ms, "
                "so a window of a few seconds carries that much error; any other process on "
-               "the same GPU is included")
+               "the same GPU is included; a CUDA_VISIBLE_DEVICES index is taken as NVML's "
+               "(the same GPU unless a node mixes GPU models or hides some from NVML)")
 RAPL_LIMITS = ("Linux powercap RAPL energy_uj, uJ units (the hardware's energy unit is "
                "~15-61 uJ), refreshed about every 1 ms; wraps at max_energy_range_uj "
                "(corrected once: at most one wrap per interval, i.e. windows of minutes at "
@@ -186,7 +189,9 @@ def _nvml_handles(pynvml, visible: str | None) -> list:
 def rapl_sources(root: Path = POWERCAP, *, duty: bool = True) -> list[Source]:
     """The CPU package and DRAM sources of the node's powercap RAPL zones under ``root``
     (``duty``: this process is the one of its node that reads them)."""
-    zones = sorted(p for p in root.glob("intel-rapl*:*") if (p / "energy_uj").exists()) \
+    # intel-rapl:N (packages, psys) and intel-rapl:N:M (their dram, core, uncore); not
+    # intel-rapl-mmio:N, the same package counter again through MMIO on some Intel CPUs
+    zones = sorted(p for p in root.glob("intel-rapl:*") if (p / "energy_uj").exists()) \
         if root.is_dir() else []
     out = []
     for covers, wanted in (("cpu package", lambda n: n.startswith("package")),
@@ -366,3 +371,36 @@ def joules_of(entries: Sequence[dict] | None, source: str, covers: str) -> float
         if e.get("source") == source and e.get("covers") == covers and e.get("status") == MEASURED:
             return e.get("joules")
     return None
+
+
+# --- the tidy table's columns --------------------------------------------------------------
+
+# (source, covers) -> the short key of its tidy-table columns (energy_<key>_j, ..._j_per_img)
+KEYS = {("nvml", "gpu board"): "nvml_gpu", ("rapl", "cpu package"): "rapl_package",
+        ("rapl", "dram"): "rapl_dram", ("slurm", "node"): "slurm_node"}
+
+
+def columns(record: dict) -> dict:
+    """A record's energy as tidy-table columns: per source (:data:`KEYS`) the measured
+    joules ``energy_<key>_j`` and joules per image of the window ``energy_<key>_j_per_img``
+    (joules / the window's images; missing unless measured), and ``energy_status``: each
+    source's status with the reason where not measured ("nvml gpu board: measured; rapl
+    dram: not measured (...)"); empty for a record without entries."""
+    entries = record.get("energy") or []
+    images = ((record.get("metrics") or {}).get("images") or {}).get("value")
+    out: dict = {}
+    for key in KEYS.values():
+        out[f"energy_{key}_j"] = None
+        out[f"energy_{key}_j_per_img"] = None
+    states = []
+    for e in entries:
+        key = KEYS.get((e.get("source"), e.get("covers")))
+        state = e.get("status", "")
+        states.append(f"{e.get('source')} {e.get('covers')}: {state}"
+                      + (f" ({e['reason']})" if e.get("reason") else ""))
+        if key is None or state != MEASURED or e.get("joules") is None:
+            continue
+        out[f"energy_{key}_j"] = e["joules"]
+        out[f"energy_{key}_j_per_img"] = metrics.joules_per_image(e["joules"], images) if images else None
+    out["energy_status"] = "; ".join(states) or None
+    return out

@@ -157,6 +157,15 @@ FIGURES: dict[str, FigureSpec] = {
         "STREAM memory bandwidth (copy, scale, add, triad; GB/s = bytes moved / s) against "
         "array size, and communication bandwidth between two TensorFlow tasks against "
         "message size. " + STAT, "stream_bandwidth"),
+    "energy": FigureSpec(
+        "energy.energy",
+        "Throughput against energy per image: img/s over J/img (energy a sensor measured over "
+        "the window / images of all workers in it; the mean of the runs that measured it), a "
+        "point per training configuration and sensor (colour and marker: NVML GPU board, RAPL "
+        "CPU package or DRAM, Slurm node; sensors overlap and are never summed), a panel per "
+        "system, device and model, each point named by the settings that vary (in panels "
+        "of a dozen points or fewer); up and left is better. Configurations no sensor measured are not "
+        "drawn (the energy table says why). " + STAT, "energy"),
 }
 
 

@@ -173,8 +173,11 @@ def table_of(build: Callable[[pd.DataFrame], pd.DataFrame], summary: pd.DataFram
 
 def of_figure(table: pd.DataFrame, summary: pd.DataFrame, figure: str) -> pd.DataFrame:
     """The rows of ``table`` from experiments whose type lists ``figure`` among its figures
-    (``ExperimentType.figures``), or that have no type (imported results)."""
+    (``ExperimentType.figures``), or that have no type (imported results); every row for a
+    figure no type lists (one of every experiment, e.g. ``energy``)."""
     if "experiment" not in table or "experiment_type" not in summary or table.empty:
+        return table
+    if not any(figure in t.figures for t in EXPERIMENT_TYPES.values()):
         return table
     types = summary.drop_duplicates("experiment").set_index("experiment")["experiment_type"]
     kind = table["experiment"].map(types)

@@ -20,6 +20,7 @@ import pandas as pd
 from archbench.results.tables import (
     batches,
     best,
+    energy,
     evidence,
     frameworks,
     hosts,
@@ -99,6 +100,7 @@ TABLES: dict[str, TableSpec] = {
     "fraction_of_peak": TableSpec(kernels.fraction_of_peak, uses_peak=True),
     "vs_published": TableSpec(vs_published.vs_published, uses_runs=True, uses_published=True),
     "host_outliers": TableSpec(hosts.host_outliers, uses_runs=True, uses_statistic=True),
+    "energy": TableSpec(energy.energy),
 }
 
 

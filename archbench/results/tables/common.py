@@ -16,6 +16,7 @@ import pandas as pd
 
 from archbench.core import metrics
 from archbench.core.record import CONFIG_FIELDS, NUMERICS_DEFAULTS
+from archbench.workloads.energy import KEYS as ENERGY_KEYS
 from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
 from archbench.plan.experiment_types import feeding
 
@@ -39,6 +40,8 @@ BOOL_FIELDS = ("vendor_library_enabled",)
 MEASURED_METRICS = {
     "flops_per_image": "metric_flops_per_image",
     "allreduces_per_step": "metric_allreduces_per_step",
+    # joules per image of the window, per energy source (archbench.workloads.energy.columns)
+    **{f"j_per_img_{key}": f"energy_{key}_j_per_img" for key in ENERGY_KEYS.values()},
 }
 SETTING_METRICS = {
     "horovod_cycle_time_ms": "metric_horovod_cycle_time",
@@ -54,7 +57,8 @@ SETTING_METRICS = {
 # that compares it with the one asked for (vendor_evidence.precision_columns: "bf16
 # requested, fp32 executed"; empty when they agree), which every table reading the
 # summary can show
-SETTING_TEXT = ("mkl_env", "kmp_read_by", "executed_precision", "evidence_label")
+# and each energy source's status, with why where it was not measured (energy_status)
+SETTING_TEXT = ("mkl_env", "kmp_read_by", "executed_precision", "evidence_label", "energy_status")
 SUMMARY_METRICS = {**MEASURED_METRICS, **SETTING_METRICS}
 FLOAT_FIELDS = ("throughput", "reported_error", "measured_window_s", *SUMMARY_METRICS.values())
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False,
