@@ -21,6 +21,7 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from archbench.core.metrics import loss_tail
 from archbench.core.provenance import no_accelerator
 from archbench.core.record import RecordError
 from archbench.plan.plan_match import mismatch_any
@@ -58,7 +59,8 @@ def flatten(record: dict) -> dict:
     ``mkl_env`` (:func:`mkl_env_text`), the vendor evidence as ``vendor_*`` columns
     (:func:`archbench.workloads.training.vendor_evidence.evidence_columns`), the requested
     and executed precision and their ``evidence_label`` (:func:`archbench.workloads.training.
-    vendor_evidence.precision_columns`), ``cpu_isa`` space-joined. A record whose
+    vendor_evidence.precision_columns`), ``cpu_isa`` space-joined, ``loss_tail`` the mean
+    loss of the last third of the measured steps (:func:`archbench.core.metrics.loss_tail`). A record whose
     ``device`` is not "gpu" states no CUDA stack (:func:`cpu_stack`)."""
     record = cpu_stack(record)
     row = {k: v for k, v in record.items()
@@ -72,6 +74,7 @@ def flatten(record: dict) -> dict:
     row["hosts"] = ",".join(record.get("hosts", []))
     row["gpu_models"] = ",".join(record.get("gpu_models") or [])
     row["devices"] = ",".join(record.get("devices") or [])
+    row["loss_tail"] = loss_tail(record.get("losses") or [])
     steps = record.get("step_times_s") or []
     row["n_steps_recorded"] = len(steps)
     row["measured_window_s"] = measured_window_s(record)

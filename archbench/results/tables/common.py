@@ -39,6 +39,8 @@ BOOL_FIELDS = ("vendor_library_enabled",)
 MEASURED_METRICS = {
     "flops_per_image": "metric_flops_per_image",
     "allreduces_per_step": "metric_allreduces_per_step",
+    "compile_s": "metric_compile_s",  # the compiling first step of a compiled graph
+    "loss_tail": "loss_tail",  # mean loss of the last third of the measured steps
 }
 SETTING_METRICS = {
     "horovod_cycle_time_ms": "metric_horovod_cycle_time",
