@@ -111,3 +111,19 @@ def test_the_figure_draws_every_configuration():
     assert any("bf16" in t for t in labels) and any("compiled" in t for t in labels)
     empty = build_figure("precision_speedup", records_to_frame(runs(FP32, (1.0,), (1.0,))))
     assert any("no data" in t.get_text() for ax in empty.axes for t in ax.texts)
+
+
+def test_the_best_layout_is_chosen_within_one_precision():
+    """hybrid_best picks a best layout per precision: a bf16 run never outranks the fp32
+    ones it does not belong with."""
+    records = []
+    for numerics, scale in ((FP32, 1.0), (BF16, 3.0)):
+        for ppn, threads in ((1, 2), (2, 1)):
+            conf = {**configuration(threads=threads), **numerics, "experiment": "hybrid",
+                    "experiment_type": "hybrid", "strategy": "horovod",
+                    "processes_per_node": ppn, "workers": ppn, "global_batch": 8 * ppn}
+            conf["config_id"] = config_id(conf)
+            records += [run_record(conf, rep, scale * (10.0 + ppn)) for rep in range(2)]
+    best = build_table("hybrid_best", records_to_frame(records))
+    assert sorted(zip(best["precision"], best["configuration"], best["img_s"])) == [
+        ("bf16", "2x1", 36.0), ("fp32", "2x1", 12.0)]
