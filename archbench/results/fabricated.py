@@ -278,7 +278,9 @@ def axis_configurations() -> list[dict]:
     off and pinned cores (inter/intra sweep), Horovod cycle time and fusion threshold, two
     experiments of one type, kernel problem and tile sizes, workers and nodes; and the
     framework: of ResNet-50 on sysa and AlexNet on sysb (vendor library on) every
-    configuration another registered framework (PyTorch) can run also runs in it."""
+    configuration another registered framework (PyTorch) can run also runs in it; and
+    precision, fp32 math mode and graph: bf16, math mode bf16 and compiled beside fp32
+    strict eager, in every framework, on both systems."""
     confs: list[dict] = []
     for system, model, vendor, data in _grid(AXIS_SYSTEMS, AXIS_MODELS, (True, False),
                                              ("synthetic", "real")):
@@ -289,6 +291,12 @@ def axis_configurations() -> list[dict]:
                   for other in FRAMEWORKS if other != DEFAULT
                   for conf in _training_axes(system, model, vendor=True, data=data)
                   if conf["strategy"] in strategies_of(other)]
+    for system, framework, (precision, math_mode, graph) in _grid(AXIS_SYSTEMS, tuple(FRAMEWORKS), (
+            ("fp32", "strict", "eager"), ("bf16", "strict", "eager"), ("fp32", "bf16", "eager"),
+            ("fp32", "strict", "compiled"), ("bf16", "strict", "compiled"))):
+        confs.append(_train("numerics", "batch_sweep", system, model="resnet50", intra_threads=2,
+                            batch_per_process=16, framework=framework, precision=precision,
+                            math_mode=math_mode, graph=graph))
     for system in AXIS_SYSTEMS:
         for nodes, size, tiles, workers in _grid((1, 2), (1024, 2048), (4, 2), (1, 2)):
             conf = _kernel("kernels", system, kernel="matmul", size=size, workers=workers)
