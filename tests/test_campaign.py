@@ -29,7 +29,7 @@ def test_default_campaign_has_data_for_every_table(default):
     """Every experiment type behind a table or figure runs in the default campaign."""
     types = {m["experiment_type"] for m in load_campaign(default).measurements}
     assert types == {"thread_scaling", "hybrid", "inter_intra", "ppn_sweep", "horovod_tuning",
-                     "kernel"}
+                     "kernel", "batch_sweep"}
     data = {m.get("data") for m in load_campaign(default).measurements}
     assert {"synthetic", "real"} <= data  # the I/O overhead pair
 
@@ -45,6 +45,17 @@ def test_default_campaign_compares_the_frameworks(default):
     pairs = {(m["framework"], m["data"]) for m in ms if m["experiment"] == "io_pytorch"}
     assert pairs == {("pytorch", "synthetic"), ("pytorch", "real")}
     assert {m["framework"] for m in ms if m["kind"] == "kernel"} == {"tensorflow"}
+
+
+def test_default_campaign_compares_precision_and_graph(default):
+    """fp32 / bf16 x eager / compiled in both frameworks, each beside its fp32 eager twin
+    (the precision_speedup table), on the digits' real data (a loss that means something)."""
+    ms = [m for m in load_campaign(default).measurements if m["experiment"] == "numerics"]
+    modes = {(m["framework"], m.get("precision") or "fp32", m.get("graph") or "eager") for m in ms}
+    assert modes == {(f, p, g) for f in ("tensorflow", "pytorch") for p in ("fp32", "bf16")
+                     for g in ("eager", "compiled")}
+    assert {(m["model"], m["data"], m.get("math_mode")) for m in ms} == {("digits_cnn", "real", None)}
+    assert len(ms) == len(modes)  # one run each: the compiles dominate its time
 
 
 def test_repetitions_share_config_id_and_differ_in_path(default):

@@ -2,7 +2,7 @@
 table varies (``archbench.results.fabricated.axis_configurations``: system, model, data, vendor
 library on/off, batch, threads, inter-op threads, processes per node, nodes, strategy and
 parameter servers, MKL settings, cores, Horovod knobs, two experiments of a type, the
-framework, ...),
+framework, precision, math mode and graph, ...),
 every figure draws as many lines (bar groups, heat-map rows, points) as its table has
 series, counted here from the table itself, and no two of them share a legend label.
 """
@@ -92,6 +92,7 @@ CASES = {
         t["img_s"].notna() & t["allreduces_per_step"].notna()]),
     "horovod_cycle_time": Case("img_s", along=("cycle_time_ms",)),
     "framework_comparison": Case(None, kind="bars"),  # counted by framework_bars below
+    "precision_speedup": Case("speedup", kind="bars"),  # counted by framework_bars below
     "kernel_gflops": Case("gflops", along=("workers",)),
     "stream_bandwidth": Case("bandwidth_gb_s", along=("problem_size",)),
     # the points of one sensor in one panel (system, device, model) are one series, unjoined
@@ -127,6 +128,8 @@ def expected_series(name: str, table: pd.DataFrame) -> int:
         return io_series(table)
     if name == "framework_comparison":
         return framework_bars(table)
+    if name == "precision_speedup":  # a bar series per framework in every panel
+        return len(_key(table[["system", "device", "framework"]]).drop_duplicates())
     columns = list(case.series) or [c for c in table.columns
                                     if c not in RESULTS and c not in case.along]
     return len(_key(table[columns]).drop_duplicates())
@@ -202,7 +205,7 @@ AXES = {
                        "inter_threads", "intra_threads"),
     "batch_scaling": ("experiment", "system", "framework", "model", "data",
                       "vendor_library_enabled", "intra_threads", "inter_threads",
-                      "batch_per_process"),
+                      "batch_per_process", "precision", "math_mode", "graph"),
     "hybrid_configurations": ("system", "framework", "model", "data", "vendor_library_enabled",
                               "batch_per_process", "inter_threads", "processes_per_node"),
     "process_layout": ("experiment", "system", "framework", "model", "data",
@@ -226,6 +229,7 @@ AXES = {
     "framework_comparison": ("experiment", "system", "model", "data", "layout", "nodes",
                              "processes_per_node", "strategy", "intra_threads", "inter_threads",
                              "batch_per_process", "cores"),
+    "precision_speedup": ("system", "framework", "precision", "math_mode", "graph"),
     "kernel_gflops": ("system", "problem_size", "tile_size", "nodes", "workers"),
     "stream_bandwidth": ("system", "problem_size", "workers"),
     "energy": ("system", "framework", "model", "data", "batch_per_process", "covers"),

@@ -84,6 +84,34 @@ def images_per_kwh(joules_per_img: float) -> float:
     return 3.6e6 / joules_per_img
 
 
+def precision_speedup(config: float, twin: float) -> float:
+    """Precision speedup = img/s of a precision / math mode / graph configuration / img/s of
+    its fp32-strict-eager twin (the same configuration otherwise; above 1: it is faster)."""
+    return config / twin
+
+
+LOSS_TAIL_FRACTION = 1 / 3  # the measured steps whose losses ``loss_tail`` averages
+LOSS_TOLERANCE_REL = 0.10  # a loss departs from its twin's by more than 10 % of the twin's...
+LOSS_TOLERANCE_ABS = 0.02  # ... and by more than 0.02 (docs/metrics.md, "Precision speedup")
+
+
+def loss_tail(losses: Sequence[float]) -> float | None:
+    """The mean loss of the last third of the measured steps (at least one step), None
+    without losses or with one that is not finite."""
+    values = [float(x) for x in losses if x is not None]
+    if not values or len(values) != len(losses) or not all(math.isfinite(x) for x in values):
+        return None
+    tail = values[-max(1, math.ceil(len(values) * LOSS_TAIL_FRACTION)):]
+    return math.fsum(tail) / len(tail)
+
+
+def loss_departs(loss: float, twin_loss: float, *, rel: float = LOSS_TOLERANCE_REL,
+                 abs_: float = LOSS_TOLERANCE_ABS) -> bool:
+    """True when ``loss`` departs from its twin's ``twin_loss`` by more than the tolerance:
+    |loss - twin_loss| > max(rel x |twin_loss|, abs_)."""
+    return abs(loss - twin_loss) > max(rel * abs(twin_loss), abs_)
+
+
 def coefficient_of_variation(std: float, mean: float) -> float:
     """CV = s / mean: the sample standard deviation of the repetitions over their mean."""
     return std / mean

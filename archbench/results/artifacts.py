@@ -38,6 +38,8 @@ LABELS = {
     "intra_threads": "intra", "inter_threads": "inter", "global_batch": "global batch",
     "problem_size": "size", "tile_size": "tile", "experiment_type": "type",
     "io_overhead_percent": "I/O overhead %", "bandwidth_gb_s": "GB/s", "gflops": "GFLOP/s",
+    "math_mode": "math mode", "img_s_twin": "twin img/s", "n_twin": "twin n",
+    "loss_tail": "loss", "loss_tail_twin": "twin loss", "quality_flag": "loss departs",
 }
 # framework_comparison: each framework's side, headed by its short label ("TF img/s")
 SIDE_LABELS = {"n": "n", "img_s": "img/s", "img_s_min": "min", "img_s_max": "max", "cv": "CV"}

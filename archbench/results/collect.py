@@ -21,6 +21,7 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from archbench.core.metrics import loss_tail
 from archbench.core.provenance import no_accelerator
 from archbench.core.record import RecordError
 from archbench.plan.plan_match import mismatch_any
@@ -60,7 +61,8 @@ def flatten(record: dict) -> dict:
     (:func:`archbench.workloads.training.vendor_evidence.evidence_columns`), the requested
     and executed precision and their ``evidence_label`` (:func:`archbench.workloads.training.
     vendor_evidence.precision_columns`), the window's energy per source
-    (:func:`archbench.workloads.energy.columns`), ``cpu_isa`` space-joined. A record whose
+    (:func:`archbench.workloads.energy.columns`), ``cpu_isa`` space-joined, ``loss_tail`` the mean
+    loss of the last third of the measured steps (:func:`archbench.core.metrics.loss_tail`). A record whose
     ``device`` is not "gpu" states no CUDA stack (:func:`cpu_stack`)."""
     record = cpu_stack(record)
     row = {k: v for k, v in record.items()
@@ -75,6 +77,7 @@ def flatten(record: dict) -> dict:
     row["hosts"] = ",".join(record.get("hosts", []))
     row["gpu_models"] = ",".join(record.get("gpu_models") or [])
     row["devices"] = ",".join(record.get("devices") or [])
+    row["loss_tail"] = loss_tail(record.get("losses") or [])
     steps = record.get("step_times_s") or []
     row["n_steps_recorded"] = len(steps)
     row["measured_window_s"] = measured_window_s(record)

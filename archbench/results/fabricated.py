@@ -34,6 +34,8 @@ DRAM_WATTS = {"sysa": 30.0, "sysb": 20.0}
 WINDOW_IMAGES = 1000  # images of a fabricated window (metric images)
 # img/s relative to the default framework's; a registered framework not named here: 1.0
 FRAMEWORK_SPEED = {"tensorflow": 1.0, "pytorch": 0.8}
+# img/s relative to fp32 eager: bf16 mixed precision and a compiled graph
+NUMERICS_SPEED = {"bf16": 1.6, "compiled": 1.15}
 
 
 def framework_speed(name: str) -> float:
@@ -63,7 +65,15 @@ def true_throughput(conf: dict) -> float:
         p *= 0.85 + 0.01 * math.log2(conf["nodes"])
     if "tuning" in conf:
         p /= 1 + allreduces_per_step(conf) / 200
+    p *= NUMERICS_SPEED.get(conf.get("precision"), 1.0) * NUMERICS_SPEED.get(conf.get("graph"), 1.0)
     return p
+
+
+def fabricated_losses(conf: dict, steps: int = 6) -> list[float]:
+    """The losses of the measured steps of a fabricated training run: falling from 2.3;
+    bf16 compiled ends 25 % higher (a configuration the precision table flags)."""
+    end = 1.0 * (1.25 if conf.get("precision") == "bf16" and conf.get("graph") == "compiled" else 1.0)
+    return [2.3 - (2.3 - end) * k / (steps - 1) for k in range(steps)]
 
 
 def allreduces_per_step(conf: dict) -> float:
@@ -162,6 +172,12 @@ def configurations(systems: tuple[str, ...] = ("sysa", "sysb"), threads: tuple[i
                     confs.append(_train("frameworks", "batch_sweep", system, model=model,
                                         intra_threads=n, batch_per_process=batches[0],
                                         framework=framework))
+        for framework in FRAMEWORKS:  # precision x graph beside the fp32-strict-eager twin
+            for precision, graph in (("fp32", "eager"), ("bf16", "eager"), ("fp32", "compiled"),
+                                     ("bf16", "compiled")):
+                confs.append(_train("numerics", "batch_sweep", system, model="resnet50",
+                                    intra_threads=threads[-1], batch_per_process=batches[0],
+                                    framework=framework, precision=precision, graph=graph))
         for size in (1024, 2048):
             for workers in (1, 2, 4):
                 confs.append(_kernel("kernels", system, kernel="matmul", size=size, workers=workers))
@@ -184,6 +200,7 @@ def fabricate_records(repetitions: int = 3, **kwargs) -> Iterator[dict]:
                           reason=f"fabricated {failure}" if failure else "")
             if conf["kind"] == "train":
                 record["throughput_unit"] = "img/s"
+                record["losses"] = [] if failure else fabricated_losses(conf)
                 record["metrics"] = {"flops_per_image": {
                     "value": MODEL_FLOPS_PER_IMAGE[conf["model"]], "unit": "flop"}}
                 if tuning:
@@ -283,7 +300,9 @@ def axis_configurations() -> list[dict]:
     off and pinned cores (inter/intra sweep), Horovod cycle time and fusion threshold, two
     experiments of one type, kernel problem and tile sizes, workers and nodes; and the
     framework: of ResNet-50 on sysa and AlexNet on sysb (vendor library on) every
-    configuration another registered framework (PyTorch) can run also runs in it."""
+    configuration another registered framework (PyTorch) can run also runs in it; and
+    precision, fp32 math mode and graph: bf16, math mode bf16 and compiled beside fp32
+    strict eager, in every framework, on both systems."""
     confs: list[dict] = []
     for system, model, vendor, data in _grid(AXIS_SYSTEMS, AXIS_MODELS, (True, False),
                                              ("synthetic", "real")):
@@ -294,6 +313,12 @@ def axis_configurations() -> list[dict]:
                   for other in FRAMEWORKS if other != DEFAULT
                   for conf in _training_axes(system, model, vendor=True, data=data)
                   if conf["strategy"] in strategies_of(other)]
+    for system, framework, (precision, math_mode, graph) in _grid(AXIS_SYSTEMS, tuple(FRAMEWORKS), (
+            ("fp32", "strict", "eager"), ("bf16", "strict", "eager"), ("fp32", "bf16", "eager"),
+            ("fp32", "strict", "compiled"), ("bf16", "strict", "compiled"))):
+        confs.append(_train("numerics", "batch_sweep", system, model="resnet50", intra_threads=2,
+                            batch_per_process=16, framework=framework, precision=precision,
+                            math_mode=math_mode, graph=graph))
     for system in AXIS_SYSTEMS:
         for nodes, size, tiles, workers in _grid((1, 2), (1024, 2048), (4, 2), (1, 2)):
             conf = _kernel("kernels", system, kernel="matmul", size=size, workers=workers)

@@ -30,5 +30,6 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 TYPE = ExperimentType(
     "batch_sweep", expand, SCHEMA,
     tables=("summary", "batch_scaling", "vendor_speedup", "io_overhead", "fraction_of_peak",
-            "framework_comparison"),
-    figures=("vendor_speedup", "io_overhead", "batch_scaling", "framework_comparison"))
+            "framework_comparison", "precision_speedup"),
+    figures=("vendor_speedup", "io_overhead", "batch_scaling", "framework_comparison",
+             "precision_speedup"))

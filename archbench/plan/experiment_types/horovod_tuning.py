@@ -75,5 +75,5 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 
 TYPE = ExperimentType(
     "horovod_tuning", expand, SCHEMA,
-    tables=("summary", "horovod_tuning", "framework_comparison"),
-    figures=("horovod_tuning", "horovod_cycle_time", "framework_comparison"))
+    tables=("summary", "horovod_tuning", "framework_comparison", "precision_speedup"),
+    figures=("horovod_tuning", "horovod_cycle_time", "framework_comparison", "precision_speedup"))

@@ -107,5 +107,5 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 TYPE = ExperimentType(
     "hybrid", expand, SCHEMA,
     tables=("summary", "hybrid_configurations", "hybrid_best", "vendor_speedup", "io_overhead",
-            "framework_comparison"),
-    figures=("hybrid_configurations", "framework_comparison"))
+            "framework_comparison", "precision_speedup"),
+    figures=("hybrid_configurations", "framework_comparison", "precision_speedup"))

@@ -113,5 +113,5 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 TYPE = ExperimentType(
     "inter_intra", expand, SCHEMA,
     tables=("summary", "inter_intra_sweep", "inter_intra_best", "vendor_speedup", "io_overhead",
-            "framework_comparison"),
-    figures=("inter_intra_sweep", "inter_intra_best", "framework_comparison"))
+            "framework_comparison", "precision_speedup"),
+    figures=("inter_intra_sweep", "inter_intra_best", "framework_comparison", "precision_speedup"))

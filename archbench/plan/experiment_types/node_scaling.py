@@ -343,6 +343,6 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 TYPE = ExperimentType(
     "node_scaling", expand, SCHEMA,
     tables=("summary", "node_scaling", "best_per_size", "efficiency_heatmap", "io_overhead",
-            "vendor_speedup", "framework_comparison"),
+            "vendor_speedup", "framework_comparison", "precision_speedup"),
     figures=("node_scaling", "scaling_speedup", "efficiency_heatmap", "io_overhead",
-             "framework_comparison"))
+             "framework_comparison", "precision_speedup"))

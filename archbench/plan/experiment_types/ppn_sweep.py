@@ -85,6 +85,6 @@ TYPE = ExperimentType(
     # batch_scaling: batch sizes at a fixed layout, e.g. OSU 2019 Fig. 5 (one node) and
     # Fig. 11 (128 nodes)
     tables=("summary", "process_layout", "node_scaling", "efficiency_heatmap", "vendor_speedup",
-            "io_overhead", "batch_scaling", "framework_comparison"),
+            "io_overhead", "batch_scaling", "framework_comparison", "precision_speedup"),
     figures=("node_scaling", "scaling_speedup", "efficiency_heatmap", "process_layout",
-             "batch_scaling", "framework_comparison"))
+             "batch_scaling", "framework_comparison", "precision_speedup"))

@@ -24,6 +24,6 @@ def expand(experiment: dict, system: dict) -> list[dict]:
 TYPE = ExperimentType(
     "thread_scaling", expand, SCHEMA,
     tables=("summary", "thread_efficiency", "batch_scaling", "vendor_speedup", "io_overhead",
-            "fraction_of_peak", "framework_comparison"),
+            "fraction_of_peak", "framework_comparison", "precision_speedup"),
     figures=("thread_scaling", "thread_efficiency", "vendor_speedup", "io_overhead",
-             "batch_scaling", "framework_comparison"))
+             "batch_scaling", "framework_comparison", "precision_speedup"))

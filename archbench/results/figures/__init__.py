@@ -166,6 +166,18 @@ FIGURES: dict[str, FigureSpec] = {
         "system, device and model, each point named by the settings that vary (in panels "
         "of a dozen points or fewer); up and left is better. Configurations no sensor measured are not "
         "drawn (the energy table says why). " + STAT, "energy"),
+    "precision_speedup": FigureSpec(
+        "precision.precision_speedup",
+        "Precision speedup = img/s of a precision (bf16, fp16), fp32 math mode (bf16, tf32) "
+        "or graph (compiled) configuration / img/s of its fp32-strict-eager twin (the same "
+        "system, device, framework, model, layout, threads and batch), a bar per "
+        "configuration, a colour per framework; error bars: from min / twin max to max / "
+        "twin min of the repetitions (the 95 % interval is in the precision_speedup "
+        "table); above each bar the "
+        "evidence label where what the vendor probe saw execute is not what was asked "
+        "(\"bf16 asked, fp32 executed\") and \"loss departs\" where the mean loss of the "
+        "last third of the measured steps departs from the twin's by more than max(10 %, "
+        "0.02); 1 (dashed) is as fast as fp32 strict eager.", "precision_speedup"),
 }
 
 

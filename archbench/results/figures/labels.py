@@ -65,6 +65,9 @@ FORMATS: dict[str, Callable[[object], str]] = {
     "device": lambda v: "GPU" if v == "gpu" else "CPU",
     "framework": lambda v: frameworks.label(str(v)),  # the registry's ``Framework.label``
     "model": str,
+    "precision": str,  # fp32, bf16, fp16
+    "math_mode": lambda v: f"math {v}",  # fp32 math mode: strict, bf16, tf32
+    "graph": str,  # eager, compiled
     "kernel": str,
     "series": str,
     "layout": str,
@@ -100,7 +103,8 @@ FORMATS: dict[str, Callable[[object], str]] = {
 NAMED = ("framework",)
 # every column a figure may split by, in the order labels list them
 IDENTITY = (
-    "experiment", "system", "device", "framework", "model", "kernel", "data",
+    "experiment", "system", "device", "framework", "precision", "math_mode", "graph", "model",
+    "kernel", "data",
     "vendor_library_enabled", "strategy", "series", "layout", "mkl_settings", "inter_setting",
     "intra_setting", "processes_per_node", "gpus_per_node", "intra_threads", "inter_threads", "threads", "cores", "batch_per_process",
     "parameter_servers", "variable_update", "problem_size", "tile_size", "fusion_threshold_mb",

@@ -27,6 +27,7 @@ from archbench.results.tables import (
     inter_intra,
     kernels,
     platforms,
+    precision,
     processes,
     scaling,
     training,
@@ -101,6 +102,7 @@ TABLES: dict[str, TableSpec] = {
     "vs_published": TableSpec(vs_published.vs_published, uses_runs=True, uses_published=True),
     "host_outliers": TableSpec(hosts.host_outliers, uses_runs=True, uses_statistic=True),
     "energy": TableSpec(energy.energy),
+    "precision_speedup": TableSpec(precision.precision_speedup, uses_runs=True, uses_statistic=True),
 }
 
 

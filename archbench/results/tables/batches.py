@@ -19,7 +19,8 @@ from archbench.results.tables.common import (
 )
 
 GROUP = (
-    "experiment", "system", "framework", "model", "data", "vendor_library_enabled", "nodes",
+    "experiment", "system", "framework", "precision", "math_mode", "graph",
+    "model", "data", "vendor_library_enabled", "nodes",
     "processes_per_node", "intra_threads", "inter_threads",
 )
 BATCH_SCALING_COLUMNS = (

@@ -19,7 +19,8 @@ from archbench.plan.experiment_types.node_scaling import best_sources
 from archbench.results.tables.common import empty, sort_rows, summary_of
 from archbench.results.tables.training import best_per_group, hybrid_configurations
 
-GROUP = ("experiment", "system", "framework", "model", "data", "vendor_library_enabled")
+GROUP = ("experiment", "system", "framework", "precision", "math_mode", "graph", "model", "data",
+         "vendor_library_enabled")
 LAYOUT_FIELDS = ("processes_per_node", "intra_threads", "inter_threads", "batch_per_process")
 BEST_HYBRID_COLUMNS = (
     *GROUP, "configuration", *LAYOUT_FIELDS, "global_batch", "statistic", "img_s", "error",
@@ -29,8 +30,8 @@ BEST_HYBRID_COLUMNS = (
 
 def best_hybrid(df: pd.DataFrame) -> pd.DataFrame:
     """The best processes x threads configuration per hybrid experiment, system,
-    framework, model, data and vendor setting (highest img/s); "all failed" when none has
-    a value."""
+    framework, precision, fp32 math mode, graph, model, data and vendor setting (highest
+    img/s); "all failed" when none has a value."""
     table = hybrid_configurations(df)
     if table.empty:
         return empty(BEST_HYBRID_COLUMNS)
@@ -48,7 +49,7 @@ def best_layout(best: pd.DataFrame, measurement: dict) -> dict | None:
     sources = best_sources(measurement["best_of"])
     rows = best[best["status"].eq("ok") & best["experiment"].isin(sources)
                 & best["system"].eq(measurement["system"]) & best["model"].eq(measurement["model"])]
-    for column in ("framework", "data", "vendor_library_enabled"):
+    for column in ("framework", "precision", "math_mode", "graph", "data", "vendor_library_enabled"):
         value = measurement.get(column)
         same = rows[column].eq(value).fillna(False).astype(bool)
         if value is not None and same.any():

@@ -42,6 +42,8 @@ MEASURED_METRICS = {
     "allreduces_per_step": "metric_allreduces_per_step",
     # joules per image of the window, per energy source (archbench.workloads.energy.columns)
     **{f"j_per_img_{key}": f"energy_{key}_j_per_img" for key in ENERGY_KEYS.values()},
+    "compile_s": "metric_compile_s",  # the compiling first step of a compiled graph
+    "loss_tail": "loss_tail",  # mean loss of the last third of the measured steps
 }
 SETTING_METRICS = {
     "horovod_cycle_time_ms": "metric_horovod_cycle_time",

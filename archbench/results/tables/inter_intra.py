@@ -35,7 +35,8 @@ from archbench.results.tables.training import best_per_group
 
 CORES = "cores"  # the setting "as many threads as pinned cores"
 SWEEP_GROUP = (
-    "experiment", "system", "framework", "model", "data", "vendor_library_enabled", "batch_per_process",
+    "experiment", "system", "framework", "precision", "math_mode", "graph",
+    "model", "data", "vendor_library_enabled", "batch_per_process",
     "mkl_env",
 )
 STATS = ("statistic", "n", "img_s", "img_s_min", "img_s_max", "error")

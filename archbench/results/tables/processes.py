@@ -24,7 +24,8 @@ from archbench.results.tables.common import (
 )
 
 GROUP = (
-    "experiment", "system", "framework", "model", "data", "vendor_library_enabled", "nodes",
+    "experiment", "system", "framework", "precision", "math_mode", "graph",
+    "model", "data", "vendor_library_enabled", "nodes",
     "batch_per_process", "inter_threads", "variant",
 )
 PROCESS_LAYOUT_COLUMNS = (

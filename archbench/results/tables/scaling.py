@@ -51,11 +51,12 @@ _LABELS = {
     "data": "{} data", "strategy": "{}", "processes_per_node": "{} ppn",
     "gpus_per_node": "{} GPUs/node", "intra_threads": "{} threads",
     "inter_threads": "{} inter-op", "batch_per_process": "batch {}", "variant": "settings {}",
-    "scaling_unit": "over {}",
+    "scaling_unit": "over {}", "precision": "{}", "math_mode": "math mode {}", "graph": "{}",
 }
 
 SERIES_COLUMNS = (
-    "experiment", "system", "device", "framework", "model", "data", "strategy", "vendor_library_enabled",
+    "experiment", "system", "device", "framework", "precision", "math_mode", "graph",
+    "model", "data", "strategy", "vendor_library_enabled",
     "processes_per_node", "gpus_per_node", "intra_threads", "inter_threads",
     "batch_per_process", "variant", "series", "scaling_unit", "count", "nodes", "workers",
     "gpus", "global_batch", "parameter_servers", "variable_update", "n_choices",
@@ -65,10 +66,12 @@ BEST_PER_SIZE_COLUMNS = SERIES_COLUMNS + RESULT_COLUMNS + ("status",)
 SCALING_COLUMNS = SERIES_COLUMNS + RESULT_COLUMNS + (
     "baseline_count", "img_s_baseline", "speedup", "efficiency", "status")
 HEATMAP_INDEX = (
-    "experiment", "system", "device", "framework", "model", "data", "vendor_library_enabled",
+    "experiment", "system", "device", "framework", "precision", "math_mode", "graph",
+    "model", "data", "vendor_library_enabled",
     "series", "scaling_unit")
 IO_COLUMNS = (
-    "experiment", "system", "device", "framework", "model", "strategy", "vendor_library_enabled",
+    "experiment", "system", "device", "framework", "precision", "math_mode", "graph",
+    "model", "strategy", "vendor_library_enabled",
     "processes_per_node", "gpus_per_node", "intra_threads", "inter_threads",
     "batch_per_process", "variant", "series", "scaling_unit", "count", "nodes", "workers",
     "gpus", "statistic", "img_s_synthetic", "img_s_real", "io_overhead_percent", "status",

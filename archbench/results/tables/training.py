@@ -30,19 +30,22 @@ from archbench.results.tables.common import (
 )
 
 THREAD_EFFICIENCY_COLUMNS = (
-    "experiment", "system", "arch", "framework", "model", "data", "vendor_library", "vendor_library_enabled",
+    "experiment", "system", "arch", "framework", "precision", "math_mode", "graph",
+    "model", "data", "vendor_library", "vendor_library_enabled",
     "batch_per_process", "inter_threads", "threads", "statistic", "n", "img_s", "img_s_min",
     "img_s_max",
     "error", "img_s_1thread",
     "efficiency", "status",
 )
 VENDOR_COLUMNS = (
-    "experiment", "system", "vendor_library", "framework", "model", "data", "strategy", "nodes",
+    "experiment", "system", "vendor_library", "framework", "precision", "math_mode", "graph",
+    "model", "data", "strategy", "nodes",
     "processes_per_node", "intra_threads", "inter_threads", "batch_per_process",
     "parameter_servers", "variant", "statistic", "img_s_on", "img_s_off", "speedup", "status",
 )
 HYBRID_COLUMNS = (
-    "experiment", "system", "framework", "model", "data", "vendor_library_enabled", "configuration",
+    "experiment", "system", "framework", "precision", "math_mode", "graph",
+    "model", "data", "vendor_library_enabled", "configuration",
     "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "global_batch",
     "statistic", "n", "img_s", "img_s_min", "img_s_max", "std", "error", "spread_flag",
     "short_window_flag", "n_failed",
@@ -50,7 +53,8 @@ HYBRID_COLUMNS = (
 )
 
 HOROVOD_TUNING_COLUMNS = (
-    "experiment", "system", "framework", "model", "data", "vendor_library_enabled", "nodes",
+    "experiment", "system", "framework", "precision", "math_mode", "graph",
+    "model", "data", "vendor_library_enabled", "nodes",
     "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "global_batch",
     "cycle_time_ms", "fusion_threshold_mb", "allreduces_per_step", "statistic", "n", "img_s",
     "img_s_min", "img_s_max", "error", "relative_to_best", "status",
@@ -80,7 +84,7 @@ def thread_efficiency(df: pd.DataFrame) -> pd.DataFrame:
     s["efficiency"] = metrics.thread_efficiency(
         s["value"], s["threads"].astype(float), s["baseline_value"])
     s["status"] = derived_status(s["status"], s["baseline_status"], "baseline")
-    return sort_rows(s[list(THREAD_EFFICIENCY_COLUMNS)], THREAD_EFFICIENCY_COLUMNS[:11])
+    return sort_rows(s[list(THREAD_EFFICIENCY_COLUMNS)], THREAD_EFFICIENCY_COLUMNS[:14])
 
 
 def vendor_speedup(df: pd.DataFrame) -> pd.DataFrame:
@@ -98,7 +102,7 @@ def vendor_speedup(df: pd.DataFrame) -> pd.DataFrame:
     p["statistic"] = s["statistic"].iloc[0]
     p["speedup"] = metrics.vendor_speedup(p["img_s_on"], p["img_s_off"])
     p["status"] = pair_status(p["status_1"], p["status_2"], labels=("on", "off"))
-    return sort_rows(p[list(VENDOR_COLUMNS)], VENDOR_COLUMNS[:12])
+    return sort_rows(p[list(VENDOR_COLUMNS)], VENDOR_COLUMNS[:15])
 
 
 def hybrid_configurations(df: pd.DataFrame) -> pd.DataFrame:
@@ -112,7 +116,8 @@ def hybrid_configurations(df: pd.DataFrame) -> pd.DataFrame:
     s["configuration"] = (s["processes_per_node"].astype(str) + "x"
                           + s["intra_threads"].astype(str))
     s["img_s"], s["img_s_min"], s["img_s_max"] = s["value"], s["min"], s["max"]
-    order = ("experiment", "system", "framework", "model", "data", "vendor_library_enabled",
+    order = ("experiment", "system", "framework", "precision", "math_mode", "graph",
+             "model", "data", "vendor_library_enabled",
              "processes_per_node", "intra_threads", "inter_threads", "batch_per_process")
     return sort_rows(s[list(HYBRID_COLUMNS)], order)
 
@@ -148,8 +153,9 @@ def horovod_tuning(df: pd.DataFrame) -> pd.DataFrame:
     s["cycle_time_ms"] = s["horovod_cycle_time_ms"]
     s["fusion_threshold_mb"] = s["horovod_fusion_threshold_bytes"] / 2**20
     s["img_s"], s["img_s_min"], s["img_s_max"] = s["value"], s["min"], s["max"]
-    layout = ["experiment", "system", "framework", "model", "data", "vendor_library_enabled",
+    layout = ["experiment", "system", "framework", "precision", "math_mode", "graph",
+              "model", "data", "vendor_library_enabled",
               "nodes", "processes_per_node", "intra_threads", "inter_threads", "batch_per_process"]
     best = s.groupby(group_ids(s, layout))["img_s"].transform("max")
     s["relative_to_best"] = s["img_s"] / best
-    return sort_rows(s[list(HOROVOD_TUNING_COLUMNS)], HOROVOD_TUNING_COLUMNS[:13])
+    return sort_rows(s[list(HOROVOD_TUNING_COLUMNS)], HOROVOD_TUNING_COLUMNS[:16])
