@@ -157,6 +157,16 @@ FIGURES: dict[str, FigureSpec] = {
         "STREAM memory bandwidth (copy, scale, add, triad; GB/s = bytes moved / s) against "
         "array size, and communication bandwidth between two TensorFlow tasks against "
         "message size. " + STAT, "stream_bandwidth"),
+    "time_to_accuracy": FigureSpec(
+        "quality.time_to_accuracy",
+        "Time to accuracy (quality gate, as MLPerf Training measures a run): seconds from "
+        "the first training step to the evaluation that reached the target validation "
+        "accuracy of the digits (evaluations on the clock; a compiled graph's compiling "
+        "first step off it), per requested precision, fp32 math mode and graph, a bar per "
+        "framework; above each bar the steps it took, \"not reached\" where no run reached "
+        "the target within its step cap, and the evidence label where a precision asked for "
+        "did not execute. Values are the mean over the runs that reached it.",
+        "time_to_accuracy"),
 }
 
 

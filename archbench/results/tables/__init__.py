@@ -27,6 +27,7 @@ from archbench.results.tables import (
     kernels,
     platforms,
     processes,
+    quality,
     scaling,
     training,
     vs_published,
@@ -99,6 +100,7 @@ TABLES: dict[str, TableSpec] = {
     "fraction_of_peak": TableSpec(kernels.fraction_of_peak, uses_peak=True),
     "vs_published": TableSpec(vs_published.vs_published, uses_runs=True, uses_published=True),
     "host_outliers": TableSpec(hosts.host_outliers, uses_runs=True, uses_statistic=True),
+    "time_to_accuracy": TableSpec(quality.time_to_accuracy),
 }
 
 
