@@ -144,3 +144,24 @@ def test_the_time_to_accuracy_table_and_figure_read_the_records(quality_records)
     assert any(f"{int(by.loc[('pytorch', 'fp32')]['steps_to_accuracy'])} steps" in t for t in texts)
     assert "time_to_accuracy" in FIGURES and FIGURES["time_to_accuracy"].table == "time_to_accuracy"
     json.dumps(table.astype(object).where(table.notna(), None).to_dict("records"))  # writable as is
+
+
+def test_a_planned_quality_run_is_supervised_into_an_ok_record(tmp_path):
+    """Through the supervisor: the record agrees with its plan (steps, warm-up, data, the
+    numerics) and makes sense, reached or not."""
+    from test_run import SYSTEM as LOCAL
+    from test_run import supervise
+
+    from archbench.plan.campaign import load_campaign
+    config = {"campaign": "t", "systems": ["local"],
+              "system_definitions": {"local": {k: v for k, v in LOCAL.items() if k != "name"}},
+              "defaults": {"steps": 5, "warmup_steps": 2},  # not a quality run's
+              "experiments": {"q": {"type": "quality", "framework": ["pytorch"], "threads": [1],
+                                    "repetitions": 1, "target_accuracy": 0.9, "max_steps": 400,
+                                    "precision": ["bf16"]}}}
+    (m,) = load_campaign(config).measurements
+    r = supervise(tmp_path, m)
+    assert (r["status"], r["reason"], r["experiment_type"], r["precision"]) == ("ok", "", "quality", "bf16")
+    assert (r["measured_steps"], r["warmup_steps"], r["data"]) == (400, 0, "real")
+    assert r["metrics"]["accuracy_reached"]["value"] == 1
+    assert r["metrics"]["steps_to_accuracy"]["value"] <= 400
