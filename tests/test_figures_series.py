@@ -93,6 +93,10 @@ CASES = {
     "horovod_cycle_time": Case("img_s", along=("cycle_time_ms",)),
     "framework_comparison": Case(None, kind="bars"),  # counted by framework_bars below
     "precision_speedup": Case("speedup", kind="bars"),  # counted by framework_bars below
+    # a bar per framework and setting, grouped by precision / math mode / graph
+    "time_to_accuracy": Case("time_to_accuracy_s", kind="bars", series=(
+        "experiment", "system", "model", "framework", "batch_per_process", "intra_threads",
+        "vendor_library_enabled", "target_accuracy", "variant")),
     "kernel_gflops": Case("gflops", along=("workers",)),
     "stream_bandwidth": Case("bandwidth_gb_s", along=("problem_size",)),
     # the points of one sensor in one panel (system, device, model) are one series, unjoined
@@ -230,6 +234,8 @@ AXES = {
                              "processes_per_node", "strategy", "intra_threads", "inter_threads",
                              "batch_per_process", "cores"),
     "precision_speedup": ("system", "framework", "precision", "math_mode", "graph"),
+    "time_to_accuracy": ("system", "framework", "precision", "graph", "batch_per_process",
+                         "intra_threads"),
     "kernel_gflops": ("system", "problem_size", "tile_size", "nodes", "workers"),
     "stream_bandwidth": ("system", "problem_size", "workers"),
     "energy": ("system", "framework", "model", "data", "batch_per_process", "covers"),

@@ -42,6 +42,8 @@ EXPERIMENTS = {  # between them, every planned setting
                "threads": [1], "math_mode": ["bf16"], "systems": ["s"]},
     "torch": {"type": "ppn_sweep", "models": ["resnet50"], "batch_per_process": [8], "processes_per_node": [1, 2],
               "framework": ["tensorflow", "pytorch"], "data": ["synthetic", "real"], "loader_workers": 2},
+    "quality": {"type": "quality", "framework": ["tensorflow", "pytorch"], "target_accuracy": 0.9,
+                "eval_every": 10, "systems": ["s"]},
 }
 WORKFLOW = set(supervisor.WORKFLOW_FIELDS) | {"env"}
 

@@ -23,8 +23,12 @@ NOISE = {1: (1.0,), 2: (0.98, 1.02), 3: (0.98, 1.0, 1.02), 4: (0.98, 0.99, 1.01,
          5: (0.98, 0.99, 1.0, 1.01, 1.02)}
 WIDE_NOISE = {n: tuple(1 + 5 * (f - 1) for f in fs) for n, fs in NOISE.items()}  # 20% spread
 
-BASE_IMG_S = {"alexnet": 20.0, "resnet50": 3.0}
-MODEL_FLOPS_PER_IMAGE = {"alexnet": 2.1e9, "resnet50": 12.3e9}
+BASE_IMG_S = {"alexnet": 20.0, "resnet50": 3.0, "digits_cnn": 2000.0}
+MODEL_FLOPS_PER_IMAGE = {"alexnet": 2.1e9, "resnet50": 12.3e9, "digits_cnn": 5.8e6}
+# time to accuracy (quality experiments): steps to the target per precision; a bf16 PyTorch
+# run on sysb never reaches it (a run that says so, status ok)
+STEPS_TO_ACCURACY = {"fp32": 200, "bf16": 225}
+TARGET_ACCURACY = 0.95
 SYSTEMS = {"sysa": ("x86_64", "onednn", 1.0), "sysb": ("aarch64", "onednn-acl", 0.7)}
 GRADIENT_TENSORS = {"alexnet": 16, "resnet50": 161}
 # the CPU packages' and DRAM's power of a fabricated system's training runs (RAPL), in W:
@@ -127,6 +131,31 @@ def _train(experiment: str, etype: str, system: str, **values) -> dict:
     return conf
 
 
+def _quality(system: str, experiment: str = "quality", **values) -> dict:
+    """A time-to-accuracy configuration: digits_cnn on the real digits, batch 32."""
+    return _train(experiment, "quality", system, **{
+        "model": "digits_cnn", "data": "real", "batch_per_process": 32, "image_size": 8,
+        **values})
+
+
+def reaches(conf: dict) -> bool:
+    """Whether a fabricated quality run reaches its target (all but bf16 PyTorch on sysb)."""
+    return (conf["system"], conf.get("framework"), conf.get("precision")) != ("sysb", "pytorch", "bf16")
+
+
+def quality_metrics(conf: dict, throughput: float | None) -> dict:
+    """The metrics of a fabricated quality run (outcome.to_accuracy): the steps of its
+    precision in the seconds its throughput gives, or the step cap without reaching it."""
+    steps = STEPS_TO_ACCURACY[conf.get("precision", "fp32")] if reaches(conf) else 1000
+    seconds = steps * conf["global_batch"] / throughput if throughput else None
+    out = {"target_accuracy": {"value": TARGET_ACCURACY, "unit": "fraction"},
+           "accuracy_reached": {"value": int(reaches(conf)), "unit": "1 = yes, 0 = no"}}
+    if reaches(conf) and seconds is not None:
+        out.update(steps_to_accuracy={"value": steps, "unit": "steps"},
+                   time_to_accuracy_s={"value": seconds, "unit": "s"})
+    return out
+
+
 def _kernel(experiment: str, system: str, *, kernel: str, size: int, workers: int) -> dict:
     return {"experiment": experiment, "experiment_type": "kernel", "system": system,
             "arch": system_traits(system)[0], "kind": "kernel", "kernel": kernel,
@@ -178,6 +207,9 @@ def configurations(systems: tuple[str, ...] = ("sysa", "sysb"), threads: tuple[i
                 confs.append(_train("numerics", "batch_sweep", system, model="resnet50",
                                     intra_threads=threads[-1], batch_per_process=batches[0],
                                     framework=framework, precision=precision, graph=graph))
+        for framework in FRAMEWORKS:
+            for precision in STEPS_TO_ACCURACY:
+                confs.append(_quality(system, framework=framework, precision=precision))
         for size in (1024, 2048):
             for workers in (1, 2, 4):
                 confs.append(_kernel("kernels", system, kernel="matmul", size=size, workers=workers))
@@ -213,6 +245,8 @@ def fabricate_records(repetitions: int = 3, **kwargs) -> Iterator[dict]:
             else:
                 record["throughput_unit"] = KERNELS[conf["kernel"]].unit
             record["throughput"] = None if failure else value * noise[rep]
+            if conf.get("experiment_type") == "quality" and not failure:
+                record["metrics"].update(quality_metrics(conf, record["throughput"]))
             if failure:
                 record["throughput_unit"] = ""
             elif conf["kind"] == "train":
@@ -319,6 +353,11 @@ def axis_configurations() -> list[dict]:
         confs.append(_train("numerics", "batch_sweep", system, model="resnet50", intra_threads=2,
                             batch_per_process=16, framework=framework, precision=precision,
                             math_mode=math_mode, graph=graph))
+    for system, framework, precision, graph, batch, threads in _grid(
+            AXIS_SYSTEMS, ("tensorflow", "pytorch"), tuple(STEPS_TO_ACCURACY), ("eager", "compiled"),
+            (32, 64), (1, 2)):
+        confs.append(_quality(system, framework=framework, precision=precision, graph=graph,
+                              batch_per_process=batch, intra_threads=threads))
     for system in AXIS_SYSTEMS:
         for nodes, size, tiles, workers in _grid((1, 2), (1024, 2048), (4, 2), (1, 2)):
             conf = _kernel("kernels", system, kernel="matmul", size=size, workers=workers)
@@ -365,11 +404,12 @@ def fabricate_axis_records(repetitions: int = 2) -> Iterator[dict]:
         for rep in range(repetitions):
             failure = planned_failure(conf, rep)
             throughput = None if failure else value * NOISE[repetitions][rep]
+            quality = quality_metrics(conf, throughput) if conf.get("experiment_type") == "quality" else {}
             measured = {}
-            if throughput is not None and conf["kind"] == "train":
+            if throughput is not None and conf["kind"] == "train" and not quality:
                 measured = fabricated_energy(conf["system"], throughput)
                 measured["metrics"] = {**metrics, "images": {"value": WINDOW_IMAGES, "unit": "img"}}
-            yield make_record(**{**conf, "metrics": metrics, **measured}, repetition=rep,
+            yield make_record(**{**conf, "metrics": {**metrics, **quality}, **measured}, repetition=rep,
                               start_time="2024-01-01T00:00:00Z",
                               end_time="2024-01-01T00:01:00Z", status=failure or "ok",
                               reason=f"fabricated {failure}" if failure else "", env=env,

@@ -15,6 +15,7 @@ from archbench.plan.experiment_types import (
     kernel,
     node_scaling,
     ppn_sweep,
+    quality,
     thread_scaling,
 )
 from archbench.plan.experiment_types.base import ExperimentType
@@ -28,6 +29,7 @@ EXPERIMENT_TYPES: dict[str, ExperimentType] = {t.name: t for t in (
     node_scaling.TYPE,
     horovod_tuning.TYPE,
     kernel.TYPE,
+    quality.TYPE,
 )}
 
 

@@ -178,6 +178,16 @@ FIGURES: dict[str, FigureSpec] = {
         "(\"bf16 asked, fp32 executed\") and \"loss departs\" where the mean loss of the "
         "last third of the measured steps departs from the twin's by more than max(10 %, "
         "0.02); 1 (dashed) is as fast as fp32 strict eager.", "precision_speedup"),
+    "time_to_accuracy": FigureSpec(
+        "quality.time_to_accuracy",
+        "Time to accuracy (quality gate, as MLPerf Training measures a run): seconds from "
+        "the first training step to the evaluation that reached the target validation "
+        "accuracy of the digits (evaluations on the clock; a compiled graph's compiling "
+        "first step off it), per requested precision, fp32 math mode and graph, a bar per "
+        "framework; above each bar the steps it took, \"not reached\" where no run reached "
+        "the target within its step cap, and the evidence label where a precision asked for "
+        "did not execute. Values are the mean over the runs that reached it.",
+        "time_to_accuracy"),
 }
 
 

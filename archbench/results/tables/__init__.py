@@ -29,6 +29,7 @@ from archbench.results.tables import (
     platforms,
     precision,
     processes,
+    quality,
     scaling,
     training,
     vs_published,
@@ -103,6 +104,7 @@ TABLES: dict[str, TableSpec] = {
     "host_outliers": TableSpec(hosts.host_outliers, uses_runs=True, uses_statistic=True),
     "energy": TableSpec(energy.energy),
     "precision_speedup": TableSpec(precision.precision_speedup, uses_runs=True, uses_statistic=True),
+    "time_to_accuracy": TableSpec(quality.time_to_accuracy),
 }
 
 

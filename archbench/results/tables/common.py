@@ -44,12 +44,18 @@ MEASURED_METRICS = {
     **{f"j_per_img_{key}": f"energy_{key}_j_per_img" for key in ENERGY_KEYS.values()},
     "compile_s": "metric_compile_s",  # the compiling first step of a compiled graph
     "loss_tail": "loss_tail",  # mean loss of the last third of the measured steps
+    # the quality gate (outcome.to_accuracy): the share of ok runs that reached the target,
+    # and steps and seconds to it (the mean over those that reached it)
+    "accuracy_reached": "metric_accuracy_reached",
+    "steps_to_accuracy": "metric_steps_to_accuracy",
+    "time_to_accuracy_s": "metric_time_to_accuracy_s",
 }
 SETTING_METRICS = {
     "horovod_cycle_time_ms": "metric_horovod_cycle_time",
     "horovod_fusion_threshold_bytes": "metric_horovod_fusion_threshold",
     "cores": "metric_cores",  # cores the process was pinned to (inter/intra sweep)
     "loader_workers": "metric_loader_workers",  # PyTorch DataLoader workers, where set
+    "target_accuracy": "metric_target_accuracy",  # the quality gate's validation accuracy
 }
 # settings recorded as text, by summary column: the value of the ok runs (of any run when
 # none is ok); runs that disagree give their values joined by " | "

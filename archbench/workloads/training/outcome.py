@@ -113,11 +113,16 @@ def window_metrics(config: TrainRun, *, flops_per_image: float, wall: float, ima
     """The record metrics of a measured window: FLOPs per image, the window's wall time
     and images, the replicas' weight spread, the settings kept as metrics, the strategy's
     own (``extra``) and, for a compiled step, the seconds of its first step, which
-    compiled it (``compile_s``)."""
-    out = {
-        "flops_per_image": {"value": flops_per_image, "unit": "FLOP"},
+    compiled it (``compile_s``). A time-to-accuracy run (``--target-accuracy``) has a
+    clock, not a window of ``--steps`` steps: its metrics are :func:`to_accuracy`'s, in
+    ``extra``, without window_s and images."""
+    window = {} if config.target_accuracy is not None else {
         "window_s": {"value": wall, "unit": "s"},
         "images": {"value": images, "unit": "img"},
+    }
+    out = {
+        "flops_per_image": {"value": flops_per_image, "unit": "FLOP"},
+        **window,
         **extra,
     }
     if spread is not None:
@@ -195,3 +200,78 @@ def add_vendor_evidence(fields: dict, config: TrainRun, *,
           + (f"; MISMATCH: {fields['vendor_mismatch']}" if fields["vendor_mismatch"] else ""),
           file=sys.stderr)
     fields["vendor_library"] = vendor_evidence.recorded_library(declared, enabled, evidence)
+
+
+def check_quality(config: TrainRun, dataset: str) -> None:
+    """ValueError unless a run with ``--target-accuracy`` can be timed to it: real data of
+    a model whose dataset has a held-out split (the digits, ``dataset``), one process, a
+    target in (0, 1]."""
+    if not 0 < config.target_accuracy <= 1:
+        raise ValueError("--target-accuracy must be in (0, 1]")
+    if config.data != "real" or dataset != "digits":
+        raise ValueError("--target-accuracy needs --data real and a digits model "
+                         "(digits_cnn: its held-out split is the validation set)")
+    if config.strategy != "single":
+        raise ValueError("--target-accuracy runs one process (--strategy single)")
+
+
+def to_accuracy(step: Callable, batches, evaluate: Callable[[], float], *, config: TrainRun,
+                batch_size: int, settle: Callable[[], object] = lambda: None,
+                compiles: bool = False) -> tuple[list[float], float, int, float | None, dict]:
+    """Time to accuracy, as MLPerf Training times a run: train with ``step`` on
+    ``batches`` from the first step, evaluating ``evaluate()`` (the validation accuracy)
+    every ``config.eval_every`` steps and after the last, until it reaches
+    ``config.target_accuracy`` or ``config.steps`` steps have run. The clock runs from the
+    first step to the evaluation that reached the target (or the last one), evaluations
+    included; off it: ``settle()`` (work beside the run) and, for a compiled step
+    (``compiles``), its first step, which compiles it: that step trains (it is step 1)
+    but its seconds are returned apart (compile_s), as MLPerf keeps model initialisation
+    off the clock.
+
+    The record of such a run states no step times and no window (``measured_steps`` is
+    the cap it was planned with; the steps it ran are ``quality_steps``): its throughput
+    is the images of the timed steps over the clock, evaluations included.
+
+    Returns (losses, seconds on the clock, images of the timed steps, compile seconds or
+    None, the record metrics: target_accuracy, accuracy_reached (1 or 0), steps_to_accuracy
+    and time_to_accuracy_s where reached, quality_steps and quality_s (run and clock, reached
+    or not), evaluations ("step:accuracy" of each)).
+    """
+    import time
+    settle()
+    compile_s = None
+    times: list[float] = []
+    losses: list[float] = []
+    evaluations: list[tuple[int, float]] = []
+    reached = False
+    clock = 0.0
+    for n in range(1, config.steps + 1):
+        t0 = time.perf_counter()
+        losses.append(float(step(*next(batches))))
+        took = time.perf_counter() - t0
+        if n == 1 and compiles:
+            compile_s = took
+        else:
+            times.append(took)
+            clock += took
+        if n % config.eval_every == 0 or n == config.steps:
+            t0 = time.perf_counter()
+            score = float(evaluate())
+            clock += time.perf_counter() - t0
+            evaluations.append((n, score))
+            if score >= config.target_accuracy:
+                reached = True
+                break
+    steps = len(losses)
+    metrics_out = {
+        "target_accuracy": {"value": config.target_accuracy, "unit": "fraction"},
+        "accuracy_reached": {"value": int(reached), "unit": "1 = yes, 0 = no"},
+        "quality_steps": {"value": steps, "unit": "steps"},
+        "quality_s": {"value": clock, "unit": "s"},
+        "evaluations": {"value": " ".join(f"{n}:{a:.4f}" for n, a in evaluations),
+                        "unit": "step:fraction"},
+    }
+    if reached:
+        metrics_out["steps_to_accuracy"] = {"value": steps, "unit": "steps"}
+        metrics_out["time_to_accuracy_s"] = {"value": clock, "unit": "s"}
+    return losses, clock, len(times) * batch_size, compile_s, metrics_out

@@ -163,6 +163,17 @@ SETTINGS: tuple[Setting, ...] = (
             omit_default=True,
             axis_help="How the step runs, an axis: eager (the framework's default) and/or "
                       "compiled (torch.compile, XLA)."),
+    # the quality gate (experiment type quality): train until a validation accuracy
+    Setting(name="target_accuracy", type=float, maximum=1,
+            help="train until the validation accuracy reaches this fraction (real digits, "
+                 "evaluated every --eval-every steps, at most --steps steps), timing it "
+                 "(metrics steps_to_accuracy, time_to_accuracy_s) instead of a throughput "
+                 "window; the run is recorded whether or not it reaches it",
+            planned="tuning.target_accuracy", identity=True),
+    Setting(name="eval_every", type=int, default=25, minimum=1,
+            help="with --target-accuracy: steps between two evaluations of the validation "
+                 "accuracy (the evaluations are on the clock)",
+            planned="tuning.eval_every", identity=True),
     Setting(name="loader_workers", type=int, minimum=0,
             help="PyTorch DataLoader worker processes feeding real data (0 = in the training "
                  "process; default: its intra-op threads, at least 1)",

@@ -160,6 +160,8 @@ def run(config: TrainRun) -> dict | None:
     """Train ``config.model`` in PyTorch; the complete record on the writing worker, None
     on every other worker."""
     start = provenance.now()
+    if config.target_accuracy is not None:
+        outcome.check_quality(config, spec(config.model).dataset)
     if config.cores:
         pin_cores(config.cores, local_rank())
     torch = configure_torch(config)
@@ -183,10 +185,21 @@ def run(config: TrainRun) -> dict | None:
     mark("model-built")
     if config.weights_out:  # the weights every worker starts from
         outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
-    times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
-                                                 steps=config.steps, batch_size=config.batch_per_process,
-                                                 compiles=config.graph == "compiled")
+    quality = {}
+    if config.target_accuracy is None:
+        times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
+                                                     steps=config.steps, batch_size=config.batch_per_process,
+                                                     compiles=config.graph == "compiled")
+    else:  # the quality gate: time to the validation accuracy
+        from archbench.workloads.training.datasets import accuracy
+        _, _, x_test, y_test = data.digits_tensors(config.image_size)
+        x_test, y_test = x_test.numpy(), y_test.numpy()
+        times = []  # a clock, not a window of steps (outcome.to_accuracy)
+        losses, wall, images, backend.compile_seconds, quality = outcome.to_accuracy(
+            step, batches, lambda: accuracy(backend.predictor(model), x_test, y_test), config=config,
+            batch_size=config.batch_per_process, compiles=config.graph == "compiled")
     devices, spread, (nodes, ppn), hosts, extra = outcome.after_window(config, backend, model)
+    extra.update(quality)
     extra.update(compile_metrics(torch, backend.compile_seconds))
     if backend.scaler is not None:  # fp16: the loss scale the window ended with
         extra["loss_scale"] = {"value": float(backend.scaler.get_scale()), "unit": ""}

@@ -82,6 +82,8 @@ def train(config: TrainRun, *, start: str, probe) -> dict | None:
     """:func:`run` after pinning, with the vendor probe child ``probe`` (or None) running
     beside the framework's import, the model build and the first step, which traces it:
     it has finished before the rest of the warm-up and the window."""
+    if config.target_accuracy is not None:
+        outcome.check_quality(config, spec(config.model).dataset)
     tf = configure_tensorflow(config)
     mark("framework-imported")
     if strategies.process_device(config) == "gpu":
@@ -97,12 +99,22 @@ def train(config: TrainRun, *, start: str, probe) -> dict | None:
     mark("model-built")
     if config.weights_out:  # the weights every worker starts from
         outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
-    times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
-                                                 steps=config.steps, batch_size=config.batch_per_process,
-                                                 settle=lambda: await_probe(probe),
-                                                 compiles=config.graph == "compiled")
+    quality = {}
+    if config.target_accuracy is None:
+        times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
+                                                     steps=config.steps, batch_size=config.batch_per_process,
+                                                     settle=lambda: await_probe(probe),
+                                                     compiles=config.graph == "compiled")
+    else:  # the quality gate: time to the validation accuracy
+        _, _, x_test, y_test = digits_arrays(config.image_size, config.data_format)
+        times = []  # a clock, not a window of steps (outcome.to_accuracy)
+        losses, wall, images, backend.compile_seconds, quality = outcome.to_accuracy(
+            step, batches, lambda: accuracy(backend.predictor(model), x_test, y_test), config=config,
+            batch_size=config.batch_per_process, settle=lambda: await_probe(probe),
+            compiles=config.graph == "compiled")
     outcome.hold_until_recorded(batches, step, model, backend)
     devices, spread, (nodes, ppn), hosts, extra = outcome.after_window(config, backend, model)
+    extra.update(quality)
     if getattr(backend, "loss_scaler", None) is not None:  # fp16: the scale the window ended with
         extra["loss_scale"] = {"value": float(backend.loss_scaler.loss_scale), "unit": ""}
     if config.data == "real" and spec(config.model).dataset == "digits" and backend.is_writer:
