@@ -383,8 +383,13 @@ def test_pytorch_bf16_math_mode_under_emulation_names_what_ran(aarch64_image, tm
     bf16_kernels = [name for name in evidence["external_kernels"] if "bf16" in name.lower()]
     if bf16_kernels:  # ACL's kernels say bf16: fast math ran (needs BF16 in the CPU)
         assert has_bf16 and ran == "bf16 fast math" and label == "", evidence
-    else:
+    elif not has_bf16:  # ACL has no bf16 kernels to run: fp32, and the label says so
         assert ran == "fp32" and label == "bf16 requested, fp32 executed", evidence
+    else:
+        # qemu's CPU has BF16 (HWCAP2_BF16), so ACL's fast math may have run bf16 kernels,
+        # but no ACL kernel name was printed to prove it: the evidence keeps what oneDNN's
+        # lines show (fp32 tensors, the bf16 hint, ACL) and claims no bf16
+        assert ran == "fp32" and label != "" and evidence["kernel_dtypes"].get("f32", 0) > 0, evidence
     TIMES[f"aarch64 pytorch math mode bf16: emulated CPU BF16 {has_bf16}, executed {ran}, "
           f"ACL kernels {sorted(evidence['external_kernels']) or 'not printed'}"] = (
         record["throughput"])
