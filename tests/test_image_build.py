@@ -374,6 +374,9 @@ def test_pytorch_bf16_math_mode_under_emulation_names_what_ran(aarch64_image, tm
                             binds=[f"{no_cpus}:/sys/devices/system/cpu"],
                             options=("--math-mode", "bf16"))
     assert (record["precision"], record["math_mode"]) == ("fp32", "bf16")
+    # the record's ISA is the emulated CPU's (its hwcaps), not the x86 host's
+    assert record["cpu_isa"] and "asimd" in record["cpu_isa"], record["cpu_isa"]
+    assert ("bf16" in record["cpu_isa"]) == has_bf16 and "avx2" not in record["cpu_isa"]
     evidence = record["vendor_evidence"]
     assert evidence["library"] == "onednn+acl" and evidence["error"] == "", evidence
     # the hint reached oneDNN: fp32 tensors, fpmath bf16, on ACL
@@ -389,7 +392,7 @@ def test_pytorch_bf16_math_mode_under_emulation_names_what_ran(aarch64_image, tm
         # qemu's CPU has BF16 (HWCAP2_BF16), so ACL's fast math may have run bf16 kernels,
         # but no ACL kernel name was printed to prove it: the evidence keeps what oneDNN's
         # lines show (fp32 tensors, the bf16 hint, ACL) and claims no bf16
-        assert ran == "fp32" and label != "" and evidence["kernel_dtypes"].get("f32", 0) > 0, evidence
+        assert ran == "fp32" and label != "" and evidence["kernel_dtypes"].get("fp32", 0) > 0, evidence
     TIMES[f"aarch64 pytorch math mode bf16: emulated CPU BF16 {has_bf16}, executed {ran}, "
           f"ACL kernels {sorted(evidence['external_kernels']) or 'not printed'}"] = (
         record["throughput"])

@@ -65,10 +65,40 @@ def cpu_isa_of(cpuinfo: str) -> list[str] | None:
     return None
 
 
+# aarch64: the same features as the kernel hands this process (getauxval AT_HWCAP = 16,
+# AT_HWCAP2 = 26; linux arch/arm64/include/uapi/asm/hwcap.h), which is what an emulator
+# (qemu-user) offers, where /proc/cpuinfo would describe the host
+HWCAP_BITS = {"asimd": (16, 1), "sve": (16, 22), "sve2": (26, 1), "svebf16": (26, 12),
+              "i8mm": (26, 13), "bf16": (26, 14)}
+
+
+def cpu_isa_of_hwcaps(hwcap: int, hwcap2: int) -> list[str]:
+    """The aarch64 features of :data:`HWCAP_BITS` set in ``hwcap`` / ``hwcap2``, sorted."""
+    words = {16: hwcap, 26: hwcap2}
+    return sorted(name for name, (word, bit) in HWCAP_BITS.items() if words[word] >> bit & 1)
+
+
+def _hwcaps() -> tuple[int, int] | None:
+    """(AT_HWCAP, AT_HWCAP2) of this process, None where libc cannot say."""
+    try:
+        import ctypes
+        getauxval = ctypes.CDLL(None).getauxval
+        getauxval.restype = ctypes.c_ulong
+        getauxval.argtypes = [ctypes.c_ulong]
+        return int(getauxval(16)), int(getauxval(26))
+    except (OSError, AttributeError):
+        return None
+
+
 @lru_cache(maxsize=1)
 def cpu_isa(path: str = "/proc/cpuinfo") -> list[str] | None:
-    """This node's relevant ISA features (:func:`cpu_isa_of` of its /proc/cpuinfo), None
-    where it cannot be read."""
+    """This node's relevant ISA features, None where they cannot be read: on aarch64 the
+    kernel's hwcaps for this process (:func:`cpu_isa_of_hwcaps`), elsewhere
+    :func:`cpu_isa_of` of its /proc/cpuinfo."""
+    if platform.machine() in ("aarch64", "arm64"):
+        caps = _hwcaps()
+        if caps is not None:
+            return cpu_isa_of_hwcaps(*caps)
     try:
         return cpu_isa_of(Path(path).read_text())
     except OSError:
