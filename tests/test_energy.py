@@ -297,7 +297,7 @@ def test_the_energy_table_and_figure_of_real_records_say_not_measured(tmp_path):
     assert len(table) == 1 and table["j_per_img"].isna().all()
     assert table["img_s"].iloc[0] == pytest.approx(record["throughput"])
     status = table["status"].iloc[0]
-    assert status.startswith("not measured: ") and "slurm node: not measured (not a Slurm job)" in status
+    assert status.startswith("not measured: ") and "slurm node (not a Slurm job)" in status
     figure = build_figure("energy", records_to_frame([record]))
     texts = [t.get_text() for t in figure.findobj(lambda a: hasattr(a, "get_text"))]
     assert NO_DATA in texts

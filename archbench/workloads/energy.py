@@ -384,23 +384,25 @@ def columns(record: dict) -> dict:
     """A record's energy as tidy-table columns: per source (:data:`KEYS`) the measured
     joules ``energy_<key>_j`` and joules per image of the window ``energy_<key>_j_per_img``
     (joules / the window's images; missing unless measured), and ``energy_status``: each
-    source's status with the reason where not measured ("nvml gpu board: measured; rapl
-    dram: not measured (...)"); empty for a record without entries."""
+    source's status with the reason where not measured, the parts of one source that share
+    them named once ("nvml gpu board: measured; rapl cpu package, dram: not measured
+    (...)"); empty for a record without entries."""
     entries = record.get("energy") or []
     images = ((record.get("metrics") or {}).get("images") or {}).get("value")
     out: dict = {}
     for key in KEYS.values():
         out[f"energy_{key}_j"] = None
         out[f"energy_{key}_j_per_img"] = None
-    states = []
+    states: dict[tuple, list[str]] = {}  # (source, status, reason) -> what it covers
     for e in entries:
         key = KEYS.get((e.get("source"), e.get("covers")))
         state = e.get("status", "")
-        states.append(f"{e.get('source')} {e.get('covers')}: {state}"
-                      + (f" ({e['reason']})" if e.get("reason") else ""))
+        states.setdefault((e.get("source"), state, e.get("reason") or ""), []).append(str(e.get("covers")))
         if key is None or state != MEASURED or e.get("joules") is None:
             continue
         out[f"energy_{key}_j"] = e["joules"]
         out[f"energy_{key}_j_per_img"] = metrics.joules_per_image(e["joules"], images) if images else None
-    out["energy_status"] = "; ".join(states) or None
+    out["energy_status"] = "; ".join(
+        f"{src} {', '.join(covers)}: {state}" + (f" ({reason})" if reason else "")
+        for (src, state, reason), covers in states.items()) or None
     return out

@@ -28,8 +28,8 @@ def energy(df: pd.DataFrame) -> pd.DataFrame:
     img/s (the campaign's statistic, min and max of the repetitions), J/img = joules over
     the window / images of all workers in it (mean over the runs that measured it) and
     img/kWh = 3.6e6 / (J/img). A configuration no sensor measured is one row without
-    numbers whose status says, per source, why ("rapl cpu package: not measured (no
-    powercap RAPL zones ...)"); a configuration that only failed, its failure."""
+    numbers whose status says, per source, why ("not measured: rapl cpu package, dram (no
+    powercap RAPL zones ...); slurm node (not a Slurm job)"); a configuration that only failed, its failure."""
     s = of_kind(summary_of(df), "train")
     if s.empty:
         return empty(ENERGY_COLUMNS)
@@ -48,8 +48,8 @@ def energy(df: pd.DataFrame) -> pd.DataFrame:
                          "status": "measured"})
         if not measured:
             why = config.get("energy_status")
-            rows.append({**base, "status": f"not measured: {why}" if pd.notna(why) and why
-                         else "not measured: the records hold no energy"})
+            why = str(why).replace(": not measured (", " (") if pd.notna(why) and why else ""
+            rows.append({**base, "status": f"not measured: {why or 'the records hold no energy'}"})
     table = pd.DataFrame(rows).reindex(columns=list(ENERGY_COLUMNS))
     table["variant"] = table["variant"].astype("string").mask(table["variant"].eq("").fillna(False))
     return sort_rows(table, [*GROUP, "source", "covers"])

@@ -74,10 +74,14 @@ def precision_speedup(df: pd.DataFrame, statistic: str | None = None) -> pd.Data
     of the last third of the measured steps (mean over the ok runs), ``loss_change`` =
     loss_tail - loss_tail_twin, and ``quality_flag`` true where |loss_change| > max(10 % of
     loss_tail_twin, 0.02) (:func:`metrics.loss_departs`): the faster number may not train
-    the same model. Status names a failed or missing side ("twin oom", "no twin")."""
+    the same model. Status names a failed or missing side ("twin oom", "no twin").
+    Quality-gate runs (experiment type ``quality``) are left out: they train to a target,
+    not over a window, and the ``time_to_accuracy`` table compares them."""
     summary = summary_of(df, statistic)
     runs = None if is_summary(df) else (df if "variant" in df else normalise(df))
     s = of_kind(summary, "train")
+    if "experiment_type" in s:
+        s = s[s["experiment_type"] != "quality"]
     if s.empty:
         return empty(COLUMNS)
     keys = [k for k in KEYS if k not in NUMERICS]
