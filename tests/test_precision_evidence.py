@@ -89,6 +89,9 @@ def test_a_torch_and_a_tf_line_give_the_same_entry():
      ("CpuGemmAssemblyWrapperKernel/sve_ffhybrid_bf16fp32_mmla_6x4VL",), "bf16 fast math"),
     ({"implementation": "gemm:acl", "src": "f32", "wei": "f32", "fpmath": "bf16"}, None,
      ("CpuGemmAssemblyWrapperKernel/sve_hybrid_fp32_mla_6x4VL",), "fp32"),
+    # ACL with the hint, its kernels unnamed (no profile_externals): unseen, not fp32
+    ({"implementation": "gemm:acl", "src": "f32", "wei": "f32", "fpmath": "bf16"}, None, (), "not recorded"),
+    ({"implementation": "gemm:acl", "src": "f32", "wei": "f32", "fpmath": ""}, None, (), "fp32"),
     ({"implementation": "gemm:acl", "src": "bf16", "wei": "bf16"}, None, (), "bf16"),
     ({"implementation": "brg_matmul:avx512_core_fp16", "src": "f16", "wei": "f16"}, None, (), "fp16"),
     ({"implementation": "brg_matmul:avx512_core_vnni", "src": "u8", "wei": "s8"}, None, (), "int8"),

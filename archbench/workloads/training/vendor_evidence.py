@@ -307,7 +307,9 @@ def compute_class(entry: dict, *, info_isa: str | None = None,
       instructions, converted in software);
     - f32 tensors with ``attr-fpmath:bf16`` (or ``any``): "bf16 fast math" on AMX
       (oneDNN's bf32) or with ACL when an ACL kernel that ran (``external``, the
-      ``exec:external`` names) has bf16 in its name; otherwise "fp32": the attribute is a
+      ``exec:external`` names) has bf16 in its name; "not recorded" with ACL when no ACL
+      kernel was named (oneDNN names them only with its ``profile_externals`` verbose flag,
+      and ACL may or may not have computed in bf16); otherwise "fp32": the attribute is a
       hint, which oneDNN ignores where the ISA has no bf32 kernels (AVX512_BF16 included);
     - f16 tensors "fp16", s8/u8 "int8", f32 "fp32"."""
     dts = {entry.get("src"), entry.get("wei")}
@@ -329,6 +331,8 @@ def compute_class(entry: dict, *, info_isa: str | None = None,
                 return "bf16 fast math"
             if "acl" in isas and any("bf16" in name.lower() for name in external):
                 return "bf16 fast math"
+            if "acl" in isas and not external:  # ACL's kernels unnamed: fast math unseen
+                return NOT_RECORDED
         return "fp32"
     return _DT_CLASS.get(entry.get("src") or "", "other")
 
