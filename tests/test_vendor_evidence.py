@@ -371,8 +371,10 @@ def test_the_window_settles_after_the_first_step_or_before_any_window_step(warmu
     def step(*batch):
         events.append("step")
         return 0.0
-    Backend(None, None).window(step, iter(lambda: (), None), warmup=warmup, steps=2, batch_size=1,
-                               settle=lambda: events.append("settle"))
+    from archbench.workloads.training.settings import TrainRun
+    Backend(None, TrainRun(model="small_cnn", batch_per_process=1, output="unused.json")).window(
+        step, iter(lambda: (), None), warmup=warmup, steps=2, batch_size=1,
+        settle=lambda: events.append("settle"))
     assert events.count("settle") == 1
     assert events.index("settle") == min(warmup, 1)
     assert len(events) == warmup + 2 + 1
