@@ -258,6 +258,7 @@ TYPES = {
     "horovod_tuning": {"models": ["small_cnn"], "batch_per_process": [4], "cycle_time_ms": [1, 5],
                        "fusion_threshold_mb": [0, 64]},
     "kernel": {"kernels": ["matmul"], "sizes": [64, 128]},
+    "quality": {"framework": ["tensorflow", "pytorch"], "precision": ["fp32", "bf16"]},
 }
 GOOD_CSV = "system,model,throughput,unit\nlocal,resnet50,12,img/s\n"
 

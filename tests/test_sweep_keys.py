@@ -98,6 +98,7 @@ TRAINING_EXPERIMENTS = {
     "node_scaling": {"nodes": [1]},
     "horovod_tuning": {"cycle_time_ms": [1], "fusion_threshold_mb": [1], "processes_per_node": 1,
                        "nodes": [1]},
+    "quality": {"models": ["digits_cnn"], "data": ["real"]},
 }
 
 
