@@ -389,14 +389,17 @@ def test_pytorch_bf16_math_mode_under_emulation_names_what_ran(aarch64_image, tm
     elif not has_bf16:  # ACL has no bf16 kernels to run: fp32, and the label says so
         assert ran == "fp32" and label == "bf16 requested, fp32 executed", evidence
     else:
-        # qemu's CPU has BF16 (HWCAP2_BF16), so ACL's fast math may have run bf16 kernels,
-        # but no ACL kernel name was printed to prove it: the ACL primitives' share is "not
-        # recorded" (never fp32, never bf16), oneDNN's own reference kernels fp32, and the
-        # label claims no bf16
-        assert evidence["compute_share"].get(vendor_evidence.NOT_RECORDED, 0) > 0, evidence
-        assert ran in ("fp32", vendor_evidence.NOT_RECORDED), evidence
-        assert label in ("bf16 requested, fp32 executed", "bf16 requested, not recorded"), label
+        # qemu's CPU has BF16 (HWCAP2_BF16) but no ACL kernel name was printed: the
+        # evidence keeps what oneDNN's lines show (seen: bf16 tensors where fast math
+        # reordered to bf16, about half the compute time; oneDNN's fp32 reference kernels
+        # the other half; ACL primitives with unnamed kernels "not recorded"), and the
+        # label follows the largest share: none when bf16 ran, else it says what did
         assert evidence["kernel_dtypes"].get("fp32", 0) > 0, evidence
+        assert ran in ("bf16", "fp32", vendor_evidence.NOT_RECORDED), evidence
+        if ran == "bf16":
+            assert evidence["kernel_dtypes"].get("bf16", 0) > 0 and label == "", (label, evidence)
+        else:
+            assert label in ("bf16 requested, fp32 executed", "bf16 requested, not recorded"), label
     TIMES[f"aarch64 pytorch math mode bf16: emulated CPU BF16 {has_bf16}, executed {ran}, "
           f"ACL kernels {sorted(evidence['external_kernels']) or 'not printed'}"] = (
         record["throughput"])
