@@ -1,0 +1,266 @@
+"""Successive halving with a model-based sampler, in rounds a workflow can run as jobs.
+
+A tuning plan is a list of :class:`Round`: brackets of successive halving (Hyperband's
+building block) with the measured steps as fidelity. A bracket's first round measures new
+trials briefly (Optuna's TPE sampler proposes them, informed by every earlier trial,
+the pruned ones by their short-window value); each later round measures the best
+1/reduction_factor of the previous round's trials for longer, the last round at the
+experiment's full steps and repeated. Rounds and their sizes are fixed when the plan is
+made, so the workflow's DAG is known before any job runs; which configuration a trial
+measures is decided when its round starts (:meth:`Tuner.slots`).
+
+The study lives in Optuna's storage (a journal file under results/ in a campaign): every
+step is idempotent (a round's trials are asked once, kept by their round and slot; a
+result is told once), so a tuning campaign killed anywhere resumes without losing or
+repeating a trial.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import optuna
+from optuna.trial import TrialState
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+STUDY = "tune"
+ASKS_PER_SLOT = 20  # sampler proposals tried before a slot takes a random untried point
+
+
+@dataclass(frozen=True)
+class Space:
+    """The configurations a tuner chooses from: each axis's values; ``feasible(point)``
+    False for a combination that cannot run (e.g. more threads than cores)."""
+
+    axes: Mapping[str, tuple]
+    feasible: Callable[[dict], bool] | None = None
+
+    def points(self) -> list[dict]:
+        """Every feasible point: the exhaustive sweep of the space, in axis order."""
+        names = list(self.axes)
+        every = (dict(zip(names, values)) for values in itertools.product(*self.axes.values()))
+        return [p for p in every if self.feasible is None or self.feasible(p)]
+
+    def tuned(self) -> dict[str, tuple]:
+        """The axes with more than one value (the others are constants of every point)."""
+        return {k: tuple(v) for k, v in self.axes.items() if len(v) > 1}
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round of a plan: ``trials`` trials of ``bracket`` at ``rung`` (0: new trials),
+    each measured ``repetitions`` times over ``steps`` measured steps."""
+
+    bracket: int
+    rung: int
+    trials: int
+    steps: int
+    repetitions: int
+
+    @property
+    def measurements(self) -> int:
+        return self.trials * self.repetitions
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One measurement of a round: trial number, its point, steps and repetition."""
+
+    trial: int
+    point: dict
+    steps: int
+    repetition: int
+
+
+def rung_steps(steps: int, min_steps: int, reduction_factor: int) -> list[int]:
+    """Measured steps of each rung: ``steps`` divided by the reduction factor per rung
+    below the top, while at least ``min_steps`` (at most 4 rungs)."""
+    out = [steps]
+    while len(out) < 4 and out[0] // reduction_factor >= max(1, min_steps):
+        out.insert(0, out[0] // reduction_factor)
+    return out
+
+
+def unit_cost(steps: int, *, full_steps: int, warmup_steps: int) -> float:
+    """A measurement of ``steps`` measured steps in full-measurement units (its warm-up
+    costs as much as at full steps)."""
+    return (warmup_steps + steps) / (warmup_steps + full_steps)
+
+
+def bracket(n0: int, *, bracket_index: int, rungs: list[int], reduction_factor: int,
+            repetitions: int) -> list[Round]:
+    """The rounds of one bracket starting ``n0`` trials: each rung keeps the best
+    1/reduction_factor (rounded up); the top rung is repeated."""
+    out, n = [], n0
+    for k, steps in enumerate(rungs):
+        top = k == len(rungs) - 1
+        out.append(Round(bracket_index, k, n, steps, repetitions if top else 1))
+        n = math.ceil(n / reduction_factor)
+    return out
+
+
+def rounds_cost(rounds: list[Round], *, steps: int, warmup_steps: int) -> float:
+    """The plan's cost in full-measurement units."""
+    return sum(r.measurements * unit_cost(r.steps, full_steps=steps, warmup_steps=warmup_steps)
+               for r in rounds)
+
+
+def plan_rounds(points: int, budget: float, *, steps: int, warmup_steps: int, min_steps: int,
+                reduction_factor: int = 3, repetitions: int = 1) -> list[Round]:
+    """Brackets of successive halving within ``budget`` (full-measurement units) over a
+    space of ``points`` configurations: the first bracket spends about 60 % of it (or all,
+    when a second bracket would not fit), later brackets what is left, while untried
+    points remain. [] when not even one trial at every rung fits."""
+    rungs = rung_steps(steps, min_steps, reduction_factor)
+
+    def cost(n0: int) -> float:
+        return rounds_cost(bracket(n0, bracket_index=0, rungs=rungs, reduction_factor=reduction_factor,
+                                   repetitions=repetitions), steps=steps, warmup_steps=warmup_steps)
+
+    smallest = reduction_factor ** (len(rungs) - 1)
+    out: list[Round] = []
+    left, untried = float(budget), points
+    while untried > 0:
+        share = 0.6 * left if not out and cost(smallest) * 2 <= left * 0.999 else left
+        n0 = max((n for n in range(1, untried + 1) if cost(n) <= share + 1e-9), default=0)
+        if n0 == 0:
+            break
+        out += bracket(n0, bracket_index=len({r.bracket for r in out}), rungs=rungs,
+                       reduction_factor=reduction_factor, repetitions=repetitions)
+        left -= cost(n0)
+        untried -= n0
+    return out
+
+
+def new_study(storage: Any = None, seed: int = 0) -> optuna.Study:
+    """A study maximising the objective (img/s), in ``storage`` (in memory when None),
+    loaded when it exists."""
+    return optuna.create_study(study_name=STUDY, storage=storage, direction="maximize",
+                               sampler=sampler(seed, 0), load_if_exists=True)
+
+
+def sampler(seed: int, round_index: int) -> optuna.samplers.TPESampler:
+    """The sampler of one round, seeded by the plan's seed and the round: a resumed round
+    proposes what an uninterrupted one would. Multivariate TPE (the knobs interact); a
+    constant liar keeps a round's trials apart."""
+    return optuna.samplers.TPESampler(seed=seed * 10_007 + round_index, multivariate=True,
+                                      constant_liar=True, n_startup_trials=8)
+
+
+def key(point: Mapping) -> str:
+    """A point as a canonical string (a study's user attributes hold JSON)."""
+    return json.dumps(point, sort_keys=True)
+
+
+class Tuner:
+    """Runs a plan's rounds on the study in ``storage`` (an Optuna storage or URL;
+    in memory when None)."""
+
+    def __init__(self, space: Space, rounds: list[Round], *, seed: int = 0, storage: Any = None):
+        self.space, self.rounds, self.seed = space, rounds, seed
+        self.storage = optuna.storages.InMemoryStorage() if storage is None else storage
+        self.study = new_study(self.storage, seed)
+        self.constants = {k: v[0] for k, v in space.axes.items() if len(v) == 1}
+        self.feasible = {key(p) for p in space.points()}
+
+    # ------------------------------------------------------------ trials of a round
+
+    def _trials(self, **attrs: Any) -> list[optuna.trial.FrozenTrial]:
+        return [t for t in self.study.get_trials(deepcopy=False)
+                if all(t.user_attrs.get(k) == v for k, v in attrs.items())]
+
+    def slots(self, r: int) -> list[Slot]:
+        """The measurements of round ``r`` (0-based): new trials asked once (a repeated
+        call returns the same), or the trials the previous round promoted."""
+        rnd = self.rounds[r]
+        if rnd.rung == 0:
+            trials = self._new_trials(r, rnd.trials)
+        else:
+            trials = sorted(self._trials(promoted_to=r), key=lambda t: t.number)
+        return [Slot(t.number, json.loads(t.user_attrs["point"]), rnd.steps, rep)
+                for t in trials for rep in range(rnd.repetitions)]
+
+    def _new_trials(self, r: int, count: int) -> list[optuna.trial.FrozenTrial]:
+        have = {t.user_attrs["slot"]: t for t in self._trials(round=r) if "slot" in t.user_attrs}
+        if len(have) < count:
+            study = optuna.load_study(study_name=STUDY, storage=self.storage, sampler=sampler(self.seed, r))
+            for slot in range(count):
+                if slot not in have:
+                    self._ask(study, r, slot)
+            have = {t.user_attrs["slot"]: t for t in self._trials(round=r) if "slot" in t.user_attrs}
+        return [have[s] for s in sorted(have) if s < count]
+
+    def _ask(self, study: optuna.Study, r: int, slot: int) -> None:
+        """One new trial for ``slot`` of round ``r``: the sampler's proposal unless it is
+        infeasible or already measured (those proposals are told FAIL, which the sampler
+        ignores), after ASKS_PER_SLOT of those a random untried point."""
+        tried = {t.user_attrs["point"] for t in self._trials() if "point" in t.user_attrs}
+        untried = sorted(self.feasible - tried)
+        if not untried:
+            return
+        for attempt in range(ASKS_PER_SLOT + 1):
+            if attempt == ASKS_PER_SLOT:  # the sampler keeps proposing what it has
+                study.enqueue_trial(json.loads(random.Random(f"{self.seed}/{r}/{slot}").choice(untried)))
+            trial = study.ask()
+            point = {**self.constants, **{name: trial.suggest_categorical(name, values)
+                                          for name, values in self.space.tuned().items()}}
+            point = {name: point[name] for name in self.space.axes}
+            if key(point) in untried:
+                for name, value in (("point", key(point)), ("round", r), ("slot", slot)):
+                    trial.set_user_attr(name, value)
+                return
+            why = "infeasible" if key(point) not in self.feasible else "already measured"
+            trial.set_user_attr("skipped", why)
+            study.tell(trial, state=TrialState.FAIL)
+
+    # ------------------------------------------------------------ results
+
+    def tell(self, r: int, values: Mapping[tuple[int, int], float | None]) -> None:
+        """Round ``r``'s results, (trial, repetition) -> value (None: the run failed, or
+        missing): each trial's mean over its values; a trial with none fails. At the top
+        rung the trial completes; below, the best ``rounds[r + 1].trials`` are promoted to
+        the next round and the rest pruned at their value. Told once: calling it again
+        changes nothing."""
+        rnd = self.rounds[r]
+        by_trial: dict[int, list[float]] = {}
+        for slot in self.slots(r):
+            value = values.get((slot.trial, slot.repetition))
+            by_trial.setdefault(slot.trial, [])
+            if value is not None and math.isfinite(value):
+                by_trial[slot.trial].append(float(value))
+        frozen = {t.number: t for t in self.study.get_trials(deepcopy=False)}
+        means = {n: sum(v) / len(v) for n, v in by_trial.items() if v}
+        top = r + 1 == len(self.rounds) or self.rounds[r + 1].bracket != rnd.bracket
+        for number in by_trial:
+            t = frozen[number]
+            if t.state != TrialState.RUNNING:
+                continue
+            if number not in means:
+                self.study.tell(number, state=TrialState.FAIL)
+            elif top:
+                self.study.tell(number, means[number])
+            elif rnd.steps not in t.intermediate_values:
+                optuna.trial.Trial(self.study, t._trial_id).report(means[number], rnd.steps)
+        if top or self._trials(promoted_to=r + 1):
+            return
+        ranked = sorted(means, key=lambda n: (-means[n], n))
+        keep = set(ranked[:self.rounds[r + 1].trials])
+        for number in ranked:
+            if number in keep:
+                optuna.trial.Trial(self.study, frozen[number]._trial_id).set_user_attr("promoted_to", r + 1)
+            else:
+                self.study.tell(number, state=TrialState.PRUNED)
+
+    def best(self) -> tuple[dict, float] | None:
+        """The point and value of the best complete trial; None when none completed."""
+        done = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+        if not done:
+            return None
+        t = max(done, key=lambda t: (t.value, -t.number))
+        return json.loads(t.user_attrs["point"]), float(t.value)
