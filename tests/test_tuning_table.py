@@ -110,6 +110,15 @@ def test_best_configuration_its_interval_and_cost(records):
     assert row["status"] == "ok"
 
 
+def test_lower_rungs_never_give_the_best(records):
+    # the top rung's runs only: without them the study has no best, though rung 0 ran ok
+    lower = [r for r in records if not (r.get("trial") and r["trial"]["top_rung"])]
+    row = one_row(build_table("tuning", frame_of(lower)))
+    assert row["status"] == "no top-rung measurement"
+    assert pd.isna(row["img_s"]) and row["trials"] == len({n for n, *_ in fab.TUNE_SCHEDULE})
+    assert fab.LOW_RUNG_BIAS != 1  # (rung 0 reads high: pooled with it, img_s would differ)
+
+
 def test_regret_and_cost_ratio_against_the_sweep(records):
     row = one_row(build_table("tuning", frame_of(records)))
     sweep = sweep_truth()
