@@ -260,3 +260,19 @@ def test_a_tuning_campaign_killed_mid_round_resumes_without_losing_or_repeating_
     # the tuning table names the best configuration found
     table = (workdir / "results/tables/tuning.csv").read_text()
     assert "layout" in table
+
+
+@pytest.mark.parametrize("study", ["osu-2019", "bsc-2019", "cesga-2018"])
+def test_each_studys_commented_tuning_example_plans_what_its_comment_says(study):
+    """Uncommented, a study campaign's tune example is accepted and plans the rounds,
+    measurements and node-hours its comment states."""
+    import re
+    text = (Path(__file__).parents[1] / "config/campaigns" / f"{study}.yaml").read_text()
+    block = re.search(r"\n  # (tune-[a-z0-9-]+):\n((?:  #   .*\n)+)", text)
+    uncommented = f"\n  {block[1]}:\n" + "".join("  " + line[4:] + "\n" for line in block[2].splitlines())
+    c = load_campaign(yaml.safe_load(text.replace(block[0], uncommented)))
+    line, = tuning_notes([m for m in c.measurements if m["experiment"] == block[1]])
+    plan = (r"(\d+) rounds, round 1 measures (\d+) trials over (\d+) steps; (\d+) "
+            r"measurements, ([\d.]+) node-hours against ([\d.]+)")
+    stated = re.search(plan, re.sub(r"\s*\n\s*#\s*", " ", text))
+    assert stated.groups() == re.search(plan, line).groups(), line
