@@ -276,3 +276,24 @@ def test_each_studys_commented_tuning_example_plans_what_its_comment_says(study)
             r"measurements, ([\d.]+) node-hours against ([\d.]+)")
     stated = re.search(plan, re.sub(r"\s*\n\s*#\s*", " ", text))
     assert stated.groups() == re.search(plan, line).groups(), line
+
+
+@pytest.mark.workflow
+def test_a_tuning_campaign_dry_runs_on_the_slurm_profile_showing_round_1_and_its_budget(tmp_path):
+    """The shipped tuning campaign plans on the Slurm profile: one run_measurement job per
+    placeholder, one local tune_round job per round, and the plan line with round 1 and
+    the node-hours beside the exhaustive sweep's; nothing is written."""
+    workdir = copy_workflow(tmp_path / "w")
+    campaign = workdir / "config/campaigns/tuning.yaml"
+    proc = snakemake(workdir, "-n", "--profile", "profiles/slurm", "--configfile", str(campaign),
+                     "--quiet", "rules")
+    counts = dict(line.split()[:2] for line in proc.stdout.splitlines()
+                  if len(line.split()) == 2 and line.split()[1].isdigit())
+    ms = load_campaign(yaml.safe_load(campaign.read_text())).measurements
+    tune = [m for m in ms if m["experiment"] == "tune-resnet50"]
+    assert int(counts["run_measurement"]) == len(ms)
+    assert int(counts["tune_round"]) == len({m["tune_round"] for m in tune})
+    line, = tuning_notes(tune)
+    assert f"**Tuning:** {line}" in proc.stderr
+    assert "round 1 measures" in line and "for the exhaustive sweep" in line
+    assert not (workdir / "results").exists()
