@@ -81,3 +81,16 @@ if not REGENERATE_ONLY:
             "logs/tune_round/{system}/{experiment}/{study}/round{round}.log",
         run:
             jobs.tune_round(CAMPAIGN_DAG, input, output, log=log)
+
+    # After a study's last round: its top-rung trials complete in the study, and what it
+    # found (best trial, point, img/s; trials per state) is written beside the rounds.
+    rule tune_best:
+        localrule: True
+        input:
+            unpack(get_tune_best_inputs),
+        output:
+            best="results/tune/{system}/{experiment}/{study}/best.json",
+        log:
+            "logs/tune_best/{system}/{experiment}/{study}.log",
+        run:
+            jobs.tune_best(CAMPAIGN_DAG, input, output, log=log)

@@ -87,6 +87,12 @@ def get_tune_round_inputs(wildcards):
         f"results/tune/{wildcards.system}/{wildcards.experiment}/{wildcards.study}/round{wildcards.round}.json")
 
 
+def get_tune_best_inputs(wildcards):
+    """The last round's file and records of a tuner's study."""
+    return CAMPAIGN_DAG.best_inputs(
+        f"results/tune/{wildcards.system}/{wildcards.experiment}/{wildcards.study}/best.json")
+
+
 def get_sweep_records(wildcards):
     """The records rule choose_best_layouts chooses from."""
     return CAMPAIGN_DAG.sweep_records(wildcards.system, wildcards.experiment)
@@ -126,7 +132,8 @@ def get_unplanned_records(wildcards=None):
 
 def get_final_outputs():
     """Everything target "all" builds (records missing under a collected table too)."""
-    return final_outputs(get_record_paths(), CAMPAIGN.name, ARTIFACTS.targets())
+    studies = [] if REGENERATE_ONLY else CAMPAIGN_DAG.tune_best_files()  # what each tuner found
+    return final_outputs(get_record_paths(), CAMPAIGN.name, [*ARTIFACTS.targets(), *studies])
 
 
 def get_paper_inputs(wildcards):

@@ -25,7 +25,7 @@ from archbench.plan.campaign import experiments_of, load_campaign
 from archbench.plan.experiment_types.tune import plan_of, space_of
 from archbench.plan.jobs import tuning_notes
 from archbench.plan.placeholders import choice_file, study_dir
-from archbench.tune.rounds import choose_round, storage
+from archbench.tune.rounds import choose_round, finish, storage
 
 LAYOUT = {"type": "tune", "models": ["small_cnn"], "image_size": 32, "num_classes": 10,
           "batch_per_process": [8, 16, 32], "inter_threads": [1, 2],
@@ -196,15 +196,15 @@ def test_a_round_chosen_again_after_a_kill_is_the_same_and_no_trial_is_repeated(
     # later rounds measure trials of the first round: promoted, not asked anew
     for chosen in files[1:]:
         assert {e["trial"]["number"] for e in chosen.values()} <= first
-    # the top round completes its trials; the last round's tell is made by the table
-    # readers: here by telling it as the workflow's next round would
-    from archbench.tune.rounds import measured_values, tuner_of
+    # after the last round (rule tune_best) every trial has ended, twice told or not, and
+    # the best is the top rung's best mean
     last = [m for m in ms if m["tune_round"] == rounds[-1]]
-    tuner = tuner_of(experiment, system, study_dir(results, ms[0]))
-    tuner.tell(rounds[-1], measured_values(last, files[-1], results))
-    best_point, best_value = tuner.best()
-    runs = [e for f in files for e in f.values()]
-    assert best_value == pytest.approx(max(value(e) for e in runs if e["trial"]["top_rung"]))
+    found = finish(last, experiment=experiment, system=system, results=results)
+    assert finish(last, experiment=experiment, system=system, results=results) == found
+    assert "running" not in found["trials"] and sum(found["trials"].values()) == len(first)
+    top = [e for f in files for e in f.values() if e["trial"]["top_rung"]]
+    assert found["best"]["img_s"] == pytest.approx(max(value(e) for e in top))
+    assert found["best"]["trial"] in {e["trial"]["number"] for e in top}
 
 
 # ------------------------------------------------------------ a real tuning campaign, killed
@@ -257,9 +257,13 @@ def test_a_tuning_campaign_killed_mid_round_resumes_without_losing_or_repeating_
     assert len(first) == sum(1 for r in after if r["trial"]["round"] == 1)  # distinct trials
     assert {r["trial"]["number"] for r in after if r["trial"]["round"] > 1} <= first
     assert all(r["measured_steps"] == (6 if r["trial"]["top_rung"] else 2) for r in after)
-    # the tuning table names the best configuration found
-    table = (workdir / "results/tables/tuning.csv").read_text()
-    assert "layout" in table
+    # the study ended every trial; the tuning table names the best configuration found
+    found = json.loads(next(workdir.glob("results/tune/local/layout/*/best.json")).read_text())
+    assert "running" not in found["trials"] and sum(found["trials"].values()) == len(first)
+    top = [r for r in after if r["trial"]["top_rung"]]
+    assert found["best"]["img_s"] == pytest.approx(max(r["throughput"] for r in top))
+    table = (workdir / "results/tables/tuning.csv").read_text().splitlines()
+    assert len(table) == 2 and table[1].startswith("layout,local,")
 
 
 @pytest.mark.parametrize("study", ["osu-2019", "bsc-2019", "cesga-2018"])

@@ -1,6 +1,7 @@
 """A tuning round as the workflow runs it (rule tune_round): tell the study the previous
 round's records, ask it for this round's trials, and write the round file that says
-what each of the round's placeholders runs (archbench/plan/placeholders.py).
+what each of the round's placeholders runs (archbench/plan/placeholders.py); after the
+last round, tell the study its records and write what it found (rule tune_best).
 
 The study is Optuna's journal file beside the round files: asks and tells are kept by
 round and slot there, so a round rerun after a kill writes the same file, and no trial
@@ -10,6 +11,7 @@ is lost or measured twice.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Mapping
 
@@ -19,7 +21,7 @@ from optuna.storages.journal import JournalFileBackend
 from archbench.core.record import NUMERICS_DEFAULTS, RecordError, raw_path, read_record
 from archbench.plan.experiment_types.tune import plan_of, point_fields
 from archbench.plan.placeholders import choice_file, study_dir
-from archbench.tune.engine import Tuner
+from archbench.tune.engine import Tuner, key
 
 JOURNAL = "study.journal"
 
@@ -90,3 +92,22 @@ def resolved(placeholder: dict, point: dict, number: int, *, system: dict) -> di
     out["trial"] = {**placeholder["trial"], "number": number}
     return out
 
+
+
+def finish(last: list[dict], *, experiment: dict, system: dict, results: str | Path = "results") -> dict:
+    """Tell the study its last round's records (its top-rung trials complete) and return
+    what it found: the best trial's number, point and mean img/s at full steps (None when
+    every trial failed) and how many trials ended in each state."""
+    tuner = tuner_of(experiment, system, study_dir(results, last[0]))
+    r = last[0]["tune_round"]
+    tuner.tell(r, measured_values(last, json.loads(choice_file(results, last[0]).read_text()), results))
+    best = tuner.best()
+    states = Counter(t.state.name.lower() for t in tuner.study.get_trials(deepcopy=False)
+                     if "point" in t.user_attrs)
+    found = None
+    if best is not None:
+        point, value = best
+        number = next(t.number for t in tuner.study.get_trials(deepcopy=False)
+                      if t.user_attrs.get("point") == key(point) and t.value == value)
+        found = {"trial": number, "point": point, "img_s": value}
+    return {"best": found, "trials": dict(sorted(states.items()))}

@@ -148,6 +148,20 @@ class CampaignDag:
         return {"previous": previous,
                 "records": sorted(f"results/{raw_path(m)}" for m in self.tune_rounds[previous])}
 
+    def tune_best_files(self) -> list[str]:
+        """Where rule tune_best writes what each study found (one per study folder)."""
+        return sorted({str(Path(f).parent / "best.json") for f in self.tune_rounds})
+
+    def last_round(self, best_file: str) -> str:
+        """The file of the last round of the study whose best.json is ``best_file``."""
+        rounds = [f for f in self.tune_rounds if str(Path(f).parent / "best.json") == best_file]
+        return max(rounds, key=lambda f: self.tune_rounds[f][0]["tune_round"])
+
+    def best_inputs(self, best_file: str) -> dict:
+        """Rule tune_best's inputs: the last round's file and records."""
+        last = self.last_round(best_file)
+        return {"previous": last, "records": sorted(f"results/{raw_path(m)}" for m in self.tune_rounds[last])}
+
     def tune_experiment(self, round_file: str) -> tuple[dict, dict]:
         """The tune experiment (defaults filled in) and system of a round file."""
         first = self.tune_rounds[round_file][0]

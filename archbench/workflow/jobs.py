@@ -30,7 +30,7 @@ from archbench.results.compare import compare_sources
 from archbench.results.compare import write_files as write_comparison
 from archbench.results.record_sets import CompareError
 from archbench.results.tables.best import choose_layouts
-from archbench.tune.rounds import choose_round
+from archbench.tune.rounds import choose_round, finish
 from archbench.workflow.dag import CampaignDag
 
 ARTIFACT_STEP = threading.Lock()
@@ -149,6 +149,14 @@ def tune_round(dag: CampaignDag, input: Any, output: Any, *, log: Any) -> None:
     trials = sorted({entry["trial"]["number"] for entry in chosen.values() if "trial" in entry})
     write_log(log[0], f"round {placeholders[0]['tune_round'] + 1}: trials {trials}, "
                       f"{sum('error' in e for e in chosen.values())} measurements without a trial")
+
+
+def tune_best(dag: CampaignDag, input: Any, output: Any, *, log: Any) -> None:
+    """tune_best: tell the study the last round's records; write what it found."""
+    experiment, system = dag.tune_experiment(input.previous)
+    found = finish(dag.tune_rounds[input.previous], experiment=experiment, system=system)
+    atomic_write_text(output.best, json.dumps(found, indent=1, sort_keys=True) + "\n")
+    write_log(log[0], f"best: {found['best']}; trials: {found['trials']}")
 
 
 def compare(dag: CampaignDag, input: Any, output: Any, *, params: Any, log: Any) -> None:
