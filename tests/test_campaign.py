@@ -29,7 +29,7 @@ def test_default_campaign_has_data_for_every_table(default):
     """Every experiment type behind a table or figure runs in the default campaign."""
     types = {m["experiment_type"] for m in load_campaign(default).measurements}
     assert types == {"thread_scaling", "hybrid", "inter_intra", "ppn_sweep", "horovod_tuning",
-                     "kernel", "batch_sweep", "quality"}
+                     "kernel", "batch_sweep", "quality", "tune"}
     data = {m.get("data") for m in load_campaign(default).measurements}
     assert {"synthetic", "real"} <= data  # the I/O overhead pair
 
