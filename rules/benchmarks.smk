@@ -64,3 +64,20 @@ rule choose_best_layouts:
         statistic=config.get("statistic", "mean"),
     run:
         jobs.choose_best_layouts(CAMPAIGN_DAG, input, output, params=params, log=log)
+
+
+# A tuner's round (experiment type tune): tell the study the previous round's records,
+# ask it for this round's trials, and write what each of the round's measurements runs.
+# Not when regenerating: asking changes the study.
+if not REGENERATE_ONLY:
+
+    rule tune_round:
+        localrule: True
+        input:
+            unpack(get_tune_round_inputs),
+        output:
+            trials="results/tune/{system}/{experiment}/{study}/round{round}.json",
+        log:
+            "logs/tune_round/{system}/{experiment}/{study}/round{round}.log",
+        run:
+            jobs.tune_round(CAMPAIGN_DAG, input, output, log=log)

@@ -42,6 +42,8 @@ wildcard_constraints:
     experiment=r"[A-Za-z0-9][A-Za-z0-9_-]*",
     config_id=r"[^/]+",
     rep=r"\d+",
+    study=r"[^/]+",
+    round=r"\d+",
 
 
 # ---------------------------------------------------------------- run_measurement
@@ -77,6 +79,12 @@ def get_threads(wildcards):
 def measurement_resources():
     """run_measurement's resources (constants where every job has the same value)."""
     return CAMPAIGN_DAG.measurement_resources(record_path)
+
+
+def get_tune_round_inputs(wildcards):
+    """The records and the file of the round before a tuner's round (none for round 1)."""
+    return CAMPAIGN_DAG.round_inputs(
+        f"results/tune/{wildcards.system}/{wildcards.experiment}/{wildcards.study}/round{wildcards.round}.json")
 
 
 def get_sweep_records(wildcards):

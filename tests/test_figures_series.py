@@ -24,6 +24,10 @@ from archbench.results.figures.plot import of_figure
 from archbench.results.tables import TABLES
 from archbench.results.tables.common import normalise, summary_of
 
+# the figures drawn from the summary; one drawn from the runs (``uses_runs``: the tuner's
+# progress) has its series checked by its own test (tests/test_tuning_table.py)
+SUMMARY_FIGURES = [name for name, spec in FIGURES.items() if not spec.uses_runs]
+
 # table columns that are results, not settings: never a series of their own
 RESULTS = {
     "statistic", "n", "img_s", "img_s_min", "img_s_max", "error", "std", "spread_flag",
@@ -173,7 +177,7 @@ def drawn(figure: Figure, kind: str) -> list[list[str]]:
     return [labels for labels in out if labels]
 
 
-@pytest.mark.parametrize("name", list(FIGURES))
+@pytest.mark.parametrize("name", SUMMARY_FIGURES)
 def test_every_series_of_the_table_is_drawn_once(name, summary):
     assert name in CASES, f"figure {name}: add how to count its series to CASES"
     table = table_behind(name, summary)
@@ -188,7 +192,7 @@ def test_every_series_of_the_table_is_drawn_once(name, summary):
     assert len(legend) == len(set(legend))
 
 
-@pytest.mark.parametrize("name", [n for n in FIGURES if CASES.get(n, Case(None)).kind == "lines"])
+@pytest.mark.parametrize("name", [n for n in SUMMARY_FIGURES if CASES.get(n, Case(None)).kind == "lines"])
 def test_a_line_visits_each_x_once(name, summary):
     # two series joined into one line would zig-zag: the same x twice on one line
     figure = build_figure(name, summary)
@@ -242,7 +246,7 @@ AXES = {
 }
 
 
-@pytest.mark.parametrize("name", list(FIGURES))
+@pytest.mark.parametrize("name", SUMMARY_FIGURES)
 def test_the_fixture_varies_every_axis_of_the_table(name, summary):
     # a merge along an axis shows only where the axis takes two values
     table = table_behind(name, summary)

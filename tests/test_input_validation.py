@@ -259,6 +259,7 @@ TYPES = {
                        "fusion_threshold_mb": [0, 64]},
     "kernel": {"kernels": ["matmul"], "sizes": [64, 128]},
     "quality": {"framework": ["tensorflow", "pytorch"], "precision": ["fp32", "bf16"]},
+    "tune": {"models": ["small_cnn"], "batch_per_process": [4, 8], "budget_measurements": 3},
 }
 GOOD_CSV = "system,model,throughput,unit\nlocal,resnet50,12,img/s\n"
 

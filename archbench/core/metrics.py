@@ -90,6 +90,44 @@ def precision_speedup(config: float, twin: float) -> float:
     return config / twin
 
 
+def node_hours(nodes: int, start_time: str, end_time: str) -> float:
+    """Node-hours of a run = nodes x (end_time - start_time) in hours (ISO 8601 times; a
+    time without a zone reads as UTC)."""
+    import datetime as _dt
+
+    def parse(text: str) -> _dt.datetime:
+        moment = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return moment if moment.tzinfo else moment.replace(tzinfo=_dt.timezone.utc)
+
+    return nodes * (parse(end_time) - parse(start_time)).total_seconds() / 3600.0
+
+
+def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """The confidence interval of the mean of ``values`` (as the summary's): mean -/+
+    t(1 - (1 - confidence) / 2, n - 1) x s / sqrt(n), s the sample std; ValueError with
+    fewer than 2 values."""
+    from scipy import stats  # here: planning a campaign imports metrics, not scipy
+    n = len(values)
+    if n < 2:
+        raise ValueError("an interval of the mean needs 2 values")
+    mean = math.fsum(values) / n
+    s = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    half = float(stats.t.ppf(1 - (1 - confidence) / 2, n - 1)) * s / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def regret(found: float, best: float) -> float:
+    """Regret of a tuner = 1 - found / best: ``found`` the img/s of the configuration it
+    chose, ``best`` the best img/s of the exhaustive sweep of the same space (0: it found
+    the sweep's best; 0.03: 3 % slower)."""
+    return 1.0 - found / best
+
+
+def cost_ratio(tuner_node_hours: float, sweep_node_hours: float) -> float:
+    """Cost ratio = node-hours the tuner spent / node-hours the exhaustive sweep spent."""
+    return tuner_node_hours / sweep_node_hours
+
+
 LOSS_TAIL_FRACTION = 1 / 3  # the measured steps whose losses ``loss_tail`` averages
 LOSS_TOLERANCE_REL = 0.10  # a loss departs from its twin's by more than 10 % of the twin's...
 LOSS_TOLERANCE_ABS = 0.02  # ... and by more than 0.02 (docs/metrics.md, "Precision speedup")

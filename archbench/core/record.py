@@ -57,7 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "log_path": None, "env": {}, "hosts": [], "cpu_model": "", "slurm_job_id": None,
     "slurm_nodes": None,
     "git_commit": None, "config_hash": None, "precision": None, "math_mode": None, "graph": None,
-    "losses": [],
+    "losses": [], "trial": None,
 }
 
 

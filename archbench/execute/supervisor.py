@@ -60,6 +60,7 @@ from archbench.execute import hostguard, lease, lifeline
 from archbench.execute.specfiles import SpecError, read_spec
 from archbench.plan.containers import IMAGE_DIR, exec_prefix, image_file, runtime_env
 from archbench.plan.containers import image_digest as hash_file
+from archbench.plan.placeholders import is_placeholder
 from archbench.plan.plan_match import mismatch as plan_mismatch
 from archbench.workloads.sense import read_counted
 from archbench.workloads.tfenv import FRAMEWORK_ENV
@@ -72,7 +73,7 @@ WORKERS = {"train": "archbench.workloads.training.benchmark", "kernel": "archben
 # repetition the run is, its configuration id, and what a scaling series of it counts. A
 # worker run by hand writes stand-ins for the first ones (archbench.workloads.training.benchmark.base_fields).
 WORKFLOW_FIELDS = ("experiment", "experiment_type", "system", "arch", "config_id", "repetition",
-                   "scaling_unit")
+                   "scaling_unit", "trial")
 POLL_S = 0.2  # how often the supervisor looks at its worker, its time limit and its parents
 
 
@@ -335,9 +336,10 @@ def chosen_layout(spec: dict) -> dict:
     """The measurement a `best` spec runs: its entry in the layouts file the workflow wrote
     from the sweep's records (rule choose_best_layouts). ValueError with the reason when
     no layout was chosen for it."""
-    path = spec.get("best_layouts")
+    path = spec.get("best_layouts") or spec.get("tune_round")
     if not path:
-        raise ValueError("a `best` measurement needs the layouts file its workflow chose (best_layouts)")
+        raise ValueError("a placeholder (a `best` measurement, a tuner's trial) needs the file "
+                         "its workflow chose its configuration in (best_layouts, tune_round)")
     try:
         layouts = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
@@ -412,7 +414,7 @@ def run_spec(spec: dict, *, output: Path, log_path: Path) -> int:
 def run_leased(spec: dict, *, output: Path, log_path: Path, renew: Callable[[], None]) -> int:
     """:func:`run_spec` once the lease is held (``renew`` keeps it while the run waits)."""
     measurement = spec["measurement"]
-    if measurement.get("best_of"):
+    if is_placeholder(measurement):
         try:
             measurement = chosen_layout(spec)
         except ValueError as exc:

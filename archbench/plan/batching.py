@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from archbench.plan.placeholders import is_placeholder
+
 # Resources that may differ inside a chunk: Snakemake sums runtime over the serial
 # members and takes the maximum (1) of the slots.
 VARYING = ("runtime", "measurement_slots")
@@ -28,7 +30,7 @@ def batch_key(measurement: dict, resources: dict, system: dict | None = None) ->
     as a job of its own (batching off for it). A system keeping repetitions on the same
     nodes (``same_nodes``) is never batched: its later repetitions are pinned, at
     submission, to the nodes repetition 0 ran on."""
-    if resources.get("nodes", 1) != 1 or measurement.get("best_of"):
+    if resources.get("nodes", 1) != 1 or is_placeholder(measurement):
         return None
     if system is not None and system.get("same_nodes"):
         return None

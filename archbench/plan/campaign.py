@@ -125,8 +125,10 @@ def _measurements(name: str, experiment: dict, *, system: dict) -> list[dict]:
                     retries=experiment.get("retries", 0))
         if "memory_limit_mb" in experiment:
             conf["memory_limit_mb"] = experiment["memory_limit_mb"]
+        # a configuration may plan its own count (a tuner's short rounds run once)
+        repetitions = conf.pop("repetitions", experiment.get("repetitions", DEFAULT_REPETITIONS))
         conf["config_id"] = config_id(conf)
-        for rep in range(experiment.get("repetitions", DEFAULT_REPETITIONS)):
+        for rep in range(repetitions):
             out.append({**conf, "repetition": rep})
     return out
 

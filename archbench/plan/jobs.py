@@ -127,9 +127,31 @@ def gpu_warnings(measurements: list[dict], systems: dict[str, dict],
     return lines
 
 
-def plan_markdown(name: str, table: pd.DataFrame, warnings: list[str] = ()) -> str:
-    """The plan as Markdown with a total line (upper bounds: every run at its time limit)
-    and the ``warnings`` (:func:`gpu_warnings`)."""
+def tuning_notes(measurements: list[dict]) -> list[str]:
+    """One line per tuner study (tune experiment, system, framework, model): its rounds,
+    round 1, measurements and planned node-hours beside the exhaustive sweep's."""
+    studies: dict[tuple, list[dict]] = {}
+    for m in measurements:
+        if "tune_round" in m:
+            studies.setdefault((m["experiment"], m["system"], m["framework"], m["model"]), []).append(m)
+    lines = []
+    for (experiment, system, framework, model), ms in sorted(studies.items()):
+        first = [m for m in ms if m["tune_round"] == 0 and m["repetition"] == 0]
+        trial = ms[0]["trial"]
+        share = trial["budget_node_hours"] / trial["exhaustive_node_hours"]
+        lines.append(f"{experiment} on {system} ({framework}, {model}): "
+                     f"{1 + max(m['tune_round'] for m in ms)} rounds, round 1 measures "
+                     f"{len(first)} trials over {first[0]['measured_steps']} steps; {len(ms)} "
+                     f"measurements, {trial['budget_node_hours']:.2f} node-hours against "
+                     f"{trial['exhaustive_node_hours']:.2f} for the exhaustive sweep "
+                     f"({100 * share:.0f} %)")
+    return lines
+
+
+def plan_markdown(name: str, table: pd.DataFrame, warnings: list[str] = (), *,
+                  tuning: list[str] = ()) -> str:
+    """The plan as Markdown with a total line (upper bounds: every run at its time limit),
+    the tuners' plans (:func:`tuning_notes`) and the ``warnings`` (:func:`gpu_warnings`)."""
     total = table[["measurements", "jobs", "node_hours", "core_hours", "gpu_hours"]].sum()
     body = table.to_markdown(index=False, floatfmt=".2f") if not table.empty else "(no jobs)"
     return (f"# Plan for campaign `{name}`\n\n"
@@ -138,6 +160,7 @@ def plan_markdown(name: str, table: pd.DataFrame, warnings: list[str] = ()) -> s
             f"{body}\n\n**Total:** {int(total['measurements'])} measurements in "
             f"{int(total['jobs'])} Slurm jobs, {total['node_hours']:.2f} node-hours, "
             f"{total['core_hours']:.2f} core-hours, {total['gpu_hours']:.2f} GPU-hours.\n"
+            + "".join(f"\n**Tuning:** {line}\n" for line in tuning)
             + "".join(f"\n**Warning:** {line}\n" for line in warnings))
 
 
@@ -147,7 +170,8 @@ def campaign_plan(name: str, measurements: list[dict], systems: dict[str, dict],
     """The plan of campaign ``name``: its table and its Markdown (with the GPU warnings)."""
     table = plan_table(measurements, systems, measurements_per_job=measurements_per_job,
                        batch_max_minutes=batch_max_minutes)
-    return table, plan_markdown(name, table, gpu_warnings(measurements, systems))
+    return table, plan_markdown(name, table, gpu_warnings(measurements, systems),
+                                tuning=tuning_notes(measurements))
 
 
 def write_plan(name: str, measurements: list[dict], systems: dict[str, dict], *,

@@ -35,6 +35,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from archbench.core.provenance import config_hash
 from archbench.core.record import CONFIG_FIELDS, DEFAULTS, NUMERICS_DEFAULTS, raw_path, schema
+from archbench.plan.placeholders import choice_file, is_placeholder
 from archbench.workloads.kernels import KERNELS
 from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
 from archbench.workloads.training.outcome import THROUGHPUT_UNIT
@@ -114,7 +115,7 @@ def resolved(measurement: Mapping[str, Any], layouts: Mapping[str, Any] | None) 
     placeholder the layout chosen for it in ``layouts`` (a layouts file's content, keyed
     by record path), the placeholder when none could be chosen (its failure record says
     so), None when the choice is unknown (no layouts file: nothing to check against)."""
-    if not measurement.get("best_of"):
+    if not is_placeholder(measurement):
         return measurement
     if layouts is None:
         return None
@@ -134,8 +135,9 @@ def read_layouts(path: str | os.PathLike) -> dict | None:
 
 
 def layouts_path(results: str | os.PathLike, measurement: Mapping[str, Any]) -> Path:
-    """Where the workflow chose a `best` measurement's layout, under results folder ``results``."""
-    return Path(results, "best", measurement["system"], f"{measurement['experiment']}.json")
+    """Where the workflow chose a placeholder's configuration (a `best` measurement's
+    layout, a trial's point), under results folder ``results``."""
+    return choice_file(results, measurement)
 
 
 def plans_of(results: str | os.PathLike,
@@ -146,7 +148,7 @@ def plans_of(results: str | os.PathLike,
     layouts: dict[Path, dict | None] = {}
     found: dict[str, list[Mapping[str, Any]]] = {}
     for path, measurement in measurements:
-        if measurement.get("best_of"):
+        if is_placeholder(measurement):
             where = layouts_path(results, measurement)
             if where not in layouts:
                 layouts[where] = read_layouts(where)

@@ -314,6 +314,6 @@ def make_figure_files(name: str, source: str | os.PathLike, outputs: Sequence[st
     """Draw figure ``name`` from the tidy table at ``source`` (``statistic`` of the
     repetitions; ``framework_bases``: each experiment's base framework where it names one);
     save it to ``outputs``."""
-    from archbench.results.figures import build_figure
-    save_figure(build_figure(name, read_summary(source, statistic), statistic, framework_bases),
-                outputs)
+    from archbench.results.figures import FIGURES, build_figure
+    data = read_measurements(source) if FIGURES[name].uses_runs else read_summary(source, statistic)
+    save_figure(build_figure(name, data, statistic, framework_bases), outputs)

@@ -21,7 +21,7 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from archbench.core.metrics import loss_tail
+from archbench.core.metrics import loss_tail, node_hours
 from archbench.core.provenance import no_accelerator
 from archbench.core.record import RecordError
 from archbench.plan.plan_match import mismatch_any
@@ -61,12 +61,16 @@ def flatten(record: dict) -> dict:
     (:func:`archbench.workloads.training.vendor_evidence.evidence_columns`), the requested
     and executed precision and their ``evidence_label`` (:func:`archbench.workloads.training.
     vendor_evidence.precision_columns`), the window's energy per source
-    (:func:`archbench.workloads.energy.columns`), ``cpu_isa`` space-joined, ``loss_tail`` the mean
+    (:func:`archbench.workloads.energy.columns`), the tuner's trial as ``trial_*`` columns
+    (:func:`trial_columns`), ``node_hours`` of the run (:func:`run_node_hours`), ``cpu_isa`` space-joined, ``loss_tail`` the mean
     loss of the last third of the measured steps (:func:`archbench.core.metrics.loss_tail`). A record whose
     ``device`` is not "gpu" states no CUDA stack (:func:`cpu_stack`)."""
     record = cpu_stack(record)
     row = {k: v for k, v in record.items()
-           if k not in ("metrics", "env", "step_times_s", "losses", "vendor_evidence", "energy")}
+           if k not in ("metrics", "env", "step_times_s", "losses", "vendor_evidence", "energy",
+                        "trial")}
+    row.update(trial_columns(record.get("trial")))
+    row["node_hours"] = run_node_hours(record)
     row.update(evidence_columns(record.get("vendor_evidence")))
     row.update(energy.columns(record))
     row.update(precision_columns(record))
@@ -85,6 +89,26 @@ def flatten(record: dict) -> dict:
         row[f"metric_{name}"] = metric["value"]
         row[f"metric_{name}_unit"] = metric["unit"]
     return row
+
+
+TRIAL_KEYS = ("number", "round", "rung", "top_rung", "sweep", "exhaustive_node_hours",
+              "budget_node_hours")
+
+
+def trial_columns(trial: Mapping | None) -> dict:
+    """The record's ``trial`` (experiment type tune) as ``trial_<key>`` columns, one per
+    key of :data:`TRIAL_KEYS`; every one empty (None) for a record of no trial."""
+    trial = trial or {}
+    return {f"trial_{key}": trial.get(key) for key in TRIAL_KEYS}
+
+
+def run_node_hours(record: Mapping) -> float | None:
+    """Node-hours of a run = nodes x (end_time - start_time) in hours
+    (:func:`archbench.core.metrics.node_hours`); None where a time does not parse."""
+    try:
+        return node_hours(record.get("nodes") or 1, record["start_time"], record["end_time"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def cpu_stack(record: dict) -> dict:
@@ -122,6 +146,8 @@ def records_to_frame(records: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame([flatten(r) for r in records])
     if frame.empty:
         return frame
+    for name in ("trial_number", "trial_round", "trial_rung"):  # counts, not 1.0
+        frame[name] = pd.to_numeric(frame[name]).astype("Int64")
     return frame.sort_values(["system", "experiment", "config_id", "repetition"],
                              kind="stable").reset_index(drop=True)
 

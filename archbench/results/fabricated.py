@@ -219,7 +219,13 @@ def configurations(systems: tuple[str, ...] = ("sysa", "sysb"), threads: tuple[i
 
 
 def fabricate_records(repetitions: int = 3, **kwargs) -> Iterator[dict]:
-    """Valid records of every experiment type: ``repetitions`` runs per configuration."""
+    """Valid records of every experiment type: ``repetitions`` runs per configuration, and
+    a tuner's trials on each system (:func:`fabricate_tune_records`)."""
+    yield from _fabricate_configurations(repetitions, **kwargs)
+    yield from fabricate_tune_records(kwargs.get("systems", ("sysa", "sysb")))
+
+
+def _fabricate_configurations(repetitions: int = 3, **kwargs) -> Iterator[dict]:
     for conf in configurations(**kwargs):
         conf["config_id"] = config_id(conf)
         noise = (WIDE_NOISE if is_wide(conf) else NOISE)[repetitions]
@@ -253,6 +259,66 @@ def fabricate_records(repetitions: int = 3, **kwargs) -> Iterator[dict]:
                 record.update(fabricated_energy(conf["system"], record["throughput"]))
                 record["metrics"]["images"] = {"value": WINDOW_IMAGES, "unit": "img"}
             yield make_record(**record)
+
+
+# ------------------------------------------------------------------- a tuner's trials
+# A tune experiment over the space of the hybrid sweep of :func:`configurations` (ResNet-50,
+# batch 32, processes x threads filling 4 cores), which its trials name as their sweep.
+TUNE_EXPERIMENT, TUNE_SWEEP, TUNE_MODEL, TUNE_BATCH = "tune", "hybrid", "resnet50", 32
+TUNE_SPACE = ((1, 4), (2, 2), (4, 1))  # (processes per node, intra-op threads)
+# (trial, round, rung, point index, repetitions, measured steps, seconds per run):
+# round 1 measures every point briefly, and the point (4, 1) fails there (so it is never
+# promoted); round 2 measures the two others at the top rung, twice each
+TUNE_SCHEDULE = ((0, 1, 0, 0, 1, 10, 20), (1, 1, 0, 1, 1, 10, 20), (2, 1, 0, 2, 1, 10, 20),
+                 (0, 2, 1, 0, 2, 30, 60), (1, 2, 1, 1, 2, 30, 60))
+TUNE_TOP_RUNG = 1
+TUNE_FAILED_TRIALS = (2,)
+TUNE_PLAN = {"exhaustive_node_hours": 0.1, "budget_node_hours": 0.08}  # planned estimates
+LOW_RUNG_BIAS = 1.05  # a run below the top rung reads 5 % high (a short window's edges)
+
+
+def tune_configuration(system: str, point: int) -> dict:
+    """The configuration of :data:`TUNE_SPACE` point ``point`` as the tuner runs it on
+    ``system`` (the hybrid sweep's configuration but for the experiment)."""
+    ppn, threads = TUNE_SPACE[point]
+    return _train(TUNE_EXPERIMENT, "tune", system, model=TUNE_MODEL, processes_per_node=ppn,
+                  intra_threads=threads, batch_per_process=TUNE_BATCH)
+
+
+def fabricate_tune_records(systems: tuple[str, ...] = ("sysa", "sysb")) -> Iterator[dict]:
+    """Valid records of a tuner's trials on each of ``systems`` (:data:`TUNE_SCHEDULE`),
+    one minute apart from 2024-01-02 00:00 UTC in schedule order; an ok run's img/s is
+    :func:`true_throughput` of its configuration times ``NOISE``, and below the top rung
+    times :data:`LOW_RUNG_BIAS`, so the mean of a configuration's top-rung runs is its true
+    value; the trials of :data:`TUNE_FAILED_TRIALS` fail."""
+    import datetime as dt
+    start = dt.datetime(2024, 1, 2, tzinfo=dt.timezone.utc)
+    for system in systems:
+        for number, round_, rung, point, repetitions, steps, seconds in TUNE_SCHEDULE:
+            conf = tune_configuration(system, point)
+            conf["config_id"] = config_id(conf)
+            failed = number in TUNE_FAILED_TRIALS
+            for rep in range(repetitions):
+                begin, start = start, start + dt.timedelta(minutes=1)
+                bias = 1.0 if rung == TUNE_TOP_RUNG else LOW_RUNG_BIAS
+                throughput = None if failed else true_throughput(conf) * NOISE[repetitions][rep] * bias
+                measured = {} if failed else {
+                    **fabricated_energy(system, throughput),
+                    "losses": fabricated_losses(conf),
+                    "metrics": {"flops_per_image": {"value": MODEL_FLOPS_PER_IMAGE[TUNE_MODEL],
+                                                    "unit": "flop"},
+                                "images": {"value": WINDOW_IMAGES, "unit": "img"}}}
+                yield make_record(
+                    **conf, **measured, repetition=rep,
+                    run_id=f"{conf['config_id']}_t{number}_r{round_}_rep{rep}",
+                    start_time=begin.isoformat().replace("+00:00", "Z"),
+                    end_time=(begin + dt.timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z"),
+                    status="failed" if failed else "ok",
+                    reason="fabricated failed trial" if failed else "",
+                    throughput=throughput, throughput_unit="" if failed else "img/s",
+                    measured_steps=steps, trial={
+                        "number": number, "round": round_, "rung": rung,
+                        "top_rung": rung == TUNE_TOP_RUNG, "sweep": TUNE_SWEEP, **TUNE_PLAN})
 
 
 def fabricated_energy(system: str, throughput: float) -> dict:

@@ -19,9 +19,10 @@ from archbench.core.snakemake_api import per_job
 from archbench.execute.specfiles import digest, spec_dir, spec_text
 from archbench.plan import jobs as plan_jobs
 from archbench.plan.batching import group_names
-from archbench.plan.campaign import Campaign
+from archbench.plan.campaign import Campaign, experiments_of
 from archbench.plan.containers import build_command, image_file, pull_commands, shell_join, uri_scheme
 from archbench.plan.experiment_types.node_scaling import best_sources
+from archbench.plan.placeholders import choice_file
 from archbench.plan.plan_match import plans_of
 from archbench.plan.slurm_requests import pinned_nodes
 from archbench.plan.systems import run_settings
@@ -80,7 +81,10 @@ class CampaignDag:
             sweeps.setdefault((m["system"], m["experiment"]), []).append(path)
         self.best_sources: dict[str, set[str]] = {}
         self.best_measurements: dict[str, list[dict]] = {}
+        self.tune_rounds: dict[str, list[dict]] = {}  # round file -> its placeholders
         for m in self.measurements.values():
+            if "tune_round" in m:
+                self.tune_rounds.setdefault(str(choice_file("results", m)), []).append(m)
             for source in best_sources(m.get("best_of")):
                 self.best_sources.setdefault(best_layouts(m), set()).update(
                     sweeps.get((m["system"], source), ()))
@@ -116,6 +120,7 @@ class CampaignDag:
         if path not in self._inputs:
             m = self.measurements[path]
             self._inputs[path] = (("image", self.image_input(m)), ("best", self.best_input(m)),
+                                  ("round", self.round_input(m)),
                                   ("data", self.data_input(m)), ("anchor", self.anchor_input(m)))
         return {k: list(v) if isinstance(v, list) else v for k, v in self._inputs[path] if v}
 
@@ -128,6 +133,25 @@ class CampaignDag:
         from the hybrid sweep's records (one file per system and experiment, so the DAG has
         one edge per record, not one per record and best measurement)."""
         return [best_layouts(m)] if m.get("best_of") else []
+
+    def round_input(self, m: Mapping) -> list[str]:
+        """For a tuner's trial, the file of its round (rule tune_round), which says what it runs."""
+        return [str(choice_file("results", m))] if "tune_round" in m else []
+
+    def round_inputs(self, round_file: str) -> dict:
+        """Rule tune_round's inputs: the records and the file of the round before (none
+        for a study's first round)."""
+        first = self.tune_rounds[round_file][0]
+        if first["tune_round"] == 0:
+            return {}
+        previous = str(choice_file("results", {**first, "tune_round": first["tune_round"] - 1}))
+        return {"previous": previous,
+                "records": sorted(f"results/{raw_path(m)}" for m in self.tune_rounds[previous])}
+
+    def tune_experiment(self, round_file: str) -> tuple[dict, dict]:
+        """The tune experiment (defaults filled in) and system of a round file."""
+        first = self.tune_rounds[round_file][0]
+        return experiments_of(self.config)[first["experiment"]], self.systems[first["system"]]
 
     def data_input(self, m: Mapping) -> list[str]:
         """The generated TFRecord set, for real-data runs of a model that reads the system's
@@ -156,6 +180,8 @@ class CampaignDag:
             if m.get("best_of"):
                 spec["best_layouts"] = best_layouts(m)
                 spec["statistic"] = self.statistic
+            if "tune_round" in m:
+                spec["tune_round"] = str(choice_file("results", m))
             self._specs[path] = spec_text(spec)
         return self._specs[path]
 

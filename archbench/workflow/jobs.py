@@ -30,6 +30,7 @@ from archbench.results.compare import compare_sources
 from archbench.results.compare import write_files as write_comparison
 from archbench.results.record_sets import CompareError
 from archbench.results.tables.best import choose_layouts
+from archbench.tune.rounds import choose_round
 from archbench.workflow.dag import CampaignDag
 
 ARTIFACT_STEP = threading.Lock()
@@ -135,6 +136,19 @@ def choose_best_layouts(dag: CampaignDag, input: Any, output: Any, *, params: An
         chosen = choose_layouts(dag.best_measurements[output.layouts], frame, statistic=params.statistic)
     atomic_write_text(output.layouts, json.dumps(chosen, indent=1, sort_keys=True) + "\n")
     write_log(log[0], f"{len(input.records)} sweep records, {len(chosen)} layouts chosen")
+
+
+def tune_round(dag: CampaignDag, input: Any, output: Any, *, log: Any) -> None:
+    """tune_round: tell the study the previous round's records, ask this round's trials,
+    write what each of the round's measurements runs (JSON by record path)."""
+    experiment, system = dag.tune_experiment(output.trials)
+    placeholders = dag.tune_rounds[output.trials]
+    previous = dag.tune_rounds.get(input.get("previous", ""), [])
+    chosen = choose_round(placeholders, previous, experiment=experiment, system=system)
+    atomic_write_text(output.trials, json.dumps(chosen, indent=1, sort_keys=True) + "\n")
+    trials = sorted({entry["trial"]["number"] for entry in chosen.values() if "trial" in entry})
+    write_log(log[0], f"round {placeholders[0]['tune_round'] + 1}: trials {trials}, "
+                      f"{sum('error' in e for e in chosen.values())} measurements without a trial")
 
 
 def compare(dag: CampaignDag, input: Any, output: Any, *, params: Any, log: Any) -> None:

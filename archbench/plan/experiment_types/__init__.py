@@ -17,6 +17,7 @@ from archbench.plan.experiment_types import (
     ppn_sweep,
     quality,
     thread_scaling,
+    tune,
 )
 from archbench.plan.experiment_types.base import ExperimentType
 
@@ -30,6 +31,7 @@ EXPERIMENT_TYPES: dict[str, ExperimentType] = {t.name: t for t in (
     horovod_tuning.TYPE,
     kernel.TYPE,
     quality.TYPE,
+    tune.TYPE,
 )}
 
 

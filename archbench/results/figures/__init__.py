@@ -37,15 +37,18 @@ class FigureSpec:
     """A registered figure: its drawing function (``"<module>.<function>"`` of this package,
     imported when first drawn: planning a campaign needs no matplotlib), its report caption
     (RST) and the table (a name of ``archbench.results.tables.TABLES``) its numbers come from;
-    ``uses_bases``: it takes each experiment's base framework (``bases=``, as its table)."""
+    ``uses_bases``: it takes each experiment's base framework (``bases=``, as its table);
+    ``uses_runs``: it takes the tidy table itself (one row per run), not the summary (a
+    summary gives it no runs to draw)."""
 
     function: str
     caption: str
     table: str = ""
     uses_bases: bool = False
+    uses_runs: bool = False
 
     def draw(self, summary: pd.DataFrame, framework_bases: Mapping[str, str] | None = None) -> Figure:
-        """The figure of a per-configuration summary."""
+        """The figure of a per-configuration summary (of the tidy table where ``uses_runs``)."""
         module, name = self.function.rsplit(".", 1)
         extra = {"bases": framework_bases or {}} if self.uses_bases else {}
         return getattr(import_module(f"archbench.results.figures.{module}"), name)(summary, **extra)
@@ -188,6 +191,18 @@ FIGURES: dict[str, FigureSpec] = {
         "the target within its step cap, and the evidence label where a precision asked for "
         "did not execute. Values are the mean over the runs that reached it.",
         "time_to_accuracy"),
+    "tuning": FigureSpec(
+        "tuning.tuning",
+        "The tuner's progress (experiment type tune), a panel per tuning study (experiment, "
+        "system, device, framework, model, input and numerics): img/s against the node-hours "
+        "spent (nodes x (end - start) summed over the study's runs in start order, failed "
+        "ones included), a marker per successive-halving rung for each run's own img/s "
+        "(lower rungs measure fewer steps and only decide what is promoted), crosses on the "
+        "axis for failed runs, and the best so far (solid step line): the highest mean img/s "
+        "of a configuration over its top-rung (full-fidelity) runs completed by then; its "
+        "last value is the tuning table's img_s. Dashed: the best mean img/s of the "
+        "exhaustive sweep the trials name, where it ran in the same data (regret and cost "
+        "ratio are in the tuning table).", "tuning", uses_runs=True),
 }
 
 
@@ -198,8 +213,9 @@ def build_figure(name: str, df: pd.DataFrame, statistic: str | None = None,
     the base framework of each experiment that names one, for ``framework_comparison``."""
     if name not in FIGURES:
         raise KeyError(f"unknown figure '{name}' (known: {', '.join(FIGURES)})")
-    summary = summary_of(normalise(df) if "variant" not in df else df, statistic)
-    return FIGURES[name].draw(summary, framework_bases)
+    tidy = normalise(df) if "variant" not in df else df
+    spec = FIGURES[name]
+    return spec.draw(tidy if spec.uses_runs else summary_of(tidy, statistic), framework_bases)
 
 
 __all__ = ["FIGURES", "NO_DATA", "FigureSpec", "build_figure"]

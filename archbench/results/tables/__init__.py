@@ -32,6 +32,7 @@ from archbench.results.tables import (
     quality,
     scaling,
     training,
+    tuning,
     vs_published,
 )
 from archbench.results.tables.batches import batch_scaling
@@ -105,6 +106,7 @@ TABLES: dict[str, TableSpec] = {
     "energy": TableSpec(energy.energy),
     "precision_speedup": TableSpec(precision.precision_speedup, uses_runs=True, uses_statistic=True),
     "time_to_accuracy": TableSpec(quality.time_to_accuracy),
+    "tuning": TableSpec(tuning.tuning, uses_runs=True),
 }
 
 

@@ -149,10 +149,10 @@ def command_for(measurement: dict, system: dict) -> list[str]:
     """Full argv that runs ``measurement`` on ``system``, launcher included (mpirun, srun,
     horovodrun or the local TF-cluster spawner for multi-process strategies); the
     supervisor appends ``--output PATH``."""
-    if measurement.get("best_of"):
-        raise ValueError(f"measurement {measurement.get('config_id')} is a placeholder for the "
-                         f"best configuration of '{measurement['best_of']}'; resolve it first "
-                         "(archbench.results.tables.best.resolve_best)")
+    if measurement.get("best_of") or "tune_round" in measurement:
+        raise ValueError(f"measurement {measurement.get('config_id')} is a placeholder (a `best` "
+                         "layout or a tuner's trial); the workflow resolves it first "
+                         "(archbench.plan.placeholders)")
     return strategies.launcher_argv(measurement, system, worker_argv(measurement, system))
 
 
