@@ -118,20 +118,9 @@ def plan_rounds(points: int, budget: float, *, steps: int, warmup_steps: int, mi
     """Brackets of successive halving within ``budget`` (full-measurement units) over a
     space of ``points`` configurations: the first bracket spends about FIRST_SHARE of it
     (or all, when a second bracket would not fit), later brackets what is left, while
-    untried points remain. When not even one trial at every rung fits, the lowest rungs
-    are dropped (down to plain measurements at full steps); [] when not even one trial
-    at full steps fits."""
+    untried points remain. [] when not even one trial at every rung fits."""
     rungs = rung_steps(steps, min_steps, reduction_factor)
-    for lowest in range(len(rungs)):
-        out = _plan(points, budget, rungs[lowest:], steps=steps, warmup_steps=warmup_steps,
-                    reduction_factor=reduction_factor, repetitions=repetitions)
-        if out:
-            return out
-    return []
 
-
-def _plan(points: int, budget: float, rungs: list[int], *, steps: int, warmup_steps: int,
-          reduction_factor: int, repetitions: int) -> list[Round]:
     def cost(n0: int) -> float:
         return rounds_cost(bracket(n0, bracket_index=0, rungs=rungs, reduction_factor=reduction_factor,
                                    repetitions=repetitions), steps=steps, warmup_steps=warmup_steps)
