@@ -30,7 +30,9 @@ from optuna.trial import TrialState
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 STUDY = "tune"
-ASKS_PER_SLOT = 20  # sampler proposals tried before a slot takes a random untried point
+FIRST_SHARE = 0.6  # of the budget for the first bracket, when a second one fits
+ORDINAL = True  # numeric axes as positions (suggest_int), others categorical
+ASKS_PER_SLOT = 2  # trials asked per slot: the proposal, then the untried point nearest to it
 
 
 @dataclass(frozen=True)
@@ -114,9 +116,9 @@ def rounds_cost(rounds: list[Round], *, steps: int, warmup_steps: int) -> float:
 def plan_rounds(points: int, budget: float, *, steps: int, warmup_steps: int, min_steps: int,
                 reduction_factor: int = 3, repetitions: int = 1) -> list[Round]:
     """Brackets of successive halving within ``budget`` (full-measurement units) over a
-    space of ``points`` configurations: the first bracket spends about 60 % of it (or all,
-    when a second bracket would not fit), later brackets what is left, while untried
-    points remain. [] when not even one trial at every rung fits."""
+    space of ``points`` configurations: the first bracket spends about FIRST_SHARE of it
+    (or all, when a second bracket would not fit), later brackets what is left, while
+    untried points remain. [] when not even one trial at every rung fits."""
     rungs = rung_steps(steps, min_steps, reduction_factor)
 
     def cost(n0: int) -> float:
@@ -127,7 +129,7 @@ def plan_rounds(points: int, budget: float, *, steps: int, warmup_steps: int, mi
     out: list[Round] = []
     left, untried = float(budget), points
     while untried > 0:
-        share = 0.6 * left if not out and cost(smallest) * 2 <= left * 0.999 else left
+        share = FIRST_SHARE * left if not out and cost(smallest) * 2 <= left * 0.999 else left
         n0 = max((n for n in range(1, untried + 1) if cost(n) <= share + 1e-9), default=0)
         if n0 == 0:
             break
@@ -153,6 +155,12 @@ def sampler(seed: int, round_index: int) -> optuna.samplers.TPESampler:
                                       constant_liar=True, n_startup_trials=8)
 
 
+def ordinal(values: tuple) -> bool:
+    """Whether an axis's values are numbers (not booleans): ordered, so a sampler may
+    treat near positions as similar."""
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
 def key(point: Mapping) -> str:
     """A point as a canonical string (a study's user attributes hold JSON)."""
     return json.dumps(point, sort_keys=True)
@@ -168,6 +176,7 @@ class Tuner:
         self.study = new_study(self.storage, seed)
         self.constants = {k: v[0] for k, v in space.axes.items() if len(v) == 1}
         self.feasible = {key(p) for p in space.points()}
+        self.positions = {key(p): self._position(p) for p in space.points()}
 
     # ------------------------------------------------------------ trials of a round
 
@@ -197,20 +206,18 @@ class Tuner:
         return [have[s] for s in sorted(have) if s < count]
 
     def _ask(self, study: optuna.Study, r: int, slot: int) -> None:
-        """One new trial for ``slot`` of round ``r``: the sampler's proposal unless it is
-        infeasible or already measured (those proposals are told FAIL, which the sampler
-        ignores), after ASKS_PER_SLOT of those a random untried point."""
+        """One new trial for ``slot`` of round ``r``: the sampler's proposal when it is
+        feasible and not yet measured; otherwise that proposal is told FAIL (the sampler
+        ignores failed trials) and the trial measures the untried feasible point nearest
+        to it (axis positions scaled to [0, 1], ties drawn with the plan's seed), so one
+        slot costs at most two proposals and keeps the sampler's intent."""
         tried = {t.user_attrs["point"] for t in self._trials() if "point" in t.user_attrs}
         untried = sorted(self.feasible - tried)
         if not untried:
             return
-        for attempt in range(ASKS_PER_SLOT + 1):
-            if attempt == ASKS_PER_SLOT:  # the sampler keeps proposing what it has
-                study.enqueue_trial(json.loads(random.Random(f"{self.seed}/{r}/{slot}").choice(untried)))
+        for attempt in range(ASKS_PER_SLOT):
             trial = study.ask()
-            point = {**self.constants, **{name: trial.suggest_categorical(name, values)
-                                          for name, values in self.space.tuned().items()}}
-            point = {name: point[name] for name in self.space.axes}
+            point = self._suggest(trial)
             if key(point) in untried:
                 for name, value in (("point", key(point)), ("round", r), ("slot", slot)):
                     trial.set_user_attr(name, value)
@@ -218,6 +225,37 @@ class Tuner:
             why = "infeasible" if key(point) not in self.feasible else "already measured"
             trial.set_user_attr("skipped", why)
             study.tell(trial, state=TrialState.FAIL)
+            if attempt + 1 < ASKS_PER_SLOT:
+                nearest = self._nearest(point, untried, random.Random(f"{self.seed}/{r}/{slot}"))
+                study.enqueue_trial(self._params(nearest))
+
+    def _suggest(self, trial: optuna.Trial) -> dict:
+        """The point a trial proposes: an axis of numbers (in the order the space gives
+        them) as the position of its value, so the sampler sees neighbours as near
+        (TPE's kernel over an integer, which a categorical lacks); other axes categorical."""
+        chosen = dict(self.constants)
+        for name, values in self.space.tuned().items():
+            if ORDINAL and ordinal(values):
+                chosen[name] = values[trial.suggest_int(name, 0, len(values) - 1)]
+            else:
+                chosen[name] = trial.suggest_categorical(name, values)
+        return {name: chosen[name] for name in self.space.axes}
+
+    def _params(self, point: Mapping) -> dict:
+        """The trial parameters that make :meth:`_suggest` propose ``point``."""
+        return {name: values.index(point[name]) if ORDINAL and ordinal(values) else point[name]
+                for name, values in self.space.tuned().items()}
+
+    def _nearest(self, point: dict, untried: list[str], rng: random.Random) -> dict:
+        """The untried point nearest to ``point``: the sum over tuned axes of the
+        difference of positions, each axis's positions scaled to [0, 1]."""
+        target = self._position(point)
+        distance = {k: sum(abs(a - b) for a, b in zip(self.positions[k], target)) for k in untried}
+        nearest = min(distance.values())
+        return json.loads(rng.choice([k for k in untried if distance[k] <= nearest + 1e-12]))
+
+    def _position(self, point: Mapping) -> tuple[float, ...]:
+        return tuple(values.index(point[name]) / (len(values) - 1) for name, values in self.space.tuned().items())
 
     # ------------------------------------------------------------ results
 

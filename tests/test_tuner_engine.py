@@ -1,0 +1,191 @@
+"""The tuner engine (archbench/tune/engine.py): plans within budget, rounds of successive
+halving, idempotent asks and tells, no point measured twice, a study resumed from its
+journal file after a kill between rounds; and the replay benchmark's oracle pieces
+(scripts/bench_tuner.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from archbench.tune.engine import Space, Tuner, plan_rounds, rounds_cost, unit_cost
+
+REPO = Path(__file__).resolve().parents[1]
+SPACE = Space({"processes_per_node": (1, 2, 4, 8), "intra_threads": (1, 2, 4, 8, 16),
+               "inter_threads": (1, 2), "model": ("resnet50",)},
+              lambda p: p["processes_per_node"] * p["intra_threads"] <= 16)
+PLAN = dict(steps=100, warmup_steps=10, min_steps=10)
+
+
+def surface(point: dict) -> float:
+    """A layout surface rising then falling with processes per node."""
+    ppn, intra = point["processes_per_node"], point["intra_threads"]
+    return ppn * intra ** 0.8 / (1 + 0.15 * ppn) * (1.02 if point["inter_threads"] == 2 else 1.0)
+
+
+def measure(slot) -> float:
+    """A noisy measurement that depends only on what the slot measures (so two runs of
+    the same plan see the same values)."""
+    digest = hashlib.sha256(f"{slot.trial}/{slot.repetition}/{sorted(slot.point.items())}".encode()).digest()
+    noise = 1 + 0.04 * (digest[0] / 255 - 0.5) * math.sqrt(100 / slot.steps)
+    return surface(slot.point) * noise
+
+
+def run(tuner: Tuner, rounds: range) -> None:
+    for r in rounds:
+        tuner.tell(r, {(s.trial, s.repetition): measure(s) for s in tuner.slots(r)})
+
+
+def trials_of(tuner: Tuner) -> list[tuple]:
+    return [(t.number, t.state, t.value, t.user_attrs.get("point"), dict(t.intermediate_values))
+            for t in tuner.study.get_trials()]
+
+
+@pytest.mark.parametrize("points,fraction", [(30, 0.25), (30, 0.5), (120, 0.1), (120, 0.25), (1000, 0.1)])
+def test_plan_within_budget_and_rounds_halve(points, fraction):
+    budget = fraction * points
+    rounds = plan_rounds(points, budget, repetitions=2, **PLAN)
+    assert rounds, "a plan fits"
+    assert rounds_cost(rounds, steps=100, warmup_steps=10) <= budget + 1e-9
+    assert sum(r.trials for r in rounds if r.rung == 0) <= points
+    for prev, nxt in zip(rounds, rounds[1:]):
+        if nxt.bracket == prev.bracket:
+            assert nxt.rung == prev.rung + 1
+            assert nxt.trials == math.ceil(prev.trials / 3)
+            assert nxt.steps > prev.steps
+        else:
+            assert nxt.rung == 0 and nxt.bracket == prev.bracket + 1
+    tops = [r for i, r in enumerate(rounds) if i + 1 == len(rounds) or rounds[i + 1].bracket != r.bracket]
+    assert all(r.steps == 100 and r.repetitions == 2 for r in tops)
+    assert all(r.repetitions == 1 for r in rounds if r not in tops)
+    assert plan_rounds(points, 0.5, repetitions=2, **PLAN) == []  # not one trial at every rung
+
+
+def test_unit_cost():
+    assert unit_cost(100, full_steps=100, warmup_steps=10) == 1.0
+    assert unit_cost(11, full_steps=100, warmup_steps=10) == pytest.approx(21 / 110)
+
+
+def test_slots_asked_once_tell_idempotent_no_point_twice():
+    rounds = plan_rounds(len(SPACE.points()), 0.5 * len(SPACE.points()), repetitions=2, **PLAN)
+    assert len({r.bracket for r in rounds}) >= 2
+    tuner = Tuner(SPACE, rounds, seed=3)
+    measured = []
+    for r, rnd in enumerate(rounds):
+        slots = tuner.slots(r)
+        count = len(tuner.study.get_trials())
+        assert tuner.slots(r) == slots and len(tuner.study.get_trials()) == count  # asked once
+        assert len(slots) == rnd.trials * rnd.repetitions
+        assert all(s.steps == rnd.steps for s in slots)
+        if rnd.rung == 0:
+            measured += [s.point for s in slots if s.repetition == 0]
+        assert all(SPACE.feasible(s.point) and s.point["model"] == "resnet50" for s in slots)
+        values = {(s.trial, s.repetition): measure(s) for s in slots}
+        tuner.tell(r, values)
+        before = trials_of(tuner)
+        tuner.tell(r, values)  # told again: nothing changes
+        tuner.tell(r, {k: v * 2 for k, v in values.items()})
+        assert trials_of(tuner) == before
+    keys = [tuple(sorted(p.items())) for p in measured]
+    assert len(keys) == len(set(keys)), "a point measured twice"
+    best = tuner.best()
+    assert best is not None and best[0] in measured
+    complete = [t for t in tuner.study.get_trials() if t.state == TrialState.COMPLETE]
+    assert best[1] == max(t.value for t in complete)
+    assert len(complete) == sum(r.trials for i, r in enumerate(rounds)
+                                if i + 1 == len(rounds) or rounds[i + 1].bracket != r.bracket)
+
+
+def test_failed_runs_fail_the_trial():
+    rounds = plan_rounds(len(SPACE.points()), 0.5 * len(SPACE.points()), repetitions=2, **PLAN)
+    tuner = Tuner(SPACE, rounds, seed=0)
+    slots = tuner.slots(0)
+    failed = slots[0].trial
+    tuner.tell(0, {(s.trial, s.repetition): None if s.trial == failed else measure(s) for s in slots})
+    states = {t.number: t.state for t in tuner.study.get_trials()}
+    assert states[failed] == TrialState.FAIL
+    assert failed not in {s.trial for s in tuner.slots(1)}
+
+
+def test_resume_from_journal_after_kill_between_rounds(tmp_path):
+    rounds = plan_rounds(len(SPACE.points()), 0.5 * len(SPACE.points()), repetitions=2, **PLAN)
+    whole = Tuner(SPACE, rounds, seed=7)
+    run(whole, range(len(rounds)))
+
+    def journal():
+        return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "study.log")))
+
+    kill_after = len(rounds) // 2 + 1
+    first = Tuner(SPACE, rounds, seed=7, storage=journal())
+    run(first, range(kill_after))
+    first.slots(kill_after)  # the next round's trials were asked, then the campaign was killed
+    del first
+    resumed = Tuner(SPACE, rounds, seed=7, storage=journal())  # a new process: storage read back
+    run(resumed, range(kill_after - 1, len(rounds)))  # the last finished round told again
+    assert trials_of(resumed) == trials_of(whole)
+    assert resumed.best() == whole.best()
+
+
+# ---------------------------------------------------------------- the replay benchmark
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_tuner", REPO / "scripts" / "bench_tuner.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_tuner"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_replay_oracle_from_records(bench):
+    rows = [{"sweep": "hybrid", "model": "small_cnn", "batch_per_process": str(b), "processes_per_node": str(p),
+             "intra_threads": str(2 // p), "inter_threads": "1", "vendor_library_enabled": "True", "warmup_steps": "2",
+             "measured_steps": "50", "repetition": str(rep), "throughput": f"{100 * p + b + rep:.2f}"}
+            for b in (16, 32) for p in (1, 2) for rep in (0, 1, 2)]
+    rows.append({**rows[0], "repetition": "3", "throughput": ""})  # a failed run: no value
+    (oracle,) = bench.sweep_oracles(rows, "default")
+    assert oracle.name == "default/hybrid" and len(oracle.points) == 4
+    assert (oracle.steps, oracle.warmup_steps) == (50, 2)
+    best = max(oracle.points, key=lambda p: oracle.truth[bench.key(p)])
+    assert (best["processes_per_node"], best["batch_per_process"], best["vendor_library_enabled"]) == (2, 32, True)
+    assert oracle.regret(best) == 0.0
+    worst = {**best, "processes_per_node": 1, "intra_threads": 2, "batch_per_process": 16}
+    assert oracle.regret(worst) == pytest.approx(1 - 117 / 233)
+    rng = bench.random.Random(0)
+    draws = {oracle.draw(best, 5, rng) for _ in range(50)}
+    assert draws == {232.0, 233.0, 234.0}  # one of the sweep's repetitions, each time
+    assert bench.replay_random(oracle, 1.0, repetitions=2, seed=0) is None  # a budget below one point's repetitions
+    assert bench.replay_random(oracle, 8.0, repetitions=2, seed=0) == best  # every point: the best observed
+
+
+def test_replay_committed_records_and_surfaces(bench):
+    oracles = bench.sweep_oracles(bench.read_rows(bench.DEFAULT_CSV), "default")
+    assert {o.name for o in oracles} == {"default/hybrid", "default/threads", "default/interintra"}
+    assert all(len(o.points) >= 2 and min(o.truth.values()) > 0 for o in oracles)
+    synthetic = bench.synthetic_oracle()
+    assert len(synthetic.points) > 1000
+    by_ppn = {}
+    for p in synthetic.points:
+        by_ppn[p["processes_per_node"]] = max(by_ppn.get(p["processes_per_node"], 0.0), synthetic.truth[bench.key(p)])
+    best_ppn = max(by_ppn, key=by_ppn.get)
+    assert 1 < best_ppn < 48 and by_ppn[1] < by_ppn[best_ppn] > by_ppn[48]  # rises, then falls
+    study = bench.study_oracle("config/campaigns/bsc-2019.yaml", "threads-dibona", "dibona")
+    assert len(study.points) == 70
+
+
+def test_replay_smoke(bench):
+    oracle = bench.synthetic_oracle()
+    rows = bench.evaluate(oracle, seeds=2, repetitions=2, budgets=(0.1,))
+    (row,) = rows
+    assert row["cost"] <= 0.1 + 1e-9 and row["trials"] > 0
+    for med, p90 in (row["tuner"], row["random"]):
+        assert 0.0 <= med <= p90 < 1.0
+    assert "synthetic/skylake48" in bench.verdict([{**row, "budget": 0.25}])
