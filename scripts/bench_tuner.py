@@ -4,14 +4,14 @@ of the sweep's cost, beside random search at the same budget (a replay, no train
 Each space is an *oracle*: every configuration's repetitions of a sweep (or a surface that
 draws them). A trial's measurement answers with one repetition drawn (seeded) from the
 configuration's values, so the noise is the sweep's own. The tuner
-(:mod:`archbench.tune.engine`: TPE proposals, synchronous successive halving with the
+(:mod:`archbench.plan.tuner`: TPE proposals, synchronous successive halving with the
 measured steps as fidelity, rounds planned up front, an in-memory study) runs its plan
 round by round; random search measures distinct points drawn uniformly, each at full steps
 with the plan's top-rung repetitions, and keeps the best observed mean.
 
 Cost: the exhaustive sweep measures every configuration once at full steps (cost = the
 number of points); a measurement of s steps costs (warmup + s) / (warmup + steps)
-(:func:`archbench.tune.engine.unit_cost`). Budgets: 10, 25 and 50 % of that.
+(:func:`archbench.plan.tuner.unit_cost`). Budgets: 10, 25 and 50 % of that.
 Regret = 1 - true(found) / true(best), true = the configuration's mean over the sweep (or
 the surface's noiseless value). Goal (issue 45): median regret <= 3 % and 90th percentile
 <= 5 % at 25 %, and the tuner better than random search at the same budget.
@@ -70,7 +70,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from archbench.tune.engine import Space, Tuner, key, plan_rounds, rounds_cost  # noqa: E402
+from archbench.plan.tuner import Space, Tuner, key, plan_rounds, rounds_cost  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CSV = REPO / "data" / "tuner-replay" / "default-2core.csv"

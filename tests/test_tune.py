@@ -21,11 +21,11 @@ from archbench.core.hardware import cores_of
 from archbench.core.record import make_record, raw_path, read_record
 from archbench.core.validate import ConfigError
 from archbench.execute.supervisor import identity_fields
+from archbench.execute.tune_rounds import choose_round, finish, storage
 from archbench.plan.campaign import experiments_of, load_campaign
 from archbench.plan.experiment_types.tune import plan_of, space_of
 from archbench.plan.jobs import tuning_notes
 from archbench.plan.placeholders import choice_file, study_dir
-from archbench.tune.rounds import choose_round, finish, storage
 
 LAYOUT = {"type": "tune", "models": ["small_cnn"], "image_size": 32, "num_classes": 10,
           "batch_per_process": [8, 16, 32], "inter_threads": [1, 2],
@@ -116,8 +116,8 @@ def test_both_budgets_are_one_key(tmp_path):
 def test_a_declared_axis_is_a_dimension_of_the_space(monkeypatch):
     """A Setting with ``axis`` (one declaration) is searched by the tuner: its values
     multiply the space, and a point's value reaches the measurement it resolves to."""
+    from archbench.execute.tune_rounds import resolved
     from archbench.plan.campaign import experiment_schema
-    from archbench.tune.rounds import resolved
     from archbench.workloads.training import settings
     from archbench.workloads.training.settings import planned_argv
 

@@ -1,4 +1,4 @@
-"""The tuner engine (archbench/tune/engine.py): plans within budget, rounds of successive
+"""The tuner engine (archbench/plan/tuner.py): plans within budget, rounds of successive
 halving, idempotent asks and tells, no point measured twice, a study resumed from its
 journal file after a kill between rounds; and the replay benchmark's oracle pieces
 (scripts/bench_tuner.py)."""
@@ -15,7 +15,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from archbench.tune.engine import Space, Tuner, plan_rounds, rounds_cost, unit_cost
+from archbench.plan.tuner import Space, Tuner, plan_rounds, rounds_cost, unit_cost
 
 REPO = Path(__file__).resolve().parents[1]
 SPACE = Space({"processes_per_node": (1, 2, 4, 8), "intra_threads": (1, 2, 4, 8, 16),

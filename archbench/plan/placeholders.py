@@ -1,6 +1,6 @@
 """Measurements whose configuration the workflow chooses when they are about to run: a
 node-scaling `best` measurement (its layout from its hybrid sweep's records) and a tuner's
-trial (``tune_round``: its configuration from the round's file, archbench/tune/rounds.py).
+trial (``tune_round``: its configuration from the round's file, archbench/execute/tune_rounds.py).
 Each planned record path is fixed; what it runs is read from the choice file, keyed by
 record path (``raw/...``), as the measurement, or ``{"error": why}``."""
 

@@ -21,6 +21,7 @@ from archbench.core.files import atomic_write_text
 from archbench.execute.runlock import name_holder
 from archbench.execute.runlock import refusal as lock_refusal
 from archbench.execute.specfiles import write_specs
+from archbench.execute.tune_rounds import choose_round, finish
 from archbench.plan import jobs as plan_jobs
 from archbench.results import artifacts
 from archbench.results.collect import collect as collect_records
@@ -30,7 +31,6 @@ from archbench.results.compare import compare_sources
 from archbench.results.compare import write_files as write_comparison
 from archbench.results.record_sets import CompareError
 from archbench.results.tables.best import choose_layouts
-from archbench.tune.rounds import choose_round, finish
 from archbench.workflow.dag import CampaignDag
 
 ARTIFACT_STEP = threading.Lock()

@@ -3,9 +3,9 @@
 A ``tune`` experiment names a space over the axes the sweeps take (processes per node,
 threads per process, inter-op threads, batch per process, Horovod's cycle time and fusion
 threshold, the numerics settings) and a budget; per model and framework one Optuna study
-searches it (archbench/tune/engine.py) in rounds of successive halving planned here. Each
+searches it (archbench/plan/tuner.py) in rounds of successive halving planned here. Each
 round's measurements are placeholders (``tune_round``) whose configuration the workflow
-chooses when the round starts (rule tune_round, archbench/tune/rounds.py), as a `best`
+chooses when the round starts (rule tune_round, archbench/execute/tune_rounds.py), as a `best`
 measurement's layout is chosen from its sweep.
 """
 
@@ -27,7 +27,7 @@ from archbench.plan.experiment_types.base import (
     training_configuration,
 )
 from archbench.plan.experiment_types.hybrid import hybrid_layouts
-from archbench.tune.engine import Round, Space, plan_rounds, rounds_cost, unit_cost
+from archbench.plan.tuner import Round, Space, plan_rounds, rounds_cost, unit_cost
 from archbench.workloads.training import settings
 from archbench.workloads.training.frameworks import NUMERICS, cannot_run
 from archbench.workloads.training.settings import TUNING

@@ -21,7 +21,7 @@ from optuna.storages.journal import JournalFileBackend
 from archbench.core.record import NUMERICS_DEFAULTS, RecordError, raw_path, read_record
 from archbench.plan.experiment_types.tune import plan_of, point_fields
 from archbench.plan.placeholders import choice_file, study_dir
-from archbench.tune.engine import Tuner, key
+from archbench.plan.tuner import Tuner, key
 
 JOURNAL = "study.journal"
 
