@@ -11,7 +11,7 @@ with the plan's top-rung repetitions, and keeps the best observed mean.
 
 Cost: the exhaustive sweep measures every configuration once at full steps (cost = the
 number of points); a measurement of s steps costs (warmup + s) / (warmup + steps)
-(:func:`archbench.plan.tuner.unit_cost`). Budgets: 10, 25 and 50 % of that.
+(:func:`archbench.plan.tuning_plan.unit_cost`). Budgets: 10, 25 and 50 % of that.
 Regret = 1 - true(found) / true(best), true = the configuration's mean over the sweep (or
 the surface's noiseless value). Goal (issue 45): median regret <= 3 % and 90th percentile
 <= 5 % at 25 %, and the tuner better than random search at the same budget.
@@ -70,7 +70,8 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from archbench.plan.tuner import Space, Tuner, key, plan_rounds, rounds_cost  # noqa: E402
+from archbench.plan.tuner import Tuner, key  # noqa: E402
+from archbench.plan.tuning_plan import Space, plan_rounds, rounds_cost  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CSV = REPO / "data" / "tuner-replay" / "default-2core.csv"

@@ -301,3 +301,13 @@ def test_a_tuning_campaign_dry_runs_on_the_slurm_profile_showing_round_1_and_its
     assert f"**Tuning:** {line}" in proc.stderr
     assert "round 1 measures" in line and "for the exhaustive sweep" in line
     assert not (workdir / "results").exists()
+
+
+def test_planning_a_campaign_needs_no_optuna():
+    """Images install archbench without the tuner's engine: loading a campaign (a tune
+    experiment included) must not import Optuna; only a tuning round does."""
+    code = ("import sys; from archbench.plan.campaign import load_campaign_file; "
+            "load_campaign_file('config/campaigns/tuning.yaml'); print('optuna' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).parents[1])
+    assert out.stdout.strip() == "False"

@@ -15,7 +15,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from archbench.plan.tuner import Space, Tuner, plan_rounds, rounds_cost, unit_cost
+from archbench.plan.tuner import Tuner
+from archbench.plan.tuning_plan import Space, plan_rounds, rounds_cost, unit_cost
 
 REPO = Path(__file__).resolve().parents[1]
 SPACE = Space({"processes_per_node": (1, 2, 4, 8), "intra_threads": (1, 2, 4, 8, 16),

@@ -27,7 +27,7 @@ from archbench.plan.experiment_types.base import (
     training_configuration,
 )
 from archbench.plan.experiment_types.hybrid import hybrid_layouts
-from archbench.plan.tuner import Round, Space, plan_rounds, rounds_cost, unit_cost
+from archbench.plan.tuning_plan import Round, Space, plan_rounds, rounds_cost, unit_cost
 from archbench.workloads.training import settings
 from archbench.workloads.training.frameworks import NUMERICS, cannot_run
 from archbench.workloads.training.settings import TUNING
