@@ -12,6 +12,7 @@ from conftest import REPO
 from archbench.core.validate import load_schema
 from archbench.execute.supervisor import WORKERS
 from archbench.plan.campaign import load_campaign_file
+from archbench.plan.placeholders import is_placeholder
 from archbench.plan.systems import no_rerun_keys, resolve_system, run_settings
 
 CAMPAIGNS = sorted((REPO / "config" / "campaigns").glob("*.yaml")) + [REPO / "config/config.yaml"]
@@ -41,7 +42,7 @@ def test_the_supervisor_builds_the_same_command_from_the_run_settings(campaign):
     loaded = load_campaign_file(campaign)
     checked = 0
     for m in loaded.measurements:
-        if m.get("best_of"):  # resolved from the sweep at run time, then built the same way
+        if is_placeholder(m):  # resolved at run time (a sweep's best, a trial), then built the same way
             continue
         module = importlib.import_module(WORKERS[m["kind"]])
         system = loaded.systems[m["system"]]
