@@ -93,7 +93,6 @@ def resolved(placeholder: dict, point: dict, number: int, *, system: dict) -> di
     return out
 
 
-
 def finish(last: list[dict], *, experiment: dict, system: dict, results: str | Path = "results") -> dict:
     """Tell the study its last round's records (its top-rung trials complete) and return
     what it found: the best trial's number, point and mean img/s at full steps (None when

@@ -11,7 +11,6 @@ measurement's layout is chosen from its sweep.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from archbench.core.hardware import cores_of
@@ -280,20 +279,6 @@ def expand(experiment: dict, system: dict) -> list[dict]:
                                    "exhaustive_node_hours": round(exhaustive, 6)})
                 out.append(conf)
     return out
-
-
-def summary(experiment: dict, system: dict) -> str:
-    """One line of the plan: rounds, round 1, measurements and node-hours beside the
-    exhaustive sweep's."""
-    plan = plan_of(experiment, system)
-    first = plan.rounds[0]
-    measurements = sum(r.measurements for r in plan.rounds)
-    brackets = len({r.bracket for r in plan.rounds})
-    ratio = plan.node_hours() / plan.exhaustive_node_hours()
-    return (f"{len(plan.space.points())} configurations; {len(plan.rounds)} rounds in {brackets} "
-            f"bracket{'s' * (brackets > 1)}, round 1: {first.trials} trials x {first.steps} steps; "
-            f"{measurements} measurements, {plan.node_hours():.2f} node-hours against "
-            f"{plan.exhaustive_node_hours():.2f} for the exhaustive sweep ({math.ceil(100 * ratio)} %)")
 
 
 TYPE = ExperimentType(
