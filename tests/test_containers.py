@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 from archbench.plan import containers as c
 
@@ -53,7 +54,7 @@ def test_shipped_definition_is_valid_and_matches_its_name(path):
     assert "import archbench.train, archbench.workloads.kernels.cli" in d.sections["test"]
     assert "pip install --no-cache-dir --no-deps /opt/archbench" in d.sections["post"]
     pins = c.pinned_packages(d)
-    assert pins["horovod"] == d.labels["horovod"]
+    assert pins.get("horovod") == d.labels.get("horovod")  # ppc64le-debian: none (Debian has none)
     # every framework installed is imported by %test and stated by a label
     assert ("torch" in pins) is ("import torch" in d.sections["test"]) is ("torch" in d.labels)
     tf = pins.get("tensorflow") or pins.get("tensorflow-cpu")
@@ -206,10 +207,58 @@ def test_cuda_pytorch_image_builds_one_horovod_with_nccl_and_reports_the_cuda_st
     assert f'm.version("nvidia-cudnn-cu13"); assert v == "{d.labels["cudnn"]}"' in test
 
 
+# the images of Debian's own Python packages (From: debian:<release>) and what they take
+# archbench's runtime dependencies from: Debian's builds, each pinned to its Debian version
+DEBIAN_IMAGES = ("ppc64le-debian",)
+DEBIAN_RUNTIME_DEPS = ("python3-jsonschema", "python3-fastjsonschema", "python3-yaml")
+
+
 def test_every_image_pins_the_same_runtime_dependencies():
-    pins = {d.stem: c.pinned_packages(c.parse_definition(d), names=RUNTIME_DEPS) for d in DEFS}
+    pins = {d.stem: c.pinned_packages(c.parse_definition(d), names=RUNTIME_DEPS) for d in DEFS
+            if d.stem not in DEBIAN_IMAGES}
     assert all(set(p) == set(RUNTIME_DEPS) for p in pins.values()), pins
     assert len({tuple(sorted(p.items())) for p in pins.values()}) == 1, pins
+    for stem in DEBIAN_IMAGES:
+        d = shipped(stem)
+        assert d.header["From"].startswith("debian:")
+        debian = c.debian_pins(d)
+        assert all(debian.get(name) for name in DEBIAN_RUNTIME_DEPS), debian
+        assert not c.pinned_packages(d, names=("pyyaml",))  # no pip install of them beside
+
+
+def test_debians_pytorch_is_read_as_its_upstream_version_and_must_be_pinned(tmp_path):
+    d = shipped("ppc64le-debian")
+    assert c.pinned_packages(d) == {"torch": "1.13.1", "torchvision": "0.14.1"}
+    assert c.debian_pins(d)["python3-torch"] == "1.13.1+dfsg-4"
+    assert c.image_frameworks(d) == {"pytorch": "1.13.1"}
+    with pytest.raises(ValueError, match="apt-get installs 'python3-torch' without an exact version"):
+        c.validate_definition(_write(tmp_path, "apt-get install -y python3-torch python3-numpy\n"))
+    good = _write(tmp_path, "apt-get install -y python3-torch=1.13.1+dfsg-4\n",
+                  labels="    arch ppc64le\n    variant debian\n    torch 1.13.1\n")
+    assert c.pinned_packages(c.validate_definition(good)) == {"torch": "1.13.1"}
+    with pytest.raises(ValueError, match="label torch 2.14.1 but %post installs 1.13.1"):
+        c.validate_definition(_write(tmp_path, "apt-get install -y python3-torch=1.13.1+dfsg-4\n",
+                                     labels="    arch ppc64le\n    variant debian\n    torch 2.14.1\n"))
+
+
+@pytest.mark.parametrize("asked, says", [
+    ({"framework": "tensorflow"}, "has no TensorFlow (it has: PyTorch 1.13.1)"),
+    ({"graph": "compiled"}, "runs no graph 'compiled' with its PyTorch 1.13.1 (it runs: eager)"),
+    ({"math_mode": "bf16"}, "runs no math_mode 'bf16' with its PyTorch 1.13.1 (it runs: strict)"),
+    ({"strategy": "horovod"}, "has no Horovod (strategy horovod; its PyTorch is 1.13.1)"),
+    ({"strategy": "ddp"}, "runs no strategy 'ddp' with its PyTorch 1.13.1 (it runs: single)"),
+])
+def test_what_an_image_cannot_run_is_named_from_its_labels(asked, says):
+    d = shipped("ppc64le-debian")
+    planned = {"kind": "train", "framework": "pytorch", "strategy": "single", "precision": "fp32",
+               "math_mode": "strict", "graph": "eager"}
+    assert c.image_lacks(d, planned) == ""
+    assert c.image_lacks(d, {**planned, **asked}) == says
+    assert c.image_lacks(d, {**planned, **asked, "kind": "kernel"}) == ""
+    # the images without such labels run what their frameworks declare
+    x86 = shipped("x86_64-onednn")
+    assert c.image_lacks(x86, {**planned, "graph": "compiled", "math_mode": "bf16"}) == ""
+    assert c.image_lacks(shipped("ppc64le-vanilla"), planned) == "has no PyTorch (it has: TensorFlow 2.14.1)"
 
 
 def test_install_env_reads_the_assignments_before_pip():
@@ -421,3 +470,16 @@ def test_bad_image_uri_is_one_line(runtime, uri, message):
     with pytest.raises(ValueError, match=message) as err:
         c.check_image_uri(runtime, uri)
     assert "\n" not in str(err.value)
+
+
+def test_a_framework_runs_in_its_own_image_where_the_system_names_one():
+    """power9: TensorFlow in ppc64le-vanilla, PyTorch in ppc64le-debian (framework_images);
+    kernels and unnamed frameworks in the system's image."""
+    power9 = {"container_runtime": "apptainer", "image": "ppc64le-vanilla",
+              "framework_images": {"pytorch": "ppc64le-debian"}}
+    assert c.image_file(power9, "pytorch") == "results/images/ppc64le-debian.sif"
+    assert c.image_file(power9, "tensorflow") == c.image_file(power9) == "results/images/ppc64le-vanilla.sif"
+    assert c.system_images(power9) == ["ppc64le-vanilla", "ppc64le-debian"]
+    assert c.image_name({**power9, "image_uri": "/x.sif"}, "pytorch") is None
+    shipped_power9 = yaml.safe_load((REPO / "config/systems/power9.yaml").read_text())
+    assert c.image_name(shipped_power9, "pytorch") == "ppc64le-debian"

@@ -19,6 +19,16 @@ def test_shipped_bases_map_to_debian():
         assert b.debian_base(parse_definition(REPO / f"containers/{name}.def")) == ("bookworm", debarch)
 
 
+def test_a_debian_base_is_debootstrap_without_a_venv(tmp_path):
+    """From: debian:<release>: Debian's python3 and its packages as they are (ppc64le-debian
+    installs PyTorch with apt), no /usr/local venv that would hide them."""
+    d = parse_definition(REPO / "containers/ppc64le-debian.def")
+    assert b.debian_base(d) == ("bookworm", "ppc64el") and not b.python_venv(d)
+    assert b.python_venv(parse_definition(REPO / "containers/x86_64-onednn.def"))
+    with pytest.raises(b.BuildError, match="Debian trixie is not supported here"):
+        b.debian_base(_def(tmp_path, "Bootstrap: docker\nFrom: debian:trixie\n%labels\n    arch x86_64\n"))
+
+
 @pytest.mark.parametrize("name, base", [("ppc64le-vanilla", "condaforge/miniforge3:"),
                                         ("x86_64-cuda", "nvidia/cuda:12.5.1-devel-ubuntu22.04"),
                                         ("x86_64-cuda-pytorch", "nvidia/cuda:13.0.2-devel-ubuntu22.04")])

@@ -414,6 +414,21 @@ CASES = [
     ("system-no-container-definition", tiny_with(), {"config/systems/local.yaml": {
         "arch": "auto", "cores_per_socket": 2, "container_runtime": "apptainer", "image": "nope"}},
      "config/systems/local.yaml: image: no container definition containers/nope.def"),
+    # what the image can run, from its definition's labels, before any job
+    ("image-without-the-framework", tiny_with(), {
+        "config/systems/local.yaml": {"arch": "auto", "cores_per_socket": 2, "container_runtime": "apptainer",
+                                      "image": "ppc64le-debian"},
+        "containers/ppc64le-debian.def": (REPO / "containers/ppc64le-debian.def").read_text()},
+     "config/systems/local.yaml: image: system local's image ppc64le-debian has no TensorFlow "
+     "(it has: PyTorch 1.13.1): experiment threads cannot run there"),
+    ("framework-image-without-the-graph", defaults(framework=["pytorch"], graph=["compiled"]), {
+        "config/systems/local.yaml": {"arch": "auto", "cores_per_socket": 2, "container_runtime": "apptainer",
+                                      "image": "x86_64-onednn",
+                                      "framework_images": {"pytorch": "ppc64le-debian"}},
+        "containers/x86_64-onednn.def": (REPO / "containers/x86_64-onednn.def").read_text(),
+        "containers/ppc64le-debian.def": (REPO / "containers/ppc64le-debian.def").read_text()},
+     "config/systems/local.yaml: framework_images: system local's image ppc64le-debian runs no graph "
+     "'compiled' with its PyTorch 1.13.1 (it runs: eager): experiment threads cannot run there"),
     ("system-missing", tiny_with(systems=["nope"]), {},
      "c.yaml: systems: no system file config/systems/nope.yaml"),
     ("inline-system-unknown-key", tiny_with(system_definitions={"local": {"arch": "auto", "x": 1}}),

@@ -248,6 +248,22 @@ def test_this_nodes_isa_is_in_its_records_provenance():
     assert provenance.cpu_isa("/nonexistent/cpuinfo") is None
 
 
+def test_an_emulated_ppc64le_process_states_no_isa_of_the_host(tmp_path, monkeypatch):
+    """Under qemu-user a ppc64le process reads the x86 host's /proc/cpuinfo: its AVX flags
+    are not the emulated CPU's, so a ppc64le record states no ISA (Power lists none there)."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    provenance.cpu_isa.cache_clear()
+    assert provenance.cpu_isa(str(cpuinfo)) == ["avx2", "avx512_bf16", "avx512f"]
+    monkeypatch.setattr(platform, "machine", lambda: "ppc64le")
+    provenance.cpu_isa.cache_clear()
+    try:
+        assert provenance.cpu_isa(str(cpuinfo)) is None
+    finally:
+        provenance.cpu_isa.cache_clear()
+
+
 def test_records_with_and_without_cpu_isa_are_valid(tmp_path):
     from test_sense import train_record
     new = train_record(cpu_isa=["avx2", "avx512_bf16", "avx512f"])

@@ -272,3 +272,32 @@ def test_the_parameter_table_of_the_docs_is_what_the_code_builds(name):
     assert sum(v.shape.num_elements() for v in keras_model.trainable_variables) == stated_tf
     torch_model = torch_models.build_model(name, spec.native_image_size, spec.num_classes)
     assert torch_models.parameter_count(torch_model) == stated_torch
+
+
+@pytest.mark.parametrize("name, size", [("small_cnn", 32), ("digits_cnn", 8), ("alexnet", 64)])
+def test_the_layer_count_of_old_pytorch_equals_the_flop_counter(name, size):
+    """PyTorch before 2.1 (Debian's 1.13) has no FlopCounterMode: the per-layer count it
+    falls back to gives the same FLOPs for the convolution and dense networks."""
+    import torch
+    model = torch_models.build_model(name, size, 10)
+    shape = (MODELS[name].channels, size, size)
+    assert torch_models.training_flops(model, shape) == 3 * torch_models._layer_flops(torch, model, shape, device="cpu") > 0
+
+
+def test_what_pytorch_1_13_lacks_is_one_line_naming_the_version():
+    """torch.compile, fp32_precision and the CPU GradScaler of PyTorch 2 asked of a 1.13
+    (a stand-in module without them): one RuntimeError naming the version, no AttributeError."""
+    from types import SimpleNamespace
+
+    from archbench.workloads.training.pytorch import backends, loop
+    parse_args = train.parse_args
+    old = SimpleNamespace(__version__="1.13.1", amp=SimpleNamespace(),
+                          backends=SimpleNamespace(mkldnn=SimpleNamespace(), cuda=None, cudnn=None))
+    config = parse_args([*TINY, "--math-mode", "bf16", "--graph", "compiled", "--output", "x.json"])
+    with pytest.raises(RuntimeError, match=r"^math_mode bf16: PyTorch 1\.13\.1 has no fp32_precision"):
+        loop.set_math_mode(old, config)
+    with pytest.raises(RuntimeError, match=r"^graph compiled: PyTorch 1\.13\.1 has no torch\.compile"):
+        loop.compiled(old, config, object())
+    with pytest.raises(RuntimeError, match=r"^precision fp16: PyTorch 1\.13\.1 has no GradScaler for cpu"):
+        backends.grad_scaler(old, "cpu")
+    loop.set_math_mode(old, parse_args([*TINY, "--output", "x.json"]))  # strict: nothing

@@ -83,6 +83,17 @@ def test_summary_statistics_per_configuration(summary_input):
     assert bool(b["spread_flag"]) is False
 
 
+def test_a_configuration_run_in_two_framework_versions_states_both():
+    """PyTorch 1.13.1 (Debian's, ppc64le) and 2.14.1 runs of one configuration (an image
+    rebuilt between repetitions) are never one silent number: the summary names both."""
+    s = tables.summarise(frame(
+        runs([10.0, 11.0], framework="pytorch", framework_version="1.13.1", intra_threads=1),
+        [run(30.0, framework="pytorch", framework_version="2.14.1", intra_threads=1, repetition=2)],
+        runs([5.0], framework="pytorch", framework_version="1.13.1", intra_threads=2)))
+    assert only(s, intra_threads=1)["framework_version"] == "1.13.1 | 2.14.1"
+    assert only(s, intra_threads=2)["framework_version"] == "1.13.1"
+
+
 def test_summary_counts_failures_and_keeps_values_empty(summary_input):
     s = tables.summarise(summary_input)
     failed = only(s, intra_threads=4)

@@ -94,11 +94,15 @@ def _hwcaps() -> tuple[int, int] | None:
 def cpu_isa(path: str = "/proc/cpuinfo") -> list[str] | None:
     """This node's relevant ISA features, None where they cannot be read: on aarch64 the
     kernel's hwcaps for this process (:func:`cpu_isa_of_hwcaps`), elsewhere
-    :func:`cpu_isa_of` of its /proc/cpuinfo."""
-    if platform.machine() in ("aarch64", "arm64"):
+    :func:`cpu_isa_of` of its /proc/cpuinfo; None on the other architectures (ppc64le:
+    its /proc/cpuinfo lists no such features, and under qemu-user it is the host's)."""
+    machine = platform.machine()
+    if machine in ("aarch64", "arm64"):
         caps = _hwcaps()
         if caps is not None:
             return cpu_isa_of_hwcaps(*caps)
+    elif machine not in ("x86_64", "AMD64", "i686"):
+        return None
     try:
         return cpu_isa_of(Path(path).read_text())
     except OSError:

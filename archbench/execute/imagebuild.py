@@ -16,7 +16,8 @@ The base: a ``Bootstrap: docker`` image cannot be pulled here, so ``python:X.Y-s
 is rebuilt as its Debian equivalent: ``debootstrap`` of that Debian release for the image's
 architecture (``%labels arch``; a foreign one runs under qemu-user-static through
 binfmt_misc), its python3 made the ``python``/``pip`` of ``/usr/local`` by a venv there, as
-in the official image. The debootstrap tree is cached per architecture and release
+in the official image. ``debian:<release>`` (or ``-slim``) is that debootstrap tree alone,
+no venv: Debian's own ``python3`` and its packages (``apt-get install python3-torch``). The debootstrap tree is cached per architecture and release
 (``--cache``); the definition's own steps run on every build. The package mirror is the
 build host's (its apt sources) unless ``--mirror`` names one.
 
@@ -49,6 +50,7 @@ DEBIAN_PYTHON = {"bookworm": "3.11"}
 BASE_PACKAGES = ("python3", "python3-venv", "python3-pip", "python3-dev", "ca-certificates")
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _BASE = re.compile(r"^python:(\d+\.\d+)-slim-([a-z]+)$")
+_DEBIAN = re.compile(r"^debian:([a-z]+)(-slim)?$")
 _ARG = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 # what the host lends a local test build (--host-network-config)
 HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
@@ -60,15 +62,27 @@ class BuildError(RuntimeError):
     """A build that cannot go on; the message is one line naming the definition or step."""
 
 
+def python_venv(definition: Definition) -> bool:
+    """Whether the base is an official python image (its Python a venv in /usr/local), not
+    plain Debian (``debian:<release>``: Debian's python3 and packages as they are)."""
+    return not _DEBIAN.match(definition.header.get("From", ""))
+
+
 def debian_base(definition: Definition) -> tuple[str, str]:
     """(Debian release, Debian architecture) a definition's base is rebuilt from."""
     name, base = definition.path.name, definition.header.get("From", "")
-    if definition.header.get("Bootstrap") != "docker" or not _BASE.match(base):
+    if definition.header.get("Bootstrap") != "docker" or not (_BASE.match(base) or _DEBIAN.match(base)):
         raise BuildError(f"{name}: From: {base!r} has no Debian equivalent here "
-                         "(supported: python:X.Y-slim-<debian release>)")
-    python, release = _BASE.match(base).groups()
-    if DEBIAN_PYTHON.get(release) != python:
-        raise BuildError(f"{name}: From: {base}: Debian {release} does not ship Python {python}")
+                         "(supported: python:X.Y-slim-<debian release>, debian:<release>)")
+    if _DEBIAN.match(base):
+        release = _DEBIAN.match(base).group(1)
+        if release not in DEBIAN_PYTHON:
+            raise BuildError(f"{name}: From: {base}: Debian {release} is not supported here "
+                             f"(supported: {', '.join(DEBIAN_PYTHON)})")
+    else:
+        python, release = _BASE.match(base).groups()
+        if DEBIAN_PYTHON.get(release) != python:
+            raise BuildError(f"{name}: From: {base}: Debian {release} does not ship Python {python}")
     arch = definition.labels.get("arch", "")
     if arch not in DEBIAN_ARCH:
         raise BuildError(f"{name}: %labels arch {arch!r} is not one of {', '.join(DEBIAN_ARCH)}")
@@ -192,9 +206,11 @@ def _quote(words: Sequence[str]) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
-def prepare_root(base: Path, root: Path, *, arch: str, host_network: bool, log) -> dict[str, str]:
+def prepare_root(base: Path, root: Path, *, arch: str, host_network: bool, log,
+                 venv: bool = True) -> dict[str, str]:
     """Copy the base into ``root``, lend it what a build needs from the host, and make the
-    venv in /usr/local; return the environment ``%post`` runs with."""
+    venv in /usr/local (``venv``: an official python image's base); return the environment
+    ``%post`` runs with."""
     run(["cp", "-a", f"{base}/.", str(root)], log=log, step="copy base")
     (root / ".archbench-base-done").unlink(missing_ok=True)
     shutil.copy2("/etc/resolv.conf", root / "etc/resolv.conf")
@@ -212,7 +228,8 @@ def prepare_root(base: Path, root: Path, *, arch: str, host_network: bool, log) 
             elif os.path.isdir(path):
                 shutil.copytree(path, root / path.lstrip("/"), dirs_exist_ok=True)
         env.update({k: v for k, v in os.environ.items() if k.startswith("PIP_")})
-    in_chroot(root, "python3 -m venv /usr/local", env=env, log=log, step="python venv in /usr/local")
+    if venv:
+        in_chroot(root, "python3 -m venv /usr/local", env=env, log=log, step="python venv in /usr/local")
     return env
 
 
@@ -294,7 +311,8 @@ def build(definition_path: str | Path, output: str | Path, *, overrides: Mapping
             step("base (debootstrap, cached)", lambda: base.append(
                 base_rootfs(release, debarch, cache=cache, mirror=mirror, log=log)))
             step("base copy + venv", lambda: env.update(
-                prepare_root(base[0], root, arch=arch, host_network=host_network, log=log)))
+                prepare_root(base[0], root, arch=arch, host_network=host_network, log=log,
+                             venv=python_venv(definition))))
             step("%files", lambda: copy_files(definition, root, args=args, log=log))
             step("%post", lambda: in_chroot(root, post, env=env, log=log, step=f"{name} %post"))
             step("%environment %labels %runscript", lambda: write_metadata(definition, root, args=args, log=log))

@@ -94,7 +94,7 @@ def worker_command(measurement: dict, system: dict) -> list[str]:
     """The worker argv for ``measurement`` (launcher included), inside the system's image."""
     argv = worker_module(measurement).command_for(measurement, system)
     runtime = system.get("container_runtime", "none")
-    image = image_file(system)
+    image = image_file(system, measurement.get("framework"))
     if image is None:
         return argv
     # a relative data_dir lies under the working directory, which every runtime mounts

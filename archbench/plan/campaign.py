@@ -19,6 +19,7 @@ from archbench.core.hardware import hardware_threads
 from archbench.core.record import config_id, raw_path
 from archbench.core.validate import ConfigError, check, key_path, load_schema, schema_error
 from archbench.core.yamlio import check_values, load_yaml_file
+from archbench.plan.containers import image_name, system_images
 from archbench.plan.experiment_types import EXPERIMENT_TYPES
 from archbench.plan.experiment_types.base import axes_schema, expand_with_skips, per_framework
 from archbench.plan.experiment_types.node_scaling import best_sources
@@ -289,9 +290,32 @@ def check_inputs_exist(campaign: Campaign, root: str | os.PathLike = ".") -> Non
         if not system.get("image"):
             raise system_error(name, inline, "image: required (or image_uri) with "
                                f"container_runtime {system['container_runtime']}")
-        definition = f"containers/{system['image']}.def"
-        if not (Path(root) / definition).is_file():
-            raise system_error(name, inline, f"image: no container definition {definition}")
+        for image in system_images(system):
+            definition = f"containers/{image}.def"
+            if not (Path(root) / definition).is_file():
+                key = "image" if image == system["image"] else "framework_images"
+                raise system_error(name, inline, f"{key}: no container definition {definition}")
+        check_image_runs(campaign, name, root=Path(root), inline=inline)
+
+
+def check_image_runs(campaign: Campaign, name: str, *, root: Path, inline: dict) -> None:
+    """ConfigError in one line naming system ``name``, the image and the missing piece when
+    the image a measurement runs in (its definition's labels:
+    :func:`archbench.plan.containers.image_lacks`) cannot run it: TensorFlow in an image
+    with PyTorch alone, torch.compile with PyTorch 1.13; before any job."""
+    from archbench.plan.containers import image_lacks, parse_definition
+    system, parsed = campaign.systems[name], {}
+    for m in campaign.measurements:
+        if m["system"] != name:
+            continue
+        image = image_name(system, m.get("framework"))
+        if image not in parsed:
+            parsed[image] = parse_definition(root / f"containers/{image}.def")
+        why = image_lacks(parsed[image], m)
+        if why:
+            key = "image" if image == system["image"] else "framework_images"
+            raise system_error(name, inline, f"{key}: system {name}'s image {image} {why}: "
+                               f"experiment {m['experiment']} cannot run there")
 
 
 def load_campaign_file(path: str | os.PathLike) -> Campaign:

@@ -170,17 +170,51 @@ def _pip_or_conda(tokens: Sequence[str]) -> tuple[str, list[str]] | None:
     return None
 
 
+# a Debian package version: [epoch:]upstream[+repack][-revision] (1.13.1+dfsg-4 -> 1.13.1)
+_DEBIAN_VERSION = re.compile(r"^(?:\d+:)?(\d[\w.]*?)(?:[+~][\w.+~]*)?(?:-[\w.+~]+)?$")
+
+
+def _apt_packages(tokens: Sequence[str]) -> list[str] | None:
+    """The package arguments of an ``apt-get install`` / ``apt install`` command."""
+    if "install" in tokens and any(t in ("apt-get", "apt") for t in tokens[:tokens.index("install")]):
+        return [t for t in tokens[tokens.index("install") + 1:] if not t.startswith("-")]
+    return None
+
+
+def debian_pins(definition: Definition) -> dict[str, str]:
+    """Debian packages ``%post`` installs with a version (``apt-get install name=version``):
+    package name -> its Debian version (``python3-torch`` -> ``1.13.1+dfsg-4``)."""
+    pins: dict[str, str] = {}
+    for tokens in _commands(definition.sections.get("post", "")):
+        for arg in _apt_packages(tokens) or ():
+            if "=" in arg:
+                name, version = arg.split("=", 1)
+                pins[name] = version
+    return pins
+
+
 def pinned_packages(definition: Definition, names: Sequence[str] | None = None) -> dict[str, str]:
     """Versions of the packages ``names`` (default: the measured ones, :func:`pinned_names`) installed in
     ``%post``, by normalised name.
 
     Reads ``pip install`` and ``pip download`` (``name==version``, or a local source tree
-    or sdist ``.../name-version``) and ``conda create|install`` (``name=version``)
-    commands. Raises ValueError for an unpinned one of them.
+    or sdist ``.../name-version``), ``conda create|install`` (``name=version``) and
+    ``apt-get install`` of Debian's builds (``python3-<name>=<Debian version>``, read as
+    the upstream version: ``python3-torch=1.13.1+dfsg-4`` is torch 1.13.1) commands.
+    Raises ValueError for an unpinned one of them.
     """
     names = pinned_names() if names is None else names
     pins: dict[str, str] = {}
     for tokens in _commands(definition.sections.get("post", "")):
+        for arg in _apt_packages(tokens) or ():
+            name, _, version = arg.partition("=")
+            if not name.startswith("python3-") or _normalise(name[len("python3-"):]) not in names:
+                continue
+            upstream = _DEBIAN_VERSION.match(version)
+            if not upstream:
+                raise ValueError(f"{definition.path.name}: apt-get installs {arg!r} without an "
+                                 "exact version (=<Debian version>)")
+            pins[_normalise(name[len("python3-"):])] = upstream.group(1)
         command = _pip_or_conda(tokens)
         if command is None:
             continue
@@ -286,17 +320,33 @@ def pulled_image_path(runtime: str, image_uri: str) -> str:
     return f"{IMAGE_DIR}/pulled-{tail}-{key}{IMAGE_SUFFIX[runtime]}"
 
 
-def image_file(system: Mapping) -> str | None:
-    """The image file a system's benchmarks run in: its ``image_uri`` when that is a local
-    path (used as is), the pulled copy of a URI, or the image built from
-    ``containers/<image>.def``; None for runtime none."""
+def image_name(system: Mapping, framework: str | None = None) -> str | None:
+    """The definition (``containers/<name>.def``) the measurements of ``framework`` run
+    in on ``system``: its ``framework_images`` entry, else its ``image`` (None with an
+    ``image_uri`` or none)."""
+    if system.get("image_uri"):
+        return None
+    return (system.get("framework_images") or {}).get(framework or "") or system.get("image")
+
+
+def system_images(system: Mapping) -> list[str]:
+    """Every definition a system's measurements may run in: its ``image``, then its
+    ``framework_images``."""
+    names = [system.get("image"), *(system.get("framework_images") or {}).values()]
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def image_file(system: Mapping, framework: str | None = None) -> str | None:
+    """The image file a system's benchmarks (of ``framework``: see :func:`image_name`) run
+    in: its ``image_uri`` when that is a local path (used as is), the pulled copy of a URI,
+    or the image built from ``containers/<image>.def``; None for runtime none."""
     runtime = system.get("container_runtime", "none")
     if runtime == "none":
         return None
     uri = system.get("image_uri")
     if uri:
         return uri if uri_scheme(uri) is None else pulled_image_path(runtime, uri)
-    return f"{IMAGE_DIR}/{system['image']}{IMAGE_SUFFIX[runtime]}"
+    return f"{IMAGE_DIR}/{image_name(system, framework)}{IMAGE_SUFFIX[runtime]}"
 
 
 def build_command(
@@ -401,3 +451,44 @@ def image_digest(path: str | Path, chunk_size: int = 1 << 20) -> str:
 def shell_join(argv: Sequence[str]) -> str:
     """Quote an argv list into one shell command line (for ``shell:`` rules and logs)."""
     return shlex.join([str(arg) for arg in argv])
+
+
+# what an image's %labels may restrict, each to the values it lists (space-separated): the
+# numerics settings (NUMERICS_DEFAULTS) and the strategy. An image that names none of a
+# setting runs every value its frameworks declare (frameworks.Framework.runs).
+CAPABILITY_LABELS = ("precision", "math_mode", "graph", "strategy")
+
+
+def image_frameworks(definition: Definition) -> dict[str, str]:
+    """The registered frameworks an image holds, with their versions: those whose module
+    (tensorflow, torch) has a version label (``torch 1.13.1`` -> ``{"pytorch": "1.13.1"}``)."""
+    return {name: definition.labels[chosen.module] for name, chosen in FRAMEWORKS.items()
+            if definition.labels.get(chosen.module)}
+
+
+def image_lacks(definition: Definition, measurement: Mapping) -> str:
+    """Why the image of ``definition`` cannot run the training ``measurement`` (a planned
+    measurement: framework, strategy, precision, math_mode, graph) ("" when it can, and
+    for kernels): a framework it does not hold (:func:`image_frameworks`), Horovod where it
+    has none (no ``horovod`` label), or a value of a :data:`CAPABILITY_LABELS` setting its
+    label does not list (Debian's PyTorch 1.13: eager only, no fp32_precision math modes)."""
+    from archbench.core.record import DEFAULT_FRAMEWORK, NUMERICS_DEFAULTS
+    if measurement.get("kind", "train") != "train":
+        return ""
+    held = image_frameworks(definition)
+    name = measurement.get("framework") or DEFAULT_FRAMEWORK
+    label = FRAMEWORKS[name].label if name in FRAMEWORKS else name
+    if name not in held:
+        has = ", ".join(f"{FRAMEWORKS[f].label} {v}" for f, v in held.items()) or "none"
+        return f"has no {label} (it has: {has})"
+    strategy = measurement.get("strategy", "single")
+    if strategy == "horovod" and not definition.labels.get("horovod"):
+        return f"has no Horovod (strategy horovod; its {label} is {held[name]})"
+    defaults = {**NUMERICS_DEFAULTS, "strategy": "single"}
+    for key in CAPABILITY_LABELS:
+        allowed = definition.labels.get(key, "").split()
+        value = measurement.get(key) or defaults[key]
+        if allowed and value not in allowed:
+            return (f"runs no {key} '{value}' with its {label} {held[name]} "
+                    f"(it runs: {', '.join(allowed)})")
+    return ""

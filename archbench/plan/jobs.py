@@ -13,7 +13,7 @@ from archbench.core.files import atomic_write_text
 from archbench.core.hardware import cores_of, cpus_per_process
 from archbench.core.validate import ConfigError
 from archbench.plan.batching import chunks
-from archbench.plan.containers import parse_definition
+from archbench.plan.containers import image_name, parse_definition
 from archbench.plan.slurm_requests import gpu_resources, sbatch_resources
 from archbench.workloads.gpu import unsupported_gpus
 from archbench.workloads.training.strategies.base import ps_nodes
@@ -115,15 +115,17 @@ def gpu_warnings(measurements: list[dict], systems: dict[str, dict],
     for (the label ``cuda_compute_capabilities`` of ``<definitions>/<image>.def``), so
     TensorFlow shows them no GPU and each such run is recorded as that failure."""
     lines = []
-    for name in sorted({m["system"] for m in measurements if m.get("device") == "gpu"}):
+    used = sorted({(m["system"], image_name(systems[m["system"]], m.get("framework")) or "")
+                   for m in measurements if m.get("device") == "gpu"})
+    for name, image in used:
         system = systems[name]
-        definition = Path(definitions) / f"{system.get('image')}.def"
+        definition = Path(definitions) / f"{image}.def"
         if not system.get("gpu_compute_capability") or not definition.is_file():
             continue
         built = parse_definition(definition).labels.get("cuda_compute_capabilities", "").split()
         reason = unsupported_gpus(system["gpu_compute_capability"], [float(c) for c in built])
         if reason:
-            lines.append(f"system {name} (image {system['image']}): {reason}")
+            lines.append(f"system {name} (image {image}): {reason}")
     return lines
 
 

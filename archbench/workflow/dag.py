@@ -20,7 +20,14 @@ from archbench.execute.specfiles import digest, spec_dir, spec_text
 from archbench.plan import jobs as plan_jobs
 from archbench.plan.batching import group_names
 from archbench.plan.campaign import Campaign, experiments_of
-from archbench.plan.containers import build_command, image_file, pull_commands, shell_join, uri_scheme
+from archbench.plan.containers import (
+    build_command,
+    image_file,
+    pull_commands,
+    shell_join,
+    system_images,
+    uri_scheme,
+)
 from archbench.plan.experiment_types.node_scaling import best_sources
 from archbench.plan.placeholders import choice_file
 from archbench.plan.plan_match import plans_of
@@ -126,7 +133,7 @@ class CampaignDag:
 
     def image_input(self, m: Mapping) -> str | list:
         """The image a measurement runs in ([] for runtime none): built, pulled or prebuilt."""
-        return image_file(self.systems[m["system"]]) or []
+        return image_file(self.systems[m["system"]], m.get("framework")) or []
 
     def best_input(self, m: Mapping) -> list[str]:
         """For a `best` node-scaling measurement, the layouts rule choose_best_layouts chose
@@ -252,8 +259,8 @@ class CampaignDag:
     @cached_property
     def built_images(self) -> dict[str, dict]:
         """image file -> the first system that runs it, for images built from containers/*.def."""
-        return {image_file(s): s for s in reversed(list(self.systems.values()))
-                if image_file(s) and not s.get("image_uri")}
+        return {image_file({**s, "image": name}): s for s in reversed(list(self.systems.values()))
+                if image_file(s) and not s.get("image_uri") for name in system_images(s)}
 
     @cached_property
     def pulled_images(self) -> dict[str, dict]:

@@ -66,7 +66,11 @@ SETTING_METRICS = {
 # requested, fp32 executed"; empty when they agree), which every table reading the
 # summary can show
 # and each energy source's status, with why where it was not measured (energy_status)
-SETTING_TEXT = ("mkl_env", "kmp_read_by", "executed_precision", "evidence_label", "energy_status")
+# and the framework version that ran: a configuration's runs of two versions (Debian's
+# PyTorch 1.13.1 and the index's 2.14.1, an image rebuilt between repetitions) state both,
+# "1.13.1 | 2.14.1", never one number silently pooled from both
+SETTING_TEXT = ("mkl_env", "kmp_read_by", "executed_precision", "evidence_label", "energy_status",
+                "framework_version")
 SUMMARY_METRICS = {**MEASURED_METRICS, **SETTING_METRICS}
 FLOAT_FIELDS = ("throughput", "reported_error", "measured_window_s", *SUMMARY_METRICS.values())
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False,

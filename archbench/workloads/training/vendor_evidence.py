@@ -86,8 +86,9 @@ LIBRARIES = ("onednn", "onednn+acl", "armpl", "none")
 # what each declared vendor_library (config/systems/*.yaml) must show when enabled
 EXPECTED = {"onednn": "onednn", "mkl": "onednn", "onednn-acl": "onednn+acl",
             "acl": "onednn+acl", "armpl": "armpl", "none": "none"}
-# math runtimes worth naming when mapped into the probe process
-_RUNTIMES = re.compile(r"^lib(armpl|mkl|iomp5|gomp|omp|arm_compute|dnnl|mkldnn)[^/]*\.so")
+# math runtimes worth naming when mapped into the probe process (the BLAS and LAPACK too:
+# a framework built without oneDNN, Debian's ppc64el PyTorch, computes through them)
+_RUNTIMES = re.compile(r"^lib(armpl|mkl|iomp5|gomp|omp|arm_compute|dnnl|mkldnn|openblas|blis|blas|lapack)[^/]*\.so")
 # record fields in which a run must equal the run whose evidence it states: where and from
 # what it ran, and the settings the probe takes (evidence from before it stated its probe's
 # settings is only offered to the repetitions of its configuration, whose hash covers

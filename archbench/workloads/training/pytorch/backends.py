@@ -23,6 +23,16 @@ def device_name(device) -> str:
     kind = "GPU" if device.type == "cuda" else device.type.upper()
     return f"{kind}:{device.index or 0}"
 
+def grad_scaler(torch, device_type: str):
+    """fp16's loss scaler: ``torch.amp.GradScaler`` (PyTorch 2.3+), else the CUDA one of
+    older versions (``torch.cuda.amp.GradScaler``; they have no CPU scaler)."""
+    if hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device_type)
+    if device_type != "cuda":
+        raise RuntimeError(f"precision fp16: PyTorch {torch.__version__} has no GradScaler for "
+                           f"{device_type}")
+    return torch.cuda.amp.GradScaler()
+
 class TorchBackend(Backend):
     """One process (strategy ``single``)."""
 
@@ -51,7 +61,7 @@ class TorchBackend(Backend):
                 return loss.detach()
             return step
         # fp16's loss scale (the record's metric loss_scale); None otherwise
-        self.scaler = torch.amp.GradScaler(self.device.type) if self.config.precision == "fp16" else None
+        self.scaler = grad_scaler(torch, self.device.type) if self.config.precision == "fp16" else None
 
         def mixed_step(images, labels):
             optimizer.zero_grad()

@@ -18,6 +18,7 @@ compiled as ``torch.compile`` (:func:`compiled`), its first step timed apart.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from typing import Callable
@@ -57,7 +58,17 @@ def set_math_mode(torch, config: TrainRun) -> None:
     PyTorch 2.9+): bf16 routes oneDNN's fp32 matrix products and convolutions to bf16
     compute where the CPU has it (mkldnn matmul, conv, rnn); tf32 does so for cuBLAS and
     cuDNN. Strict leaves the CPU's defaults (full fp32) and sets ``ieee`` on a GPU, where
-    cuDNN's convolutions default to tf32."""
+    cuDNN's convolutions default to tf32. A PyTorch without the properties (before 2.9:
+    Debian's 1.13) runs strict only (its legacy ``allow_tf32`` flags off on a GPU); another
+    mode there is a RuntimeError naming the version (plan time refuses it first:
+    :func:`archbench.plan.containers.image_lacks`)."""
+    if not hasattr(torch.backends.mkldnn, "matmul"):  # no fp32_precision (PyTorch < 2.9)
+        if config.math_mode != "strict":
+            raise RuntimeError(f"math_mode {config.math_mode}: PyTorch {torch.__version__} has no "
+                               "fp32_precision (it needs PyTorch 2.9 or later)")
+        if config.device == "gpu":
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        return
     if config.math_mode == "bf16":
         for backend in (torch.backends.mkldnn.matmul, torch.backends.mkldnn.conv,
                         torch.backends.mkldnn.rnn):
@@ -74,6 +85,9 @@ def compiled(torch, config: TrainRun, model):
     otherwise: the run's failure record says so)."""
     if config.graph != "compiled":
         return model
+    if not hasattr(torch, "compile"):  # PyTorch 1.x (plan time refuses it first)
+        raise RuntimeError(f"graph compiled: PyTorch {torch.__version__} has no torch.compile "
+                           "(it needs PyTorch 2)")
     if config.device == "cpu":
         try:
             from torch._inductor.cpp_builder import get_cpp_compiler
@@ -117,11 +131,17 @@ def probe_here(torch, config: TrainRun, *, step, device) -> Callable[[], dict] |
         return None
     from archbench.workloads.training import vendor_evidence
 
+    def verbose():
+        """oneDNN's verbose mode around the step; a torch built without oneDNN (Debian's
+        ppc64el build) has none to switch on, and its evidence says library none, with
+        the math runtimes it loaded."""
+        if not torch.backends.mkldnn.is_available() or not hasattr(torch.backends.mkldnn, "verbose"):
+            return contextlib.nullcontext()
+        return torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON)
+
     def probe() -> dict:
         batch = synthetic_batch(torch, config, device)
-        return vendor_evidence.probe_in_process(
-            lambda: float(step(*batch)),
-            lambda: torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON))
+        return vendor_evidence.probe_in_process(lambda: float(step(*batch)), verbose)
     return probe
 
 

@@ -137,7 +137,10 @@ def training_flops(model, image_shape: tuple[int, int, int], device: str = "cpu"
     FLOPs (2 per multiply-add), counted on one image of ``image_shape`` (C, H, W); the
     products inside fused attention are not counted (:func:`_uncounted_attention`)."""
     import torch
-    from torch.utils.flop_counter import FlopCounterMode
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+    except ImportError:  # PyTorch before 2.1 (Debian's 1.13)
+        return 3.0 * _layer_flops(torch, model, image_shape, device=device)
     was_training = model.training
     model.eval()
     try:
@@ -147,3 +150,33 @@ def training_flops(model, image_shape: tuple[int, int, int], device: str = "cpu"
     finally:
         model.train(was_training)
     return 3.0 * counter.get_total_flops()
+
+
+def _layer_flops(torch, model, image_shape: tuple[int, int, int], *, device: str) -> float:
+    """One forward pass's FLOPs of one image counted per layer, where PyTorch has no
+    FlopCounterMode (before 2.1): 2 per multiply-add of every ``Conv2d`` (output elements x
+    input channels per group x kernel area) and ``Linear`` (rows x inputs x outputs), as
+    FlopCounterMode counts their convolutions and matrix products; products outside such
+    layers (attention's) are not counted, as above."""
+    from torch import nn
+    total = [0.0]
+
+    def conv(layer, inputs, output):
+        kh, kw = layer.kernel_size
+        total[0] += 2.0 * output.numel() * (layer.in_channels // layer.groups) * kh * kw
+
+    def linear(layer, inputs, output):
+        total[0] += 2.0 * (output.numel() // layer.out_features) * layer.in_features * layer.out_features
+
+    hooks = [m.register_forward_hook(conv) for m in model.modules() if isinstance(m, nn.Conv2d)]
+    hooks += [m.register_forward_hook(linear) for m in model.modules() if isinstance(m, nn.Linear)]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(torch.zeros((1, *image_shape), device=device))
+    finally:
+        model.train(was_training)
+        for hook in hooks:
+            hook.remove()
+    return total[0]
