@@ -124,3 +124,21 @@ def pytest_terminal_summary(terminalreporter) -> None:
         rejected = INPUTS_TRIED.get((kind, "rejected"), 0)
         terminalreporter.write_line(f"  {kind}: {accepted + rejected} ({accepted} accepted, "
                                     f"{rejected} rejected with one line)")
+
+
+# The image tests (marker `images`) run last; their builds start when collection ends, at
+# idle priority, and run while the other tests do (tests/image_builds.py).
+def pytest_collection_modifyitems(session, config, items) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("images") is not None)
+
+
+def pytest_collection_finish(session) -> None:
+    if session.config.option.collectonly:
+        return
+    import image_builds
+    image_builds.SESSION.start({name for item in session.items for name in item.fixturenames})
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    import image_builds
+    image_builds.SESSION.stop()

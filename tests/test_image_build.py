@@ -21,31 +21,29 @@ SquashFS image), then archbench run inside them with Charliecloud's ch-run.
 Needs root, debootstrap, qemu-user-static with binfmt_misc, squashfs-tools and
 charliecloud: scripts/image_tools.sh installs them (as root). Without root or binfmt_misc
 these tests skip, except under CI=true, where they fail. Each image is built once per
-session; the debootstrap trees are cached in /var/tmp/archbench-image-cache.
+session, started at idle priority when collection ends and these tests run last
+(tests/image_builds.py); the debootstrap trees are cached in /var/tmp/archbench-image-cache.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
 
+import image_builds
 import pandas as pd
 import pytest
-from conftest import REPO, copy_workflow, in_ci, snakemake, tool_env
+from conftest import REPO, copy_workflow, in_ci, snakemake
 
-from archbench.execute import imagebuild
 from archbench.plan.containers import image_digest
 from archbench.workloads.training import vendor_evidence
 
 pytestmark = pytest.mark.images
-BUILD_TIMEOUT_S = 3600
 TIMES: dict[str, float] = {}  # step -> seconds, printed at the end of the module
 
 
@@ -57,95 +55,35 @@ def unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="session")
 def image_tools() -> None:
-    """Root, and the build and runtime tools (installed by scripts/image_tools.sh)."""
-    if os.geteuid() != 0:
-        unavailable("image builds need root (debootstrap, chroot, mounts)")
-    done = subprocess.run(["bash", str(REPO / "scripts/image_tools.sh"), "install"],
-                          capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        unavailable(f"image tools unavailable: {done.stderr.strip().splitlines()[-1:]}")
+    """Root, and the build and runtime tools (installed by scripts/image_tools.sh when the
+    session's collection ended, as the builds started: tests/image_builds.py)."""
+    if image_builds.SESSION.tools_error:
+        unavailable(image_builds.SESSION.tools_error)
+    if image_builds.SESSION.image_dir is None:
+        unavailable("no image test was collected to build for")
+
+
+def built(fixture: str) -> dict:
+    """The report of the build the session started for ``fixture``."""
+    build = image_builds.SESSION.started.get(fixture)
+    if build is None:
+        pytest.skip("this host runs that architecture natively: nothing to emulate")
+    return build.report()
 
 
 @pytest.fixture(scope="session")
-def image_dir(image_tools):
-    """Where this session's images go (removed at the end: they are 1-2 GB each)."""
-    path = Path(tempfile.mkdtemp(prefix="archbench-images-", dir="/var/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-class Build:
-    """One image build by the CLI, started at once in the background (the x86_64 and
-    aarch64 builds overlap: one compiles while the other downloads), from the repository
-    root (its %files are relative to it), lending it this host's CA bundle and pip
-    configuration."""
-
-    def __init__(self, definition: str, image_dir: Path, *args: str) -> None:
-        self.definition, self.output = definition, image_dir / f"{definition}.sqfs"
-        self.start = time.monotonic()
-        self.stdout = open(image_dir / f"{definition}.stdout", "w+")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "archbench.execute.imagebuild", f"containers/{definition}.def",
-             str(self.output), "--host-network-config", "--workdir", str(image_dir), *args],
-            cwd=REPO, stdout=self.stdout, stderr=subprocess.STDOUT, text=True,
-            env=tool_env(PYTHONPATH=str(REPO)))
-
-    def report(self) -> dict:
-        """The build's report once it has finished (AssertionError with its log if it failed)."""
-        try:
-            code = self.process.wait(timeout=max(1.0, BUILD_TIMEOUT_S - (time.monotonic() - self.start)))
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise
-        TIMES.setdefault(f"build {self.definition} (wall, overlapping)", time.monotonic() - self.start)
-        self.stdout.seek(0)
-        out = self.stdout.read()
-        log = self.output.with_suffix(".build.log")
-        tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
-        assert code == 0, f"{out[-2000:]}\n{tail}"
-        return json.loads(out.strip().splitlines()[-1])
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        self.stdout.close()
+def x86_image(image_tools) -> dict:
+    return built("x86_image")
 
 
 @pytest.fixture(scope="session")
-def builds(image_dir, request):
-    """The image builds the collected tests need (all three in a full run), started together
-    at the first test that needs one."""
-    needed = {name for item in request.session.items for name in item.fixturenames}
-    started = {}
-    if "x86_image" in needed:
-        started["x86_64"] = Build("x86_64-onednn", image_dir)
-    if "aarch64_image" in needed and imagebuild.binfmt_interpreter("aarch64") is not None:
-        started["aarch64"] = Build("aarch64-acl", image_dir, "--build-arg", "HOROVOD=0")
-    if "ppc64le_image" in needed and imagebuild.binfmt_interpreter("ppc64le") is not None:
-        started["ppc64le"] = Build("ppc64le-debian", image_dir)
-    yield started
-    for build in started.values():
-        build.stop()
+def aarch64_image(image_tools) -> dict:
+    return built("aarch64_image")
 
 
 @pytest.fixture(scope="session")
-def x86_image(builds) -> dict:
-    return builds["x86_64"].report()
-
-
-@pytest.fixture(scope="session")
-def ppc64le_image(builds) -> dict:
-    if "ppc64le" not in builds:
-        pytest.skip("this host is ppc64le: nothing to emulate")
-    return builds["ppc64le"].report()
-
-
-@pytest.fixture(scope="session")
-def aarch64_image(builds) -> dict:
-    if "aarch64" not in builds:
-        pytest.skip("this host is aarch64: nothing to emulate")
-    return builds["aarch64"].report()
+def ppc64le_image(image_tools) -> dict:
+    return built("ppc64le_image")
 
 
 def ch_run(image: str, *argv: str, timeout: float = 600, workdir: Path | None = None,
@@ -426,12 +364,12 @@ def test_pytorch_bf16_math_mode_under_emulation_names_what_ran(aarch64_image, tm
 
 PPC64LE_SMOKE = """\
 import platform
-import numpy, scipy, torch, torchvision
+import numpy, torch, torchvision
 import archbench.workloads.kernels
 from archbench.core import provenance
 from archbench.workloads.training import frameworks
 a = numpy.random.default_rng(0).random((256, 256))
-print(platform.machine(), numpy.__version__, scipy.__version__, torch.__version__,
+print(platform.machine(), numpy.__version__, torch.__version__,
       torchvision.__version__, torch.backends.mkldnn.is_available(), bool((a @ a.T).trace() > 0),
       frameworks.framework("pytorch").installed_version(), provenance.cpu_isa(),
       ",".join(sorted(archbench.workloads.kernels.KERNELS)))
@@ -441,7 +379,7 @@ PPC64LE_TORCH = "1.13.1"  # Debian 12's python3-torch (containers/ppc64le-debian
 
 def test_ppc64le_image_runs_debians_pytorch_numpy_and_archbench(ppc64le_image, tmp_path):
     """No TensorFlow or torch wheel for ppc64le on the package index: the Debian ppc64el
-    image, Debian's PyTorch, NumPy and SciPy, and archbench's worker side in it (the
+    image, Debian's PyTorch and NumPy, and archbench's worker side in it (the
     framework version it records, the ISA it states under emulation, the kernel registry).
     Campaign loading is not among them: it imports the tuner's optuna, which the images,
     running workers only, do not install."""
@@ -454,12 +392,12 @@ def test_ppc64le_image_runs_debians_pytorch_numpy_and_archbench(ppc64le_image, t
     start = time.monotonic()
     out = ch_run(image, "python3", "smoke.py", workdir=tmp_path, timeout=900).split()
     TIMES["ppc64le smoke (torch import, numpy, archbench)"] = time.monotonic() - start
-    # machine, NumPy, SciPy, torch and torchvision (their versions as the .def states them),
+    # machine, NumPy, torch and torchvision (their versions as the .def states them),
     # no oneDNN in Debian's ppc64el build, a matrix product, the version a record states, no
     # ISA (qemu shows the host's x86 flags), the kernels
-    assert out[0] == "ppc64le" and out[1].startswith("1.24.") and out[2].startswith("1.10.")
-    assert out[3:5] == [PPC64LE_TORCH, "0.14.1"]
-    assert out[5:] == ["False", "True", PPC64LE_TORCH, "None", "cg,fft,matmul,stream,stream_comm"]
+    assert out[0] == "ppc64le" and out[1].startswith("1.24.")
+    assert out[2:4] == [PPC64LE_TORCH, "0.14.1"]
+    assert out[4:] == ["False", "True", PPC64LE_TORCH, "None", "cg,fft,matmul,stream,stream_comm"]
 
 
 def test_pytorch_training_under_ppc64le_emulation_is_a_sound_record(ppc64le_image, tmp_path):
@@ -481,5 +419,8 @@ def test_pytorch_training_under_ppc64le_emulation_is_a_sound_record(ppc64le_imag
 
 
 def teardown_module() -> None:
+    for name, value in image_builds.TIMES.items():
+        print(f"image tests: build {name} (wall, from the end of collection): {value:.3f}",
+              file=sys.stderr)
     for name, value in TIMES.items():
         print(f"image tests: {name}: {value:.3f}", file=sys.stderr)
