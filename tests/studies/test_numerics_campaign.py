@@ -25,6 +25,8 @@ ARCH = {"marenostrum4": "x86_64", "dibona": "aarch64", "power9": "ppc64le",
         "kebnekaise-v100": "x86_64"}
 FRAMEWORKS = ("tensorflow", "pytorch")
 GRAPHS = ("eager", "compiled")
+# Power9's PyTorch is Debian's 1.13.1 (containers/ppc64le-debian.def): fp32 strict eager only
+ONLY = {("power9", "pytorch"): ({("fp32", "strict")}, ("eager",))}
 REPS = 3
 
 
@@ -58,10 +60,12 @@ def test_every_mode_a_system_kind_runs_in_both_frameworks(measurements):
                        setting(m, "math_mode"), setting(m, "graph")) for m in measurements)
     models = sorted({m["model"] for m in measurements})
     assert "resnet50" in models and set(models) <= {"resnet50", "vit_b16"}
+    runs = {(system, framework): ONLY.get((system, framework), (modes, GRAPHS))
+            for system, modes in MODES.items() for framework in FRAMEWORKS}
     expected = Counter({(system, model, framework, precision, math_mode, graph): REPS
-                        for system, modes in MODES.items() for model in models
-                        for framework in FRAMEWORKS for precision, math_mode in modes
-                        for graph in GRAPHS})
+                        for (system, framework), (modes, graphs) in runs.items()
+                        for model in models for precision, math_mode in modes
+                        for graph in graphs})
     assert planned == expected
     for m in measurements:
         assert (m["nodes"], m["processes_per_node"], m["strategy"]) == (1, 1, "single")
