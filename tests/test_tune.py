@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import copy_workflow, default_signals, snakemake, tool_env
@@ -209,7 +210,8 @@ def test_a_round_chosen_again_after_a_kill_is_the_same_and_no_trial_is_repeated(
 
 # ------------------------------------------------------------ a real tuning campaign, killed
 
-KILLED = {"campaign": "tunekill", "systems": ["local"], "experiments": {"layout": {
+# reports medians: the study's values and its best are the campaign's statistic
+KILLED = {"campaign": "tunekill", "systems": ["local"], "statistic": "median", "experiments": {"layout": {
     "type": "tune", "models": ["small_cnn"], "image_size": 16, "num_classes": 10,
     "batch_per_process": [8, 16], "processes": [1, 2], "steps": 6, "warmup_steps": 1,
     "min_steps": 2, "budget_measurements": 2, "repetitions": 1, "timeout_minutes": 3}}}
@@ -262,8 +264,11 @@ def test_a_tuning_campaign_killed_mid_round_resumes_without_losing_or_repeating_
     assert "running" not in found["trials"] and sum(found["trials"].values()) == len(first)
     top = [r for r in after if r["trial"]["top_rung"]]
     assert found["best"]["img_s"] == pytest.approx(max(r["throughput"] for r in top))
-    table = (workdir / "results/tables/tuning.csv").read_text().splitlines()
-    assert len(table) == 2 and table[1].startswith("layout,local,")
+    assert found["best"]["statistic"] == "median"
+    table = pd.read_csv(workdir / "results/tables/tuning.csv")
+    assert len(table) == 1 and (table["experiment"][0], table["system"][0]) == ("layout", "local")
+    assert table["statistic"][0] == "median"
+    assert table["img_s"][0] == pytest.approx(found["best"]["img_s"])
 
 
 @pytest.mark.parametrize("study", ["osu-2019", "bsc-2019", "cesga-2018"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -102,6 +103,26 @@ def test_slots_asked_once_tell_idempotent_no_point_twice():
     assert best[1] == max(t.value for t in complete)
     assert len(complete) == sum(r.trials for i, r in enumerate(rounds)
                                 if i + 1 == len(rounds) or rounds[i + 1].bracket != r.bracket)
+
+
+def test_a_trial_is_valued_by_the_campaigns_statistic():
+    """Top-rung repetitions with an outlier: a complete trial's value is the mean or the
+    median of its runs, as the campaign's statistic says."""
+    rounds = plan_rounds(len(SPACE.points()), 0.5 * len(SPACE.points()), repetitions=3, **PLAN)
+    for statistic, aggregate in (("mean", statistics.fmean), ("median", statistics.median)):
+        tuner, top = Tuner(SPACE, rounds, seed=1, statistic=statistic), {}
+        for r, rnd in enumerate(rounds):
+            values = {(s.trial, s.repetition): measure(s) * (10 if s.repetition == 2 else 1)
+                      for s in tuner.slots(r)}
+            tuner.tell(r, values)
+            for (trial, _), value in values.items():
+                if rnd.repetitions == 3:  # the top rungs (the others run once)
+                    top.setdefault(trial, []).append(value)
+        complete = [t for t in tuner.study.get_trials() if t.state == TrialState.COMPLETE]
+        assert complete and all(len(top[t.number]) == 3 for t in complete)
+        assert all(t.value == pytest.approx(aggregate(top[t.number])) for t in complete)
+        assert all(aggregate(top[t.number]) != pytest.approx(statistics.fmean(top[t.number]))
+                   for t in complete) == (statistic == "median")
 
 
 def test_failed_runs_fail_the_trial():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import statistics
 
 import pandas as pd
 import pytest
@@ -19,7 +20,10 @@ from archbench.results import fabricated as fab
 from archbench.results.artifacts import make_figure_files, make_table_files, to_csv
 from archbench.results.collect import flatten, records_to_frame
 from archbench.results.figures import NO_DATA, build_figure
+from archbench.results.figures.tuning import progress
 from archbench.results.tables import build_table
+from archbench.results.tables.common import normalise
+from archbench.results.tables.tuning import studies, tune_runs
 
 REPS = 2  # repetitions of the fabricated sweeps
 
@@ -108,6 +112,31 @@ def test_best_configuration_its_interval_and_cost(records):
     assert row["exhaustive_node_hours"] == fab.TUNE_PLAN["exhaustive_node_hours"]
     assert row["tuned"] == "processes_per_node, intra_threads"
     assert row["status"] == "ok"
+
+
+def test_the_campaigns_statistic_chooses_the_best(records):
+    """One outlier run among the second-best configuration's top-rung runs: their mean
+    makes it the best, their median does not; the median has no interval."""
+    best, second = sorted(top_points(), key=truth, reverse=True)[:2]
+
+    def top_runs(point: int) -> list[dict]:
+        return [r for r in tune_of(records) if r["trial"]["top_rung"] and r["status"] == "ok"
+                and (r["processes_per_node"], r["intra_threads"]) == fab.TUNE_SPACE[point]]
+    run = top_runs(second)[0]
+    outlier = {**run, "repetition": 9, "run_id": run["run_id"].replace("_rep0", "_rep9"),
+               "throughput": 3 * max(r["throughput"] for r in top_runs(second))}
+    frame = frame_of([*records, outlier])
+    by_mean = one_row(build_table("tuning", frame, statistic="mean"))
+    by_median = one_row(build_table("tuning", frame, statistic="median"))
+    assert (by_mean["best_processes_per_node"], by_mean["best_intra_threads"]) == fab.TUNE_SPACE[second]
+    assert (by_median["best_processes_per_node"], by_median["best_intra_threads"]) == fab.TUNE_SPACE[best]
+    assert (by_mean["statistic"], by_median["statistic"]) == ("mean", "median")
+    assert by_median["img_s"] == pytest.approx(statistics.median(r["throughput"] for r in top_runs(best)))
+    assert not pd.isna(by_mean["img_s_ci95_low"]) and pd.isna(by_median["img_s_ci95_low"])
+    # the figure's best so far ends at the table's value, by either statistic
+    (_, trials, _), = studies(tune_runs(normalise(frame)))
+    assert progress(trials, "mean")["best_so_far"].iloc[-1] == pytest.approx(by_mean["img_s"])
+    assert progress(trials, "median")["best_so_far"].iloc[-1] == pytest.approx(by_median["img_s"])
 
 
 def test_lower_rungs_never_give_the_best(records):

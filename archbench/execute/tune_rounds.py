@@ -32,10 +32,12 @@ def storage(directory: Path) -> JournalStorage:
     return JournalStorage(JournalFileBackend(str(directory / JOURNAL)))
 
 
-def tuner_of(experiment: dict, system: dict, directory: Path) -> Tuner:
-    """The tuner of a tune experiment on ``system``, its study in ``directory``."""
+def tuner_of(experiment: dict, system: dict, directory: Path, *, statistic: str = "mean") -> Tuner:
+    """The tuner of a tune experiment on ``system``, its study in ``directory``, its trials
+    valued by the campaign's ``statistic``."""
     plan = plan_of(experiment, system)
-    return Tuner(plan.space, plan.rounds, seed=plan.seed, storage=storage(directory))
+    return Tuner(plan.space, plan.rounds, seed=plan.seed, storage=storage(directory),
+                 statistic=statistic)
 
 
 def measured_values(previous: list[dict], chosen: Mapping, results: str | Path) -> dict:
@@ -56,12 +58,13 @@ def measured_values(previous: list[dict], chosen: Mapping, results: str | Path) 
 
 
 def choose_round(placeholders: list[dict], previous: list[dict], *, experiment: dict,
-                 system: dict, results: str | Path = "results") -> dict:
+                 system: dict, results: str | Path = "results", statistic: str = "mean") -> dict:
     """The round file of ``placeholders`` (one round of one study, every repetition):
     record path (``raw/...``) -> the measurement it runs, or {"error": why}. ``previous``:
-    the placeholders of the round before (none for the first), whose records are told."""
+    the placeholders of the round before (none for the first), whose records are told
+    (each trial valued by ``statistic`` of its runs)."""
     r = placeholders[0]["tune_round"]
-    tuner = tuner_of(experiment, system, study_dir(results, placeholders[0]))
+    tuner = tuner_of(experiment, system, study_dir(results, placeholders[0]), statistic=statistic)
     if r > 0:
         chosen = json.loads(choice_file(results, previous[0]).read_text())
         tuner.tell(r - 1, measured_values(previous, chosen, results))
@@ -93,11 +96,12 @@ def resolved(placeholder: dict, point: dict, number: int, *, system: dict) -> di
     return out
 
 
-def finish(last: list[dict], *, experiment: dict, system: dict, results: str | Path = "results") -> dict:
+def finish(last: list[dict], *, experiment: dict, system: dict, results: str | Path = "results",
+           statistic: str = "mean") -> dict:
     """Tell the study its last round's records (its top-rung trials complete) and return
-    what it found: the best trial's number, point and mean img/s at full steps (None when
-    every trial failed) and how many trials ended in each state."""
-    tuner = tuner_of(experiment, system, study_dir(results, last[0]))
+    what it found: the best trial's number, point and img/s at full steps (``statistic``
+    of its runs; None when every trial failed) and how many trials ended in each state."""
+    tuner = tuner_of(experiment, system, study_dir(results, last[0]), statistic=statistic)
     r = last[0]["tune_round"]
     tuner.tell(r, measured_values(last, json.loads(choice_file(results, last[0]).read_text()), results))
     best = tuner.best()
@@ -108,5 +112,5 @@ def finish(last: list[dict], *, experiment: dict, system: dict, results: str | P
         point, value = best
         number = next(t.number for t in tuner.study.get_trials(deepcopy=False)
                       if t.user_attrs.get("point") == key(point) and t.value == value)
-        found = {"trial": number, "point": point, "img_s": value}
+        found = {"trial": number, "point": point, "img_s": value, "statistic": statistic}
     return {"best": found, "trials": dict(sorted(states.items()))}

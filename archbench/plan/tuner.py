@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 from typing import Any, Mapping
 
 import optuna
@@ -62,10 +63,13 @@ def key(point: Mapping) -> str:
 
 class Tuner:
     """Runs a plan's rounds on the study in ``storage`` (an Optuna storage or URL;
-    in memory when None)."""
+    in memory when None); a trial's value is the ``statistic`` (the campaign's: mean or
+    median) of its runs' img/s."""
 
-    def __init__(self, space: Space, rounds: list[Round], *, seed: int = 0, storage: Any = None):
+    def __init__(self, space: Space, rounds: list[Round], *, seed: int = 0, storage: Any = None,
+                 statistic: str = "mean"):
         self.space, self.rounds, self.seed = space, rounds, seed
+        self.aggregate = {"mean": statistics.fmean, "median": statistics.median}[statistic]
         self.storage = optuna.storages.InMemoryStorage() if storage is None else storage
         self.study = new_study(self.storage, seed)
         self.constants = {k: v[0] for k, v in space.axes.items() if len(v) == 1}
@@ -155,7 +159,7 @@ class Tuner:
 
     def tell(self, r: int, values: Mapping[tuple[int, int], float | None]) -> None:
         """Round ``r``'s results, (trial, repetition) -> value (None: the run failed, or
-        missing): each trial's mean over its values; a trial with none fails. At the top
+        missing): each trial's statistic of its values; a trial with none fails. At the top
         rung the trial completes; below, the best ``rounds[r + 1].trials`` are promoted to
         the next round and the rest pruned at their value. Told once: calling it again
         changes nothing."""
@@ -167,7 +171,7 @@ class Tuner:
             if value is not None and math.isfinite(value):
                 by_trial[slot.trial].append(float(value))
         frozen = {t.number: t for t in self.study.get_trials(deepcopy=False)}
-        means = {n: sum(v) / len(v) for n, v in by_trial.items() if v}
+        means = {n: self.aggregate(v) for n, v in by_trial.items() if v}
         top = r + 1 == len(self.rounds) or self.rounds[r + 1].bracket != rnd.bracket
         for number in by_trial:
             t = frozen[number]

@@ -144,7 +144,8 @@ def tune_round(dag: CampaignDag, input: Any, output: Any, *, log: Any) -> None:
     experiment, system = dag.tune_experiment(output.trials)
     placeholders = dag.tune_rounds[output.trials]
     previous = dag.tune_rounds.get(input.get("previous", ""), [])
-    chosen = choose_round(placeholders, previous, experiment=experiment, system=system)
+    chosen = choose_round(placeholders, previous, experiment=experiment, system=system,
+                          statistic=dag.statistic)
     atomic_write_text(output.trials, json.dumps(chosen, indent=1, sort_keys=True) + "\n")
     trials = sorted({entry["trial"]["number"] for entry in chosen.values() if "trial" in entry})
     write_log(log[0], f"round {placeholders[0]['tune_round'] + 1}: trials {trials}, "
@@ -154,7 +155,8 @@ def tune_round(dag: CampaignDag, input: Any, output: Any, *, log: Any) -> None:
 def tune_best(dag: CampaignDag, input: Any, output: Any, *, log: Any) -> None:
     """tune_best: tell the study the last round's records; write what it found."""
     experiment, system = dag.tune_experiment(input.previous)
-    found = finish(dag.tune_rounds[input.previous], experiment=experiment, system=system)
+    found = finish(dag.tune_rounds[input.previous], experiment=experiment, system=system,
+                   statistic=dag.statistic)
     atomic_write_text(output.best, json.dumps(found, indent=1, sort_keys=True) + "\n")
     write_log(log[0], f"best: {found['best']}; trials: {found['trials']}")
 

@@ -39,7 +39,7 @@ class FigureSpec:
     (RST) and the table (a name of ``archbench.results.tables.TABLES``) its numbers come from;
     ``uses_bases``: it takes each experiment's base framework (``bases=``, as its table);
     ``uses_runs``: it takes the tidy table itself (one row per run), not the summary (a
-    summary gives it no runs to draw)."""
+    summary gives it no runs to draw), and the ``statistic=`` to draw of them."""
 
     function: str
     caption: str
@@ -47,10 +47,13 @@ class FigureSpec:
     uses_bases: bool = False
     uses_runs: bool = False
 
-    def draw(self, summary: pd.DataFrame, framework_bases: Mapping[str, str] | None = None) -> Figure:
+    def draw(self, summary: pd.DataFrame, framework_bases: Mapping[str, str] | None = None,
+             statistic: str | None = None) -> Figure:
         """The figure of a per-configuration summary (of the tidy table where ``uses_runs``)."""
         module, name = self.function.rsplit(".", 1)
         extra = {"bases": framework_bases or {}} if self.uses_bases else {}
+        if self.uses_runs:
+            extra["statistic"] = statistic or "mean"
         return getattr(import_module(f"archbench.results.figures.{module}"), name)(summary, **extra)
 
 
@@ -198,9 +201,10 @@ FIGURES: dict[str, FigureSpec] = {
         "spent (nodes x (end - start) summed over the study's runs in start order, failed "
         "ones included), a marker per successive-halving rung for each run's own img/s "
         "(lower rungs measure fewer steps and only decide what is promoted), crosses on the "
-        "axis for failed runs, and the best so far (solid step line): the highest mean img/s "
-        "of a configuration over its top-rung (full-fidelity) runs completed by then; its "
-        "last value is the tuning table's img_s. Dashed: the best mean img/s of the "
+        "axis for failed runs, and the best so far (solid step line): the highest img/s "
+        "(the campaign's statistic, mean or median, as the legend says) of a configuration "
+        "over its top-rung (full-fidelity) runs completed by then; its last value is the "
+        "tuning table's img_s. Dashed: the best img/s (the same statistic) of the "
         "exhaustive sweep the trials name, where it ran in the same data (regret and cost "
         "ratio are in the tuning table).", "tuning", uses_runs=True),
 }
@@ -215,7 +219,9 @@ def build_figure(name: str, df: pd.DataFrame, statistic: str | None = None,
         raise KeyError(f"unknown figure '{name}' (known: {', '.join(FIGURES)})")
     tidy = normalise(df) if "variant" not in df else df
     spec = FIGURES[name]
-    return spec.draw(tidy if spec.uses_runs else summary_of(tidy, statistic), framework_bases)
+    if spec.uses_runs:
+        return spec.draw(tidy, framework_bases, statistic)
+    return spec.draw(summary_of(tidy, statistic), framework_bases)
 
 
 __all__ = ["FIGURES", "NO_DATA", "FigureSpec", "build_figure"]

@@ -5,6 +5,8 @@ the best of the sweep the trials name as a dashed line. Numbers come from the ta
 
 from __future__ import annotations
 
+import statistics
+
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -28,39 +30,41 @@ CONFIGURATION = ("processes_per_node", "intra_threads", "inter_threads", "batch_
                  "nodes", "strategy", "vendor_library_enabled", "image_size", *NUMERICS)
 
 
-def progress(trials: pd.DataFrame) -> pd.DataFrame:
+def progress(trials: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     """The runs of one study in start order with ``spent`` (cumulative node-hours when the
-    run ended) and ``best_so_far``: the highest mean img/s of a configuration over its ok
-    top-rung runs up to then (empty before the first)."""
+    run ended) and ``best_so_far``: the highest img/s (``statistic``: mean or median) of a
+    configuration over its ok top-rung runs up to then (empty before the first): the best
+    as the table would give it at that moment."""
+    aggregate = {"mean": statistics.fmean, "median": statistics.median}[statistic]
     runs = trials.assign(_start=pd.to_datetime(trials["start_time"], utc=True, format="ISO8601"))
     runs = runs.sort_values(["_start", "trial_number"], kind="mergesort").reset_index(drop=True)
     runs["spent"] = runs["node_hours"].fillna(0.0).cumsum()
     top = runs["ok"] & runs["trial_top_rung"].fillna(False).astype(bool)
     keys = runs[list(CONFIGURATION)].astype(object).where(runs[list(CONFIGURATION)].notna(), None)
     config = keys.apply(tuple, axis=1)
-    sums: dict[tuple, list[float]] = {}
-    best, so_far = None, []
+    values: dict[tuple, list[float]] = {}
+    so_far = []
     for key, is_top, value in zip(config, top, runs["throughput"]):
         if is_top:
-            sums.setdefault(key, []).append(float(value))
-            mean = sum(sums[key]) / len(sums[key])
-            best = mean if best is None else max(best, mean)
-        so_far.append(best)
+            values.setdefault(key, []).append(float(value))
+        # every configuration's value as its runs so far give it (a later run may lower one)
+        so_far.append(max(map(aggregate, values.values())) if values else None)
     runs["best_so_far"] = pd.array(so_far, dtype="Float64").astype(float)
     return runs
 
 
-def tuning(summary: pd.DataFrame) -> Figure:
-    """Best-so-far img/s against cumulative node-hours per tuning study (table
-    ``tuning``); a figure saying so without tuning runs."""
+def tuning(summary: pd.DataFrame, statistic: str = "mean") -> Figure:
+    """Best-so-far img/s (the campaign's ``statistic`` of a configuration's top-rung runs)
+    against cumulative node-hours per tuning study (table ``tuning``); a figure saying so
+    without tuning runs."""
     runs = tune_runs(summary)
     parts = []
     for keys, trials, _ in studies(runs):
-        parts.append(progress(trials).assign(**keys))
+        parts.append(progress(trials, statistic).assign(**keys))
     if not parts:
         return no_data(NAME)
     frame = pd.concat(parts, ignore_index=True)
-    table = tuning_table(summary)
+    table = tuning_table(summary, statistic)
     rungs = sorted(int(r) for r in frame["trial_rung"].dropna().unique())
     colours = dict(zip(rungs, palette(len(rungs))))
     with style():
@@ -68,7 +72,7 @@ def tuning(summary: pd.DataFrame) -> Figure:
         for panel in panels:
             ax, rows = panel.ax, panel.rows
             ax.step(rows["spent"], rows["best_so_far"], where="post", color="0.15",
-                    label="best so far (mean of a configuration's top-rung runs)")
+                    label=f"best so far ({statistic} of a configuration's top-rung runs)")
             for rung in rungs:
                 part = rows[rows["ok"] & rows["trial_rung"].eq(rung).fillna(False).astype(bool)]
                 if part.empty:

@@ -106,7 +106,7 @@ TABLES: dict[str, TableSpec] = {
     "energy": TableSpec(energy.energy),
     "precision_speedup": TableSpec(precision.precision_speedup, uses_runs=True, uses_statistic=True),
     "time_to_accuracy": TableSpec(quality.time_to_accuracy),
-    "tuning": TableSpec(tuning.tuning, uses_runs=True),
+    "tuning": TableSpec(tuning.tuning, uses_runs=True, uses_statistic=True),
 }
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from archbench.core import metrics
 from archbench.core.record import NUMERICS_DEFAULTS
-from archbench.results.tables.common import _to_bool, empty, normalise, of_kind, sort_rows
+from archbench.results.tables.common import _to_bool, check_statistic, empty, normalise, of_kind, sort_rows
 
 GROUP = ("experiment", "system", "device", "framework", "model", "data")
 NUMERICS = tuple(NUMERICS_DEFAULTS)  # precision, math_mode, graph
@@ -33,7 +33,7 @@ TRIAL_INT = ("trial_number", "trial_round", "trial_rung")
 TRIAL_FLOAT = ("trial_exhaustive_node_hours", "trial_budget_node_hours", "node_hours")
 COLUMNS = (
     *GROUP, *NUMERICS, "tuned",
-    *(f"best_{c}" for c in (*CONFIG, *HOROVOD)), "n", "img_s", "img_s_ci95_low",
+    *(f"best_{c}" for c in (*CONFIG, *HOROVOD)), "n", "statistic", "img_s", "img_s_ci95_low",
     "img_s_ci95_high", "trials", "failed_trials", "measurements", "node_hours",
     "budget_node_hours", "exhaustive_node_hours", "sweep", "sweep_configurations",
     "sweep_best_img_s", *(f"sweep_best_{c}" for c in CONFIG), "found_img_s", "found_from",
@@ -94,17 +94,18 @@ def _text(value: object) -> object:
     return None if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)) else value
 
 
-def _configurations(runs: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
-    """The mean img/s, its ok runs' values and count per configuration (``keys``) of the ok
-    ``runs``, highest mean first (ties: the first configuration in key order)."""
+def _configurations(runs: pd.DataFrame, keys: Sequence[str], statistic: str) -> pd.DataFrame:
+    """The img/s (``value``: ``statistic`` of its ok runs), the values and their count per
+    configuration (``keys``) of the ok ``runs``, highest value first (ties: the first
+    configuration in key order)."""
     ok = runs[runs["ok"]]
     if ok.empty:
-        return pd.DataFrame(columns=[*keys, "mean", "values", "n"])
+        return pd.DataFrame(columns=[*keys, "value", "values", "n"])
     keyed = ok[list(keys)].astype(object).where(ok[list(keys)].notna(), None)
     table = (ok.assign(**{k: keyed[k] for k in keys})
              .groupby(list(keys), dropna=False, sort=True)["throughput"]
-             .agg(mean="mean", values=list, n="count").reset_index())
-    return table.sort_values("mean", ascending=False, kind="mergesort").reset_index(drop=True)
+             .agg(value=statistic, values=list, n="count").reset_index())
+    return table.sort_values("value", ascending=False, kind="mergesort").reset_index(drop=True)
 
 
 def _first(series: pd.Series) -> object:
@@ -112,7 +113,8 @@ def _first(series: pd.Series) -> object:
     return values.iloc[0] if len(values) else None
 
 
-def _group_row(trials: pd.DataFrame, runs: pd.DataFrame, keys: dict, tuned_names: tuple) -> dict:
+def _group_row(trials: pd.DataFrame, runs: pd.DataFrame, keys: dict, tuned_names: tuple,
+               statistic: str) -> dict:
     """The table row of one tuning study's ``trials`` (``runs``: every training run)."""
     axes = [*CONFIG, *HOROVOD, *SAME]
     row = dict(keys)
@@ -125,7 +127,7 @@ def _group_row(trials: pd.DataFrame, runs: pd.DataFrame, keys: dict, tuned_names
                budget_node_hours=_first(trials["trial_budget_node_hours"]),
                exhaustive_node_hours=_first(trials["trial_exhaustive_node_hours"]),
                sweep=_text(_first(trials["trial_sweep"])))
-    top = _configurations(trials[trials["trial_top_rung"].fillna(False).astype(bool)], axes)
+    top = _configurations(trials[trials["trial_top_rung"].fillna(False).astype(bool)], axes, statistic)
     if top.empty:
         row["status"] = (f"all {row['trials']} trials failed" if len(failed) == row["trials"]
                          else "no top-rung measurement")
@@ -135,14 +137,15 @@ def _group_row(trials: pd.DataFrame, runs: pd.DataFrame, keys: dict, tuned_names
         row[f"best_{name}"] = best[name]
     for name in tuned_names:  # a tuned numerics setting: the best configuration's value
         row[name] = best[name]
-    row.update(n=int(best["n"]), img_s=float(best["mean"]), status="ok")
-    if best["n"] >= 2:
+    row.update(n=int(best["n"]), statistic=statistic, img_s=float(best["value"]), status="ok")
+    if best["n"] >= 2 and statistic == "mean":
         row["img_s_ci95_low"], row["img_s_ci95_high"] = metrics.mean_interval(best["values"])
-    row.update(_against_sweep(row, best, runs, tuned_names))
+    row.update(_against_sweep(row, best, runs, tuned_names, statistic))
     return row
 
 
-def _against_sweep(row: dict, best: pd.Series, runs: pd.DataFrame, tuned_names: tuple) -> dict:
+def _against_sweep(row: dict, best: pd.Series, runs: pd.DataFrame, tuned_names: tuple,
+                   statistic: str) -> dict:
     """The sweep's columns of a row: its best, the found value, regret and cost ratio
     (empty without a named sweep with an ok run in the same data)."""
     if row["sweep"] is None:
@@ -152,17 +155,17 @@ def _against_sweep(row: dict, best: pd.Series, runs: pd.DataFrame, tuned_names: 
     for name in fixed:
         sweep = sweep[sweep[name].astype(object).eq(row[name]).fillna(False).astype(bool)]
     axes = [*CONFIG, *HOROVOD, *SAME]
-    configurations = _configurations(sweep, axes)
+    configurations = _configurations(sweep, axes, statistic)
     if configurations.empty:
         return {"sweep_configurations": 0}
     top, spent = configurations.iloc[0], float(sweep["node_hours"].sum(min_count=1))
-    out = {"sweep_configurations": len(configurations), "sweep_best_img_s": float(top["mean"]),
+    out = {"sweep_configurations": len(configurations), "sweep_best_img_s": float(top["value"]),
            **{f"sweep_best_{c}": top[c] for c in CONFIG}, "sweep_node_hours": spent}
     same = np.ones(len(configurations), dtype=bool)
     for name in axes:  # the configuration the tuner chose, run by the sweep
         same &= np.array([_text(v) == _text(best[name]) for v in configurations[name]])
     if same.any():
-        out.update(found_img_s=float(configurations.loc[same, "mean"].iloc[0]), found_from="sweep")
+        out.update(found_img_s=float(configurations.loc[same, "value"].iloc[0]), found_from="sweep")
     else:
         out.update(found_img_s=row["img_s"], found_from="tuner")
     out["regret"] = metrics.regret(out["found_img_s"], out["sweep_best_img_s"])
@@ -171,30 +174,35 @@ def _against_sweep(row: dict, best: pd.Series, runs: pd.DataFrame, tuned_names: 
     return out
 
 
-def tuning(df: pd.DataFrame) -> pd.DataFrame:
+def tuning(df: pd.DataFrame, statistic: str | None = None) -> pd.DataFrame:
     """The tuner's best configuration and its cost, per tune experiment, system, device,
     framework, model and input data (and precision, math mode and graph where each ran as
     a study of its own; ``tuned``: the axes the trials varied, a tuned numerics setting
     showing the best configuration's value). The best configuration (``best_*``: processes
     per node, intra- and inter-op threads, batch per process, Horovod cycle time and fusion
-    threshold) is the one with the highest ``img_s`` = mean img/s of its ok runs at the top
-    rung (full fidelity; lower rungs only choose what is promoted), ``n`` of them, with the
-    95 % interval of that mean (t, n - 1 degrees of freedom; empty for n < 2). ``trials``:
+    threshold) is the one with the highest ``img_s`` = the campaign's ``statistic`` (mean
+    unless it says median) of the img/s of its ok runs at the top rung (full fidelity;
+    lower rungs only choose what is promoted), ``n`` of them, with the 95 % interval of the
+    mean (t, n - 1 degrees of freedom; empty for n < 2, and for the median: n is too small
+    for an interval of a median). ``trials``:
     distinct trial numbers (``failed_trials``: those without an ok run), ``measurements``:
     its runs, ``node_hours``: their sum of nodes x (end - start) in hours, failed runs
     included; ``budget_node_hours`` and ``exhaustive_node_hours``: the plan's estimates of
     the tuner's and the exhaustive sweep's cost. Where the trials name a sweep (``sweep``,
     a campaign experiment) with ok runs in the same data (same system, device, framework,
-    model, input and untuned numerics): ``sweep_configurations`` with a mean, the sweep's
-    best mean img/s (``sweep_best_img_s``) and its configuration; ``found_img_s``: the
-    sweep's mean for the configuration the tuner chose when the sweep ran it
+    model, input and untuned numerics): ``sweep_configurations`` with a value, the sweep's
+    best img/s (``sweep_best_img_s``, the same statistic) and its configuration;
+    ``found_img_s``: the sweep's value for the configuration the tuner chose when the sweep ran it
     (``found_from`` sweep; the same nodes, strategy, vendor setting and image size), else
     the tuner's ``img_s`` (``found_from`` tuner); ``regret`` = 1 - found_img_s /
     sweep_best_img_s (0: the sweep's best was found); ``cost_ratio`` = node_hours /
     ``sweep_node_hours`` (the sweep's runs, failed ones included). Status: ok, "all k
     trials failed", or "no top-rung measurement" (no ok run at full fidelity)."""
     runs = tune_runs(df)
-    rows = [_group_row(trials, runs, keys, tuned_names) for keys, trials, tuned_names in studies(runs)]
+    statistic = statistic or "mean"
+    check_statistic(statistic)
+    rows = [_group_row(trials, runs, keys, tuned_names, statistic)
+            for keys, trials, tuned_names in studies(runs)]
     if not rows:
         return empty(COLUMNS)
     table = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
