@@ -7,6 +7,7 @@ img/s on n nodes (or workers/GPUs where that is the unit).
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Sequence
 
 SPREAD_LIMIT = 0.10  # a configuration whose (max - min) exceeds 10% of its mean is flagged
@@ -14,6 +15,8 @@ SPREAD_LIMIT = 0.10  # a configuration whose (max - min) exceeds 10% of its mean
 # and the summary"): its edges (the closing barrier, a straggler's finish) vary by up to
 # ~10 ms, 2 % of 0.5 s, a fifth of the spread limit
 MIN_WINDOW_S = 0.5
+# what a campaign's ``statistic:`` reports of a configuration's repetitions
+STATISTIC_OF = {"mean": statistics.fmean, "median": statistics.median}
 
 
 def global_batch(batch_per_process: int, workers: int) -> int:

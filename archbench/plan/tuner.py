@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import math
 import random
-import statistics
 from typing import Any, Mapping
 
 import optuna
 from optuna.trial import TrialState
 
+from archbench.core.metrics import STATISTIC_OF
 from archbench.plan.tuning_plan import Round, Slot, Space
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -69,7 +69,7 @@ class Tuner:
     def __init__(self, space: Space, rounds: list[Round], *, seed: int = 0, storage: Any = None,
                  statistic: str = "mean"):
         self.space, self.rounds, self.seed = space, rounds, seed
-        self.aggregate = {"mean": statistics.fmean, "median": statistics.median}[statistic]
+        self.aggregate = STATISTIC_OF[statistic]
         self.storage = optuna.storages.InMemoryStorage() if storage is None else storage
         self.study = new_study(self.storage, seed)
         self.constants = {k: v[0] for k, v in space.axes.items() if len(v) == 1}
@@ -171,21 +171,21 @@ class Tuner:
             if value is not None and math.isfinite(value):
                 by_trial[slot.trial].append(float(value))
         frozen = {t.number: t for t in self.study.get_trials(deepcopy=False)}
-        means = {n: self.aggregate(v) for n, v in by_trial.items() if v}
+        scores = {n: self.aggregate(v) for n, v in by_trial.items() if v}
         top = r + 1 == len(self.rounds) or self.rounds[r + 1].bracket != rnd.bracket
         for number in by_trial:
             t = frozen[number]
             if t.state != TrialState.RUNNING:
                 continue
-            if number not in means:
+            if number not in scores:
                 self.study.tell(number, state=TrialState.FAIL)
             elif top:
-                self.study.tell(number, means[number])
+                self.study.tell(number, scores[number])
             elif rnd.steps not in t.intermediate_values:
-                optuna.trial.Trial(self.study, t._trial_id).report(means[number], rnd.steps)
+                optuna.trial.Trial(self.study, t._trial_id).report(scores[number], rnd.steps)
         if top or self._trials(promoted_to=r + 1):
             return
-        ranked = sorted(means, key=lambda n: (-means[n], n))
+        ranked = sorted(scores, key=lambda n: (-scores[n], n))
         keep = set(ranked[:self.rounds[r + 1].trials])
         for number in ranked:
             if number in keep:

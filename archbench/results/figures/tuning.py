@@ -5,11 +5,10 @@ the best of the sweep the trials name as a dashed line. Numbers come from the ta
 
 from __future__ import annotations
 
-import statistics
-
 import pandas as pd
 from matplotlib.figure import Figure
 
+from archbench.core import metrics
 from archbench.results.figures.labels import number
 from archbench.results.figures.style import (
     MARKERS,
@@ -35,7 +34,7 @@ def progress(trials: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     run ended) and ``best_so_far``: the highest img/s (``statistic``: mean or median) of a
     configuration over its ok top-rung runs up to then (empty before the first): the best
     as the table would give it at that moment."""
-    aggregate = {"mean": statistics.fmean, "median": statistics.median}[statistic]
+    aggregate = metrics.STATISTIC_OF[statistic]
     runs = trials.assign(_start=pd.to_datetime(trials["start_time"], utc=True, format="ISO8601"))
     runs = runs.sort_values(["_start", "trial_number"], kind="mergesort").reset_index(drop=True)
     runs["spent"] = runs["node_hours"].fillna(0.0).cumsum()

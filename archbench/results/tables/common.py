@@ -86,7 +86,7 @@ _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "
 SERIES_FIELDS = ("gpus", "gpus_per_node", "parameter_servers", "variable_update", "scaling_unit")
 KEYS = tuple(CONFIG_FIELDS) + SERIES_FIELDS + ("variant",)
 
-STATISTICS = ("mean", "median")  # what a campaign's tables report (``statistic:``)
+STATISTICS = tuple(metrics.STATISTIC_OF)  # what a campaign's tables report (``statistic:``)
 SUMMARY_STATS = (
     "unit", "n", "statistic", "value", "mean", "median", "std", "min", "max", "ci95_low",
     "ci95_high", "error", "spread_flag", "short_window_flag",
