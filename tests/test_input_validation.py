@@ -429,6 +429,9 @@ CASES = [
         "containers/ppc64le-debian.def": (REPO / "containers/ppc64le-debian.def").read_text()},
      "config/systems/local.yaml: framework_images: system local's image ppc64le-debian runs no graph "
      "'compiled' with its PyTorch 1.13.1 (it runs: eager): experiment threads cannot run there"),
+    ("framework-images-unknown-framework", tiny_with(), {"config/systems/local.yaml": {
+        "arch": "auto", "cores_per_socket": 2, "framework_images": {"pytroch": "ppc64le-debian"}}},
+     "config/systems/local.yaml: framework_images: 'pytroch' is not one of ['tensorflow', 'pytorch']"),
     ("system-missing", tiny_with(systems=["nope"]), {},
      "c.yaml: systems: no system file config/systems/nope.yaml"),
     ("inline-system-unknown-key", tiny_with(system_definitions={"local": {"arch": "auto", "x": 1}}),

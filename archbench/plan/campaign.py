@@ -24,7 +24,7 @@ from archbench.plan.experiment_types import EXPERIMENT_TYPES
 from archbench.plan.experiment_types.base import axes_schema, expand_with_skips, per_framework
 from archbench.plan.experiment_types.node_scaling import best_sources
 from archbench.plan.slurm_requests import gpu_resources
-from archbench.plan.systems import resolve_system
+from archbench.plan.systems import resolve_system, system_schema
 from archbench.workloads.kernels import KERNELS
 from archbench.workloads.training.frameworks import FRAMEWORKS
 from archbench.workloads.training.models import MODELS
@@ -88,7 +88,7 @@ def campaign_schemas() -> dict[str, dict]:
     campaign schema, the whole experiment schema (:func:`experiment_schema`) and the
     system schema."""
     return {"campaign": load_schema("config"), "experiment": experiment_schema(),
-            "system": load_schema("system")}
+            "system": system_schema()}
 
 
 class ExperimentError(ValueError):

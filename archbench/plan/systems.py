@@ -19,12 +19,21 @@ from archbench.core.validate import ConfigError, check, load_schema
 from archbench.core.yamlio import load_yaml_file, load_yaml_text
 from archbench.plan.containers import check_image_uri
 from archbench.plan.slurm_requests import check_system
+from archbench.workloads.training.frameworks import FRAMEWORKS
 
 # the shipped systems, archbench/systems/<name>.yaml
 SYSTEM_DIR: Traversable = resources.files("archbench").joinpath("systems")
 DEFAULTS = {"nodes": 1, "sockets": 1, "threads_per_core": 1, "runtime_minutes": 30,
             "container_runtime": "none", "launcher": "local", "vendor_library": "none",
             "env": {}}
+
+
+def system_schema() -> dict:
+    """The system schema, ``framework_images`` keyed by the registered frameworks."""
+    schema = load_schema("system")
+    images = schema["properties"]["framework_images"]
+    schema["properties"]["framework_images"] = {**images, "propertyNames": {"enum": list(FRAMEWORKS)}}
+    return schema
 
 
 def check_image(system: dict, where: str, source: str | None) -> None:
@@ -94,7 +103,7 @@ def resolve_system(name: str, definition: dict | None = None,
     if not isinstance(definition, dict):
         raise ConfigError(f"{where or '(top level)'}: a system must be a mapping", source=source)
     definition = {"name": name, **definition}
-    check(definition, load_schema("system"), where, source=source)
+    check(definition, system_schema(), where, source=source)
     check_system(definition, where, source)  # slurm_extra: nothing the plugin or a key sets
     if definition["name"] != name:  # records, paths and the campaign all use the one name
         key = f"{where}.name" if where else "name"
