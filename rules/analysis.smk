@@ -44,8 +44,9 @@ for _table in TABLE_NAMES:
             statistic=config.get("statistic", "mean"),
             # each experiment's base framework, for the framework comparison
             framework_bases=ARTIFACTS.framework_bases if ARTIFACTS.table(_table).uses_bases else {},
-            # the campaign's resolved systems, for the tables that describe them
-            systems=SYSTEMS if ARTIFACTS.table(_table).uses_systems else {},
+            # the campaign's resolved systems, for the tables that describe them (their free
+            # text escaped where the report shows the parameters)
+            systems=report_safe(SYSTEMS) if ARTIFACTS.table(_table).uses_systems else {},
             mapping_dirs=IMPORT_MAPPING_DIRS,
         run:
             jobs.table(input, output, params=params, log=log)

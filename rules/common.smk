@@ -2,6 +2,7 @@
 # The work is the package's: checks while parsing in archbench/workflow/startup.py, what
 # each job needs in archbench/workflow/dag.py, job bodies in archbench/workflow/jobs.py, and
 # every use of Snakemake's internals in archbench/core/snakemake_api.py.
+from archbench.core.escape import report_safe
 from archbench.core.snakemake_api import join_groups, per_job
 from archbench.workflow import jobs, startup
 from archbench.workflow.dag import GENERATED_TFRECORDS, RECORD_PATTERN, CampaignDag, record_path
@@ -126,8 +127,8 @@ def get_record_paths(wildcards=None):
 
 def get_unplanned_records(wildcards=None):
     """The record files under results/raw the campaign does not plan (a change to them
-    collects again)."""
-    return CAMPAIGN_DAG.unplanned_records()
+    collects again); their names are another site's text, escaped in the report."""
+    return report_safe(CAMPAIGN_DAG.unplanned_records())
 
 
 def get_final_outputs():

@@ -4,7 +4,8 @@ A file must be a regular UTF-8 file of at most ``MAX_FILE_BYTES`` whose header n
 column once and has at least one data row, each row with the header's field count. A cell
 is printable text (no NUL, control or format character, no byte that is not UTF-8) and a
 number is a plain finite decimal. Every error is one :class:`ImportFormatError` line naming
-the file, and for a cell its row, line and column.
+the file, and for a cell its row, line and column; a file whose header names none of the
+columns its kind has is refused without a word of its content.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import Collection
 
 NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")  # linear: no backtracking
 MAX_FILE_BYTES = 4 * 2**20  # checked on every plan: about a second per MiB
@@ -92,11 +94,15 @@ def at_row(path: Path, number: int, line: int) -> str:
     return f"{path}: row 0 (header)" if number == 0 else f"{path}: row {number} (line {line})"
 
 
-def read_rows(path: str | os.PathLike) -> tuple[list[str], list[tuple[int, int, list[str]]]]:
+def read_rows(path: str | os.PathLike, columns: Collection[str] = (),
+              what: str = "an import file") -> tuple[list[str], list[tuple[int, int, list[str]]]]:
     """The header names (spaces around dropped) and the data rows (row number, first line,
     cells) of CSV file ``path``, blank lines skipped; raises ImportFormatError unless the
     file, its header and every row's field count pass the checks of the module docstring,
-    and for a NUL or a byte that is not UTF-8 in any cell."""
+    and for a NUL or a byte that is not UTF-8 in any cell. With ``columns`` (the names
+    ``what`` may have, the first ones named in the message), a header naming none of them
+    is refused without showing it: the file is no such table (a password file, a key), and
+    its content is never echoed."""
     path = Path(path)
     text = read_text(path, errors="surrogateescape")  # bad bytes are named per cell
     rows: list[tuple[int, list[str]]] = []  # (first line, cells)
@@ -111,6 +117,10 @@ def read_rows(path: str | os.PathLike) -> tuple[list[str], list[tuple[int, int, 
         raise ImportFormatError(f"{at_row(path, len(rows), last + 1)}: not valid CSV ({exc})") from None
     if not rows:
         raise ImportFormatError(f"{path}: row 0 (header): the file is empty")
+    if columns and not set(cell.strip(" ") for cell in rows[0][1]) & set(columns):
+        raise ImportFormatError(f"{path}: row 0 (header): not {what}: its first line names none "
+                                f"of its columns ({', '.join(list(columns)[:4])}, ...; the "
+                                "file's content is not shown)")
     header: dict[str, int] = {}  # name -> column number
     for cell in rows[0][1]:
         try:

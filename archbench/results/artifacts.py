@@ -19,6 +19,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from archbench.core import escape
 from archbench.core.files import atomic_path, atomic_write_text
 from archbench.workloads.training.frameworks import FRAMEWORKS
 
@@ -117,27 +118,16 @@ def display_frame(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_markdown(table: pd.DataFrame) -> str:
-    """A pipe table (GitHub Markdown); numeric columns right-aligned."""
+    """A pipe table (GitHub Markdown); numeric columns right-aligned, every cell one line
+    of text (:func:`archbench.core.escape.markdown_cell`)."""
     shown = display_frame(table)
     numeric = _numeric(table)
 
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
-    lines = ["| " + " | ".join(cell(c) for c in shown.columns) + " |",
+    lines = ["| " + " | ".join(escape.markdown_cell(c) for c in shown.columns) + " |",
              "|" + "|".join("---:" if num else ":---" for num in numeric) + "|"]
     for row in shown.itertuples(index=False):
-        lines.append("| " + " | ".join(cell(v) for v in row) + " |")
+        lines.append("| " + " | ".join(escape.markdown_cell(v) for v in row) + " |")
     return "\n".join(lines) + "\n"
-
-
-_TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                "^": r"\textasciicircum{}"}
-
-
-def tex_escape(text: str) -> str:
-    """``text`` with LaTeX special characters escaped."""
-    return "".join(_TEX_ESCAPES.get(ch, ch) for ch in text)
 
 
 def to_latex(table: pd.DataFrame) -> str:
@@ -146,16 +136,22 @@ def to_latex(table: pd.DataFrame) -> str:
     shown = display_frame(table)
     align = "".join("r" if num else "l" for num in _numeric(table)) or "l"
     lines = [f"\\begin{{tabular}}{{{align}}}", "\\toprule",
-             " & ".join(tex_escape(c) for c in shown.columns) + " \\\\", "\\midrule"]
+             " & ".join(escape.latex(c) for c in shown.columns) + " \\\\", "\\midrule"]
     for row in shown.itertuples(index=False):
-        lines.append(" & ".join(tex_escape(v) for v in row) + " \\\\")
+        lines.append(" & ".join(escape.latex(v) for v in row) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}"]
     return "\n".join(lines) + "\n"
 
 
 def to_csv(table: pd.DataFrame) -> str:
-    """CSV text: fixed float format, booleans True/False, missing values empty, "\\n" ends."""
-    return table.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
+    """CSV text: fixed float format, booleans True/False, missing values empty, "\\n" ends;
+    a text cell (or header) that a spreadsheet would run as a formula is neutralised
+    (:func:`archbench.core.escape.csv_cell`)."""
+    safe = table.copy()
+    for column in safe.select_dtypes(include=["object", "string"]).columns:
+        safe[column] = safe[column].map(escape.csv_cell)
+    safe.columns = [escape.csv_cell(c) for c in safe.columns]
+    return safe.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
 
 
 def write_table(table: pd.DataFrame, *, csv: str | os.PathLike | None = None,

@@ -199,8 +199,8 @@ def _claim_cell(name: str, cell: str) -> object:
 def read_claims(path: str | os.PathLike) -> pd.DataFrame:
     """The claims of one claims file (see the module docstring), one row each."""
     path = Path(path)
-    header, rows = read_rows(path)
     identity = identity_columns()
+    header, rows = read_rows(path, [*CLAIM_FIELDS, *identity], "a claims file")
     for name in header:
         if name not in CLAIM_FIELDS and name not in identity:
             raise ImportFormatError(f"{path}: row 0 (header): column '{show(name)}': unknown column")

@@ -80,9 +80,10 @@ def parser(prog: str = PROG) -> Parser:
 
 def report(comparison, title: str, figure: str | None = None) -> str:
     """The comparison as one Markdown page: counts, method, changes, the table."""
+    from archbench.core.escape import markdown_cell
     from archbench.results.artifacts import to_markdown
     counts = ", ".join(f"{n} {verdict}" for verdict, n in comparison.counts().items())
-    parts = [f"# {title}", "", f"{len(comparison.table)} configurations: {counts}.", "",
+    parts = [f"# {markdown_cell(title)}", "", f"{len(comparison.table)} configurations: {counts}.", "",
              comparison.caption(), ""]
     if figure:
         parts += [f"![ratio new / base per configuration]({figure})", ""]

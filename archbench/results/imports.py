@@ -463,7 +463,8 @@ def read_values(path: str | os.PathLike, mapping: dict | None = None) -> list[tu
     constants = mapping.get("constants", {})
     translate = {name: {str(k).strip(): str(v) for k, v in table.items()}
                  for name, table in mapping.get("values", {}).items()}
-    header, rows = read_rows(path)
+    columns = [*REQUIRED, "model", *sorted(known_columns()), *mapping.get("columns", {})]
+    header, rows = read_rows(path, columns)
     targets = _targets(path, header, mapping)
     const_values = {}
     for name, value in constants.items():

@@ -72,7 +72,7 @@ def precision_speedup(df: pd.DataFrame, statistic: str | None = None) -> pd.Data
     computing primitives run in, ``evidence_label``: how it compares with the request
     ("bf16 requested, fp32 executed"; empty when they agree); ``loss_tail``: the mean loss
     of the last third of the measured steps (mean over the ok runs), ``loss_change`` =
-    loss_tail - loss_tail_twin, and ``quality_flag`` true where |loss_change| > max(10 % of
+    loss_tail - loss_tail_twin, and ``quality_flag`` true where ``|loss_change|`` > max(10 % of
     loss_tail_twin, 0.02) (:func:`metrics.loss_departs`): the faster number may not train
     the same model. Status names a failed or missing side ("twin oom", "no twin").
     Quality-gate runs (experiment type ``quality``) are left out: they train to a target,

@@ -48,7 +48,7 @@ def vs_published(df: pd.DataFrame, published: pd.DataFrame | None = None, *,
     campaign configuration agreeing with the identity columns the paper gives, archbench's
     value in the paper's unit, difference = archbench - published (for a range: the
     distance outside it, 0 inside), relative_difference = difference / published, and
-    beyond_tolerance when |difference| exceeds the tolerance (the claim's, else 10% of the
+    beyond_tolerance when ``|difference|`` exceeds the tolerance (the claim's, else 10% of the
     published value). A published value the campaign has not measured is listed with an
     empty archbench value (status "not measured")."""
     if published is None or published.empty:
