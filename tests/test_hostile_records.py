@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
@@ -230,8 +231,14 @@ def test_records_the_campaign_does_not_plan_are_listed():
 def hostile_workflow(tmp_path_factory):
     """The tiny campaign (16-px images) with its records on disk: one as planned, three
     that contradict their plans, and records it does not plan (rep1..rep12 of a planned
-    configuration, another experiment, another system)."""
+    configuration, another experiment, another system), on a ``local`` system whose free
+    text is markup (issue 53: the report shows it as text)."""
     workdir = copy_workflow(tmp_path_factory.mktemp("hostile"))
+    local = workdir / "config/systems/local.yaml"
+    local.write_text("".join(line for line in local.read_text().splitlines(keepends=True)
+                             if not line.startswith("description:"))
+                     + "".join(f"{key}: '{SCRIPT}'\n" for key in ("description", "gpu_model",
+                                                                 "interconnect")))
     tiny = workdir / "tiny.yaml"
     tiny.write_text(tiny.read_text().replace("image_size: 32", "image_size: 16"))
     from archbench.plan.campaign import load_campaign_file
@@ -278,6 +285,30 @@ def test_paper_lists_and_excludes_what_does_not_count_and_says_so_in_one_line(ho
     assert said == [line]
     html = (workdir / "results/report.html").read_text(errors="replace")
     assert "Excluded records" in html and "invalid_records.html" in html
+    # the system's markup reaches the platform table's parameters as text, never an element
+    elements = LiveElements()
+    elements.feed(html)
+    assert elements.found == [] and SCRIPT not in html
+    assert SCRIPT.replace("<", "&lt;").replace(">", "&gt;") in html
+
+
+SCRIPT = "</script><img src=x onerror=alert(1)>"
+
+
+class LiveElements(HTMLParser):
+    """The elements of an HTML page that would run or load something of the data: an
+    ``img``, ``iframe``, ``object`` or ``embed``, an ``on*`` handler, a ``javascript:`` link
+    (Snakemake's report has none of its own; its scripts' text is not parsed as tags)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag in ("img", "iframe", "object", "embed"):
+            self.found.append(tag)
+        self.found += [f"{tag} {name}" for name, value in attrs if name.startswith("on")
+                       or "javascript:" in str(value).lower()]
 
 
 def test_a_run_would_quarantine_what_contradicts_its_plan_and_never_what_it_does_not_plan(

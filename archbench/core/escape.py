@@ -11,7 +11,6 @@ a table row, a spreadsheet formula or a script.
   starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return gets a leading ``'``;
   numbers, and text that reads as a plain number, are left alone);
 - :func:`html`: text in HTML;
-- :func:`rst`: text placed into a reStructuredText caption (a literal, so no markup);
 - :class:`ReportSafe`: a value of a rule's ``params``, unchanged for the job, whose text
   in Snakemake's report (a ``<script>`` block of JSON there) holds no ``<``, ``>`` or ``&``.
 
@@ -64,13 +63,6 @@ def csv_cell(value: Any) -> Any:
 def html(text: str) -> str:
     """``text`` in HTML (quotes escaped too: safe in an attribute)."""
     return _html.escape(text, quote=True)
-
-
-def rst(text: str) -> str:
-    """``text`` as an inline literal of reStructuredText, shown as written; empty text
-    stays empty."""
-    text = one_line(text).replace("`", "'")
-    return f"``{text}``" if text.strip() else text
 
 
 def _script_safe(text: str) -> str:

@@ -149,7 +149,9 @@ def to_csv(table: pd.DataFrame) -> str:
     (:func:`archbench.core.escape.csv_cell`)."""
     safe = table.copy()
     for column in safe.select_dtypes(include=["object", "string"]).columns:
-        safe[column] = safe[column].map(escape.csv_cell)
+        formula = safe[column].map(lambda v: escape.csv_cell(v) is not v).astype(bool)
+        if formula.any():  # only those cells: a column of numbers keeps its type and format
+            safe.loc[formula, column] = safe.loc[formula, column].map(escape.csv_cell)
     safe.columns = [escape.csv_cell(c) for c in safe.columns]
     return safe.to_csv(index=False, float_format=CSV_FLOAT, lineterminator="\n")
 

@@ -13,7 +13,6 @@ as failed with the reason and without its throughput: never a CPU number under a
 
 from __future__ import annotations
 
-import html
 import os
 from collections import Counter
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from archbench.core import escape
 from archbench.core.metrics import loss_tail, node_hours
 from archbench.core.provenance import no_accelerator
 from archbench.core.record import RecordError
@@ -192,7 +192,7 @@ def unplanned(raw: str | os.PathLike, planned: Iterable[str | os.PathLike], camp
 def excluded_html(lines: Sequence[str]) -> str:
     """The excluded records (``<path>: <reason>`` lines) as the report shows them: a
     table of records and reasons."""
-    rows = "".join("<tr><td>{}</td><td>{}</td></tr>\n".format(*map(html.escape, (line.split(": ", 1) + [""])[:2]))
+    rows = "".join("<tr><td>{}</td><td>{}</td></tr>\n".format(*map(escape.html, (line.split(": ", 1) + [""])[:2]))
                    for line in lines)
     body = (f"<table>\n<tr><th>record</th><th>why it is not counted</th></tr>\n{rows}</table>"
             if lines else "<p>No record was excluded.</p>")
