@@ -314,21 +314,3 @@ def test_every_report_caption_builds_without_a_docutils_message():
         if stream.getvalue():
             problems[name] = stream.getvalue().strip()
     assert len(captions()) > 40 and problems == {}
-
-
-@pytest.mark.parametrize("text", [r"$\frac{$ 1", r"$\input{/etc/passwd}$", "50$ and 60$"])
-def test_a_figure_draws_another_sites_text_as_written(text):
-    """A "$" in a record's or an import's text is no mathtext (a bad one raised at draw)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from archbench.results.figures.style import style
-    with style():
-        figure = Figure()
-        axes = figure.subplots()
-        axes.plot([1, 2], [1, 2], label=text)
-        axes.legend()
-        axes.set_title(text)
-    FigureCanvasAgg(figure).draw()
-    assert axes.title.get_text() == text
-    count_input("issue 53 (another site's files)", "accepted")

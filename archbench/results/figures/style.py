@@ -46,9 +46,6 @@ RC = {
     "legend.fontsize": 8,
     "legend.title_fontsize": 8,
     "lines.markersize": 5,
-    # every text is drawn as written: a "$" in a record's or an import's text is no
-    # mathtext to parse (archbench's own labels use none)
-    "text.parse_math": False,
 }
 
 
