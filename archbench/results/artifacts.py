@@ -132,7 +132,8 @@ def to_markdown(table: pd.DataFrame) -> str:
 
 def to_latex(table: pd.DataFrame) -> str:
     """A booktabs ``tabular`` (``\\toprule``/``\\midrule``/``\\bottomrule``; needs
-    ``\\usepackage{booktabs}``), numeric columns right-aligned."""
+    ``\\usepackage{booktabs}``), numeric columns right-aligned, every cell one line with
+    LaTeX's special characters escaped (:func:`archbench.core.escape.latex`)."""
     shown = display_frame(table)
     align = "".join("r" if num else "l" for num in _numeric(table)) or "l"
     lines = [f"\\begin{{tabular}}{{{align}}}", "\\toprule",
