@@ -356,3 +356,20 @@ def test_allow_env_reaches_snakemake_as_its_config():
     assert words[words.index("--config"):][:3] == ["--config", "allow_env=PYTHONPATH,LD_PRELOAD", "x=1"]
     paper = cli.snakemake_arguments(cli.parser().parse_args(["paper", "--allow-env", "A"]), [], Path.cwd())
     assert "allow_env=A" in paper and "regenerate_only=True" in paper and paper.count("--config") == 1
+
+
+def test_a_best_layout_archbench_chose_runs_and_an_edited_one_does_not(monkeypatch):
+    from archbench.plan import choices
+    from archbench.results.tables import best
+    placeholder = next(m for m in load_campaign(yaml.safe_load(
+        (REPO / "tests" / "campaigns" / "best.yaml").read_text())).measurements if m.get("best_of"))
+    layout = {"processes_per_node": 2, "intra_threads": 1, "inter_threads": 1, "batch_per_process": 4}
+    monkeypatch.setattr(best, "summary_of", lambda df, statistic: df)
+    monkeypatch.setattr(best, "best_hybrid", lambda table: table)
+    monkeypatch.setattr(best, "best_layout", lambda table, m: {**layout, "img_s": 1.0})
+    entry = best.choose_layouts([placeholder], None)[raw_path(placeholder)]
+    assert choices.refusal(placeholder, entry) is None
+    assert choices.refusal(placeholder, {**entry, "env": {"LD_PRELOAD": "/x.so"}}) == \
+        "env.LD_PRELOAD: not what its plan gives (unset)"
+    assert choices.refusal(placeholder, {**entry, "tuning": {"best_of": ["layout", "x y"]}}) == \
+        "tuning: not a mapping of settings to plain values"
