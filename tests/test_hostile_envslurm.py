@@ -339,15 +339,22 @@ def test_a_round_file_archbench_wrote_runs_as_written(tmp_path, monkeypatch, stu
 
 
 def test_the_plan_shows_the_environment_each_job_gets():
-    from archbench.plan.jobs import environment_notes
+    from archbench.plan.jobs import campaign_plan, environment_notes
     campaign = copy.deepcopy(TINY)
     campaign["experiments"]["threads"]["env"] = {"KMP_BLOCKTIME": "0"}
     campaign["system_definitions"] = {"local": {"arch": "auto", "cores_per_socket": 2,
                                                 "env": {"OMP_PROC_BIND": "close"}}}
-    lines = environment_notes(load_campaign(campaign).measurements)
+    planned = load_campaign(campaign)
+    lines = environment_notes(planned.measurements)
     assert lines[0] == "threads on local: `KMP_BLOCKTIME=0` `OMP_PROC_BIND=close` (2 measurements)"
     assert lines[1].startswith("every job also gets archbench's own `TF_USE_LEGACY_KERAS=1`")
-    assert environment_notes(load_campaign(copy.deepcopy(TINY)).measurements) == []
+    # the plan file and the dry run's plan (one text) carry them; a campaign without env
+    # keeps its plan as it was
+    text = campaign_plan("tiny", planned.measurements, planned.systems)[1]
+    assert all(f"\n**Environment:** {line}\n" in text for line in lines)
+    tiny = load_campaign(copy.deepcopy(TINY))
+    assert environment_notes(tiny.measurements) == []
+    assert "Environment" not in campaign_plan("tiny", tiny.measurements, tiny.systems)[1]
 
 
 def test_allow_env_reaches_snakemake_as_its_config():
