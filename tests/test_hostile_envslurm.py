@@ -380,3 +380,9 @@ def test_a_best_layout_archbench_chose_runs_and_an_edited_one_does_not(monkeypat
         "env.LD_PRELOAD: not what its plan gives (unset)"
     assert choices.refusal(placeholder, {**entry, "tuning": {"best_of": ["layout", "x y"]}}) == \
         "tuning: not a mapping of settings to plain values"
+    assert choices.refusal(placeholder, {**entry, "precision": "bf16"}) == \
+        "precision: not a key a choice sets (its plan has none)"
+    assert choices.refusal(placeholder, {**entry, "trial": {"number": 1}}) == \
+        "trial: not a key a choice sets (its plan has none)"
+    assert choices.refusal({**placeholder, "precision": "bf16"}, entry) == \
+        "precision: missing (its plan gives 'bf16')"

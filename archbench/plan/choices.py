@@ -23,8 +23,8 @@ from archbench.plan.experiment_types.tune import searched_settings
 COUNTS = ("processes_per_node", "intra_threads", "inter_threads", "batch_per_process",
           "workers", "global_batch")
 MAX_COUNT = 2**30
-# Keys a resolved entry drops: the placeholder's markers, numerics at their defaults.
-DROPPED = ("best_of", "tune_round", *NUMERICS_DEFAULTS)
+# A placeholder's markers, which the entry resolving it drops.
+MARKERS = ("best_of", "tune_round")
 WORD = re.compile(r"^[A-Za-z0-9_.:+-]{1,64}$")
 
 
@@ -43,9 +43,21 @@ def is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
 
 
-def chosen_keys() -> set[str]:
-    """The top-level keys a choice may set: the layout and the tuner's searched settings."""
-    return {*COUNTS, *(s.planned for s in searched_settings() if "." not in s.planned)}
+def chosen_keys(placeholder: Mapping[str, Any]) -> set[str]:
+    """The top-level keys a choice may set: the layout, and a tuner's searched settings
+    for a tuner's trial (a `best` layout keeps its sweep's numerics)."""
+    searched = {s.planned for s in searched_settings() if "." not in s.planned}
+    return {*COUNTS, *(searched if "trial" in placeholder else ())}
+
+
+def may_drop(placeholder: Mapping[str, Any], key: str) -> bool:
+    """Whether an entry may leave out a key its placeholder has: a placeholder's marker,
+    or a numerics setting the entry then runs at its default (one it chose, or that the
+    placeholder has at its default)."""
+    if key in MARKERS:
+        return True
+    return key in NUMERICS_DEFAULTS and ("trial" in placeholder
+                                         or placeholder[key] == NUMERICS_DEFAULTS[key])
 
 
 def shown(key: Any) -> str:
@@ -65,12 +77,12 @@ def refusal(placeholder: Mapping[str, Any], entry: Any) -> str | None:
     entry holds), or None when it differs from it only in the layout a choice makes."""
     if not isinstance(entry, dict):
         return "not a measurement (a JSON object)"
-    chosen = chosen_keys()
+    chosen = chosen_keys(placeholder)
     for key in sorted(set(placeholder) | set(entry), key=str):
         if key in ("tuning", "trial"):
             continue
         if key not in entry:
-            if key not in DROPPED:
+            if not may_drop(placeholder, key):
                 return f"{key}: missing (its plan gives {placeholder[key]!r})"
         elif key in chosen:
             if not (is_count(entry[key]) if key in COUNTS else is_scalar(entry[key])):
