@@ -65,21 +65,25 @@ def find_workflow(given: str | None, start: Path | None = None) -> Path | None:
     return None
 
 
-def check(path: str, workflow: str | None = None) -> int:
+def check(path: str, workflow: str | None = None, allow_env: Sequence[str] = ()) -> int:
     """Validate a campaign and every input it names, as the workflow does before any job.
     With a workflow (``workflow``, the current directory, or the checkout holding the
     campaign file) the check runs there: its config/systems, container definitions and
-    imports; without one, against the systems the package ships."""
+    imports; without one, against the systems the package ships. ``allow_env``: the
+    environment variables the run allows (``--allow-env``), as its ``--config`` would."""
     from archbench.inputs import check_inputs  # pandas: only when a campaign is checked
     try:
         directory = find_workflow(workflow, Path(path))
         config = load_yaml_file(path)
+        overrides = {"allow_env": ",".join(allow_env)} if allow_env else {}
+        if isinstance(config, dict):
+            config.update(overrides)
         if directory is None:
-            campaign = check_inputs(config, [path])
+            campaign = check_inputs(config, [path], overrides=overrides)
         else:
             file = path if directory == Path.cwd() else Path(path).absolute()
             with contextlib.chdir(directory):  # the campaign's paths are the workflow's
-                campaign = check_inputs(config, [file], root=directory,
+                campaign = check_inputs(config, [file], root=directory, overrides=overrides,
                                         system_dir=directory / "config" / "systems")
     except NoWorkflow as exc:
         print(f"archbench: {exc}", file=sys.stderr)
@@ -126,6 +130,15 @@ def paper_arguments(extra: Sequence[str]) -> list[str]:
     return paper + extra
 
 
+def with_config(words: list[str], setting: str) -> list[str]:
+    """``words`` with ``setting`` (KEY=VALUE) among its ``--config`` values, or a
+    ``--config`` of its own (Snakemake keeps the last --config it is given)."""
+    for i, word in reversed(list(enumerate(words))):
+        if word in ("--config", "-C"):
+            return [*words[:i + 1], setting, *words[i + 1:]]
+    return [*words, "--config", setting]
+
+
 def snakemake_arguments(args: argparse.Namespace, extra: Sequence[str],
                         workflow: Path) -> list[str]:
     """Snakemake's command line (without the program) for ``plan``, ``run`` or ``paper``.
@@ -143,6 +156,8 @@ def snakemake_arguments(args: argparse.Namespace, extra: Sequence[str],
         words += paper_arguments(extra)
     else:
         words += extra
+    if args.allow_env:
+        words = with_config(words, f"allow_env={','.join(args.allow_env)}")
     files = [path(f) for f in args.configfile or []]
     return words + (["--configfile", *files] if files else [])
 
@@ -255,6 +270,15 @@ def add_compare(commands) -> None:
         description=compare.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
 
 
+def add_allow_env(command: argparse.ArgumentParser) -> None:
+    """``--allow-env NAME``: a variable that loads code or steers archbench, which this run
+    lets system and experiment env set (archbench/plan/environment.py)."""
+    command.add_argument("--allow-env", action="append", metavar="NAME", default=[],
+                         help="let system and experiment env set NAME for this run although it "
+                              "loads code or steers archbench (LD_PRELOAD, PYTHONPATH, ...; "
+                              "repeat for several; Snakemake: --config allow_env=NAME,NAME)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="archbench", description=__doc__.split("\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -267,6 +291,7 @@ def parser() -> argparse.ArgumentParser:
                                "uses (default: the current directory when it holds a Snakefile, "
                                "else the checkout holding the campaign file, else none: the "
                                "shipped systems)")
+    add_allow_env(checking)
     schemas = commands.add_parser("schema", allow_abbrev=False,
                                   help="print every key a campaign may use (campaign, "
                                        "experiment and system keys)")
@@ -279,7 +304,7 @@ def parser() -> argparse.ArgumentParser:
         wrapping = commands.add_parser(
             name, help=helps[name], description=helps[name], allow_abbrev=False,
             usage=f"archbench {name} [-h] [--configfile FILE] [--profile PROFILE] "
-                  "[--workflow DIR] [SNAKEMAKE ARGUMENTS]",
+                  "[--workflow DIR] [--allow-env NAME] [SNAKEMAKE ARGUMENTS]",
             epilog="Snakemake runs in the workflow's directory; every argument not listed "
                    "above goes to it as given (-n, --cores 4, a target, ...).")
         wrapping.add_argument("--configfile", action="append", metavar="FILE",
@@ -289,6 +314,7 @@ def parser() -> argparse.ArgumentParser:
                                    "profiles/slurm on a cluster)")
         wrapping.add_argument("--workflow", metavar="DIR",
                               help="the workflow's directory (default: the current directory)")
+        add_allow_env(wrapping)
     add_compare(commands)
     return p
 
@@ -308,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         p.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "check":
-        return check(args.campaign, args.workflow)
+        return check(args.campaign, args.workflow, args.allow_env)
     return schema(args.section)
 
 

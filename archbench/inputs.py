@@ -39,6 +39,10 @@ def check_inputs(config: dict, files: Sequence[str | os.PathLike], *,
     source = " + ".join(names) or None
     for path, name in zip(files, names):  # Snakemake's reading lets a repeated key win
         load_yaml_file(path, name)
+    if "allow_env" in config and "allow_env" not in (overrides or {}):
+        raise ConfigError("allow_env: a run allows environment variables on its command line "
+                          "only (archbench run --allow-env NAME, or --config allow_env=NAME), "
+                          "never in a campaign file", source=source)
     try:
         campaign = load_campaign(config, system_dir)
         check_inputs_exist(campaign, root)

@@ -58,6 +58,7 @@ from archbench.core.record import (
 )
 from archbench.execute import hostguard, lease, lifeline
 from archbench.execute.specfiles import SpecError, read_spec
+from archbench.plan import choices
 from archbench.plan.containers import IMAGE_DIR, exec_prefix, image_file, runtime_env
 from archbench.plan.containers import image_digest as hash_file
 from archbench.plan.placeholders import is_placeholder
@@ -332,10 +333,16 @@ def pinned_cores(tuning: dict) -> dict:
     return {"cores": {"value": tuning["cores"], "unit": "cores"}} if tuning.get("cores") else {}
 
 
+class ChoiceRefused(Exception):
+    """A choice file's entry that is not what its placeholder's plan lets it run
+    (:mod:`archbench.plan.choices`): the run stops with one line, no record."""
+
+
 def chosen_layout(spec: dict) -> dict:
     """The measurement a `best` spec runs: its entry in the layouts file the workflow wrote
     from the sweep's records (rule choose_best_layouts). ValueError with the reason when
-    no layout was chosen for it."""
+    no layout was chosen for it; ChoiceRefused when the entry is not what the plan lets the
+    placeholder run."""
     path = spec.get("best_layouts") or spec.get("tune_round")
     if not path:
         raise ValueError("a placeholder (a `best` measurement, a tuner's trial) needs the file "
@@ -344,11 +351,18 @@ def chosen_layout(spec: dict) -> dict:
         layouts = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: unreadable layouts ({exc})") from exc
-    entry = layouts.get(raw_path(spec["measurement"]))
+    record = raw_path(spec["measurement"])
+    entry = layouts.get(record) if isinstance(layouts, dict) else None
     if entry is None:
-        raise ValueError(f"{path}: no layout chosen for {raw_path(spec['measurement'])}")
-    if "error" in entry:
+        raise ValueError(f"{path}: no layout chosen for {record}")
+    if isinstance(entry, dict) and "error" in entry:
+        if set(entry) != {"error"} or not isinstance(entry["error"], str) or "\n" in entry["error"]:
+            raise ChoiceRefused(f"{path}: {record}: error: not one line of text")
         raise ValueError(entry["error"])
+    why = choices.refusal(spec["measurement"], entry)
+    if why is not None:
+        raise ChoiceRefused(f"{path}: {record}: {why}: not what its plan lets it run (the file "
+                            "was changed since archbench wrote it); remove it and rerun to choose again")
     return entry
 
 
@@ -371,6 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except lease.Held as held:  # another supervisor measures this record: leave it alone
         print(held, file=sys.stderr, flush=True)
         return lease.EXIT_HELD
+    except ChoiceRefused as exc:  # nothing of the file reaches a worker; no record
+        print(f"archbench.run: {exc}", file=sys.stderr, flush=True)
+        return 1
     except Interrupted as stop:
         written = "" if args.output.exists() else "; no record written (the next run reruns it)"
         print(f"{args.output}: stopped by {stop}{written}", flush=True)

@@ -20,6 +20,7 @@ from archbench.core.record import config_id, raw_path
 from archbench.core.validate import ConfigError, check, key_path, load_schema, schema_error
 from archbench.core.yamlio import check_values, load_yaml_file
 from archbench.plan.containers import image_name, system_images
+from archbench.plan.environment import allowed_names, refusal
 from archbench.plan.experiment_types import EXPERIMENT_TYPES
 from archbench.plan.experiment_types.base import axes_schema, expand_with_skips, per_framework
 from archbench.plan.experiment_types.node_scaling import best_sources
@@ -223,9 +224,16 @@ def _load_campaign(config: dict, system_dir: str | os.PathLike | None) -> Campai
                           "would never apply)")
     inline = config.get("system_definitions", {})
     systems = {name: resolve_system(name, inline.get(name), system_dir) for name in config["systems"]}
+    allowed = allowed_names(config)
+    for name, system in systems.items():
+        if (refused := refusal(system["env"], allowed)) is not None:
+            raise system_error(name, inline, f"env.{refused[0]}: {refused[1]}")
     measurements: list[dict] = []
     for name, experiment in experiments_of(config).items():
         check_experiment(config, name, experiment)
+        for key in ("env", "mkl_env"):  # what an experiment adds to its runs' environment
+            if (refused := refusal(experiment.get(key) or {}, allowed)) is not None:
+                raise experiment_error(config, name, (key, refused[0]), reason=refused[1])
         for system_name in experiment.get("systems", config["systems"]):
             if system_name not in systems:
                 raise experiment_error(config, name, ("systems",),

@@ -16,6 +16,7 @@ from archbench.plan.batching import chunks
 from archbench.plan.containers import image_name, parse_definition
 from archbench.plan.slurm_requests import gpu_resources, sbatch_resources
 from archbench.workloads.gpu import unsupported_gpus
+from archbench.workloads.training.frameworks import environment as framework_environment
 from archbench.workloads.training.strategies.base import ps_nodes
 
 # Slack added to a run's time limit for start-up and record writing.
@@ -150,10 +151,28 @@ def tuning_notes(measurements: list[dict]) -> list[str]:
     return lines
 
 
+def environment_notes(measurements: list[dict]) -> list[str]:
+    """One line per system and experiment whose jobs get environment variables from the
+    campaign (system and experiment ``env``, ``mkl_env``): each distinct set with how many
+    measurements get it; then, when there is any, archbench's own, which every job gets."""
+    groups: dict[tuple[str, str], Counter] = {}
+    for m in measurements:
+        given = " ".join(f"`{k}={v}`" for k, v in sorted((m.get("env") or {}).items())) or "none"
+        groups.setdefault((m["experiment"], m["system"]), Counter())[given] += 1
+    lines = [f"{experiment} on {system}: " + "; ".join(f"{given} ({n} measurements)"
+                                                      for given, n in sorted(sets.items()))
+             for (experiment, system), sets in sorted(groups.items()) if set(sets) != {"none"}]
+    if lines:
+        lines.append("every job also gets archbench's own " + " ".join(
+            f"`{k}={v}`" for k, v in sorted(framework_environment().items())))
+    return lines
+
+
 def plan_markdown(name: str, table: pd.DataFrame, warnings: list[str] = (), *,
-                  tuning: list[str] = ()) -> str:
+                  tuning: list[str] = (), environment: list[str] = ()) -> str:
     """The plan as Markdown with a total line (upper bounds: every run at its time limit),
-    the tuners' plans (:func:`tuning_notes`) and the ``warnings`` (:func:`gpu_warnings`)."""
+    the tuners' plans (:func:`tuning_notes`), the environment the campaign gives its jobs
+    (:func:`environment_notes`) and the ``warnings`` (:func:`gpu_warnings`)."""
     total = table[["measurements", "jobs", "node_hours", "core_hours", "gpu_hours"]].sum()
     body = table.to_markdown(index=False, floatfmt=".2f") if not table.empty else "(no jobs)"
     return (f"# Plan for campaign `{name}`\n\n"
@@ -163,6 +182,7 @@ def plan_markdown(name: str, table: pd.DataFrame, warnings: list[str] = (), *,
             f"{int(total['jobs'])} Slurm jobs, {total['node_hours']:.2f} node-hours, "
             f"{total['core_hours']:.2f} core-hours, {total['gpu_hours']:.2f} GPU-hours.\n"
             + "".join(f"\n**Tuning:** {line}\n" for line in tuning)
+            + "".join(f"\n**Environment:** {line}\n" for line in environment)
             + "".join(f"\n**Warning:** {line}\n" for line in warnings))
 
 
@@ -173,7 +193,8 @@ def campaign_plan(name: str, measurements: list[dict], systems: dict[str, dict],
     table = plan_table(measurements, systems, measurements_per_job=measurements_per_job,
                        batch_max_minutes=batch_max_minutes)
     return table, plan_markdown(name, table, gpu_warnings(measurements, systems),
-                                tuning=tuning_notes(measurements))
+                                tuning=tuning_notes(measurements),
+                                environment=environment_notes(measurements))
 
 
 def write_plan(name: str, measurements: list[dict], systems: dict[str, dict], *,

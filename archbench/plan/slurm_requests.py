@@ -29,11 +29,18 @@ PLUGIN_OPTION_KEYS = {
 # Options this module writes into slurm_extra, by the system key that sets them.
 EXTRA_OPTION_KEYS = {"--reservation": "reservation", "--exclusive": "exclusive",
                      "--exclude": "exclude", "--nodelist": "nodelist"}
+# The only sbatch options a slurm_extra may set: each changes neither what a job runs, nor
+# where its output goes, nor the planned layout (nodes, tasks, CPUs, GPUs, memory, time);
+# docs/cluster.md argues each, and those left out.
+SLURM_EXTRA_ALLOWED = ("--begin", "--hint", "--licenses", "--mail-type",
+                       "--mail-user", "--nice", "--no-requeue", "--requeue", "--switches",
+                       "--tmp", "--wckey")
 
 
 def check_slurm_extra(text: str) -> None:
-    """Raise ValueError naming the option and the system key to use instead when the
-    user-written ``text`` sets an option the plugin manages or a system key sets."""
+    """Raise ValueError naming the option (and the system key to use instead) when the
+    user-written ``text`` sets an option the plugin manages, one a system key sets, or one
+    not in :data:`SLURM_EXTRA_ALLOWED`."""
     # imported here: images install archbench without the workflow's packages, and their
     # workers import archbench.plan.systems (which checks systems through this module);
     # `pip install .` leaves the plugin out too (setup_env.sh installs it without its deps)
@@ -54,6 +61,10 @@ def check_slurm_extra(text: str) -> None:
         if option in EXTRA_OPTION_KEYS:
             raise ValueError(f"sets {option}, which the system key "
                              f"{EXTRA_OPTION_KEYS[option]} sets")
+        if option not in SLURM_EXTRA_ALLOWED:
+            raise ValueError(f"sets {option}, which slurm_extra may not set: only options that "
+                             f"change neither what runs, nor where its output goes, nor the "
+                             f"planned layout ({', '.join(SLURM_EXTRA_ALLOWED)})")
 
 
 def check_system(system: dict, where: str = "", source: str | None = None) -> None:
