@@ -16,7 +16,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from archbench.plan.tuner import Tuner
+from archbench.plan.tuner import StudyMismatch, Tuner
 from archbench.plan.tuning_plan import Space, plan_rounds, rounds_cost, unit_cost
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,7 +93,8 @@ def test_slots_asked_once_tell_idempotent_no_point_twice():
         tuner.tell(r, values)
         before = trials_of(tuner)
         tuner.tell(r, values)  # told again: nothing changes
-        tuner.tell(r, {k: v * 2 for k, v in values.items()})
+        with pytest.raises(StudyMismatch, match=r"^trial \d+: told [\d.]+ img/s, its records' mean is "):
+            tuner.tell(r, {k: v * 2 for k, v in values.items()})  # other values: refused
         assert trials_of(tuner) == before
     keys = [tuple(sorted(p.items())) for p in measured]
     assert len(keys) == len(set(keys)), "a point measured twice"

@@ -321,3 +321,31 @@ TYPE = ExperimentType(
     "tune", expand, SCHEMA,
     tables=("summary", "tuning"),
     figures=("tuning",))
+
+
+# the sweeps a tuner's answer is compared with: one node's training layouts and settings
+SWEEP_TYPES = ("hybrid", "ppn_sweep", "thread_scaling", "inter_intra", "batch_sweep", "horovod_tuning")
+
+
+def sweep_fault(experiments: dict[str, dict], name: str, systems: list[str]) -> str | None:
+    """Why tune experiment ``name``'s ``sweep`` (when it names one) cannot be compared with
+    it: not a training sweep of the campaign (``experiments``, defaults filled in), or one
+    sharing none of its models, frameworks or systems (``systems``: the campaign's)."""
+    tune = experiments[name]
+    sweep = tune.get("sweep")
+    if sweep is None:
+        return None
+    other = experiments.get(sweep)
+    if other is None:
+        return f"'{sweep}' is not an experiment of this campaign"
+    if other["type"] not in SWEEP_TYPES:
+        return (f"'{sweep}' is a {other['type']} experiment; name a training sweep of one node "
+                f"({', '.join(SWEEP_TYPES)})")
+    for what, mine, theirs in (
+            ("models", tune["models"], other.get("models", [])),
+            ("frameworks", frameworks(tune), frameworks(other)),
+            ("systems", tune.get("systems", systems), other.get("systems", systems))):
+        if not set(mine) & set(theirs):
+            verb = "runs on" if what == "systems" else "runs"
+            return f"'{sweep}' {verb} none of this tune's {what} ({', '.join(mine)})"
+    return None
