@@ -434,3 +434,36 @@ def test_a_damaged_or_edited_study_file_is_refused_naming_it(finished_study, tmp
     count_input("issue 53 tune study files", "rejected")
     after = snapshot(tmp_path / "results")
     assert after == before, sorted(k for k in {*after, *before} if after.get(k) != before.get(k))
+
+
+@pytest.mark.parametrize("edit", [{"batch_per_process": [16, 32, 64]}, {"budget_measurements": 6}, {"seed": 1}])
+def test_an_edited_space_or_budget_starts_a_study_of_its_own_beside_the_old(finished_study, tmp_path,
+                                                                           monkeypatch, edit):
+    """The finding: after an edit, the old study's journal, rounds and best were reused
+    (a best outside the space). Now the edited plan is another study, in its own folder;
+    the old one is kept as it was, and the new study's answer lies in the new space."""
+    shutil.copytree(finished_study, tmp_path, dirs_exist_ok=True)
+    monkeypatch.chdir(tmp_path)
+    old = snapshot(tmp_path / "results" / "tune")
+    c = load_campaign(yaml.safe_load(campaign(**edit)))
+    ms = [m for m in c.measurements if m["experiment"] == "layout"]
+    rounds = [[m for m in ms if m["tune_round"] == r] for r in sorted({m["tune_round"] for m in ms})]
+    _, _, before = tune_files(Path("results"))
+    assert study_dir("results", rounds[0][0]) != study_dir("results", before[0][0])
+    dag = dag_of(experiments_of(c.config)["layout"], c.systems["local"], rounds)
+    for r, placeholders in enumerate(rounds):
+        round_job(dag, rounds, r)
+        write_records(placeholders)
+    best_job(dag, rounds)
+    after = snapshot(tmp_path / "results" / "tune")
+    assert {k: after[k] for k in old} == old  # the old study, kept
+    found = json.loads((study_dir("results", rounds[0][0]) / "best.json").read_text())
+    space = {**LAYOUT, **edit}["batch_per_process"]
+    assert found["best"]["point"]["batch_per_process"] in space
+    assert found["study"] == rounds[0][0]["trial"]["study"] != before[0][0]["trial"]["study"]
+
+
+def test_the_same_plan_is_the_same_study():
+    one, two = (tune_files(Path("results"))[2][0][0] for _ in range(2))
+    assert one["trial"]["study"] == two["trial"]["study"]
+    assert study_dir("results", one).name == f"tensorflow-small_cnn-{one['trial']['study']}"

@@ -6,6 +6,7 @@ journal file after a kill between rounds; and the replay benchmark's oracle piec
 from __future__ import annotations
 
 import hashlib
+import json
 import importlib.util
 import math
 import statistics
@@ -135,6 +136,37 @@ def test_failed_runs_fail_the_trial():
     states = {t.number: t.state for t in tuner.study.get_trials()}
     assert states[failed] == TrialState.FAIL
     assert failed not in {s.trial for s in tuner.slots(1)}
+
+
+def test_a_trial_with_a_failed_repetition_is_penalised_and_never_the_best():
+    """At the top rung, the trial that would be best fails one of its two runs: it is told
+    its runs' mean with the failure as 0 img/s, marked, and the best is another trial."""
+    rounds = plan_rounds(len(SPACE.points()), 0.5 * len(SPACE.points()), repetitions=2, **PLAN)
+    tuner = Tuner(SPACE, rounds, seed=0)
+    top = next(r for r in range(len(rounds)) if r + 1 == len(rounds) or rounds[r + 1].bracket != rounds[r].bracket)
+    run(tuner, range(top))
+    slots = tuner.slots(top)
+    flaky = max(slots, key=lambda s: surface(s.point)).trial
+    values = {(s.trial, s.repetition): None if (s.trial, s.repetition) == (flaky, 1) else measure(s)
+              for s in slots}
+    tuner.tell(top, values)
+    trial = tuner.study.trials[flaky]
+    assert trial.state == TrialState.COMPLETE and trial.user_attrs["failed_runs"] == 1
+    assert trial.value == pytest.approx(values[(flaky, 0)] / 2)
+    point, value = tuner.best()
+    assert point != json.loads(trial.user_attrs["point"])
+    whole = [t for t in tuner.study.trials if t.state == TrialState.COMPLETE and "failed_runs" not in t.user_attrs]
+    assert value == max(t.value for t in whole)
+
+
+def test_a_study_of_another_plan_is_refused():
+    rounds = plan_rounds(len(SPACE.points()), 0.5 * len(SPACE.points()), repetitions=2, **PLAN)
+    storage = optuna.storages.InMemoryStorage()
+    tuner = Tuner(SPACE, rounds, seed=0, storage=storage, study_key="a" * 12)
+    tuner.slots(0)
+    assert Tuner(SPACE, rounds, seed=0, storage=storage, study_key="a" * 12).slots(0) == tuner.slots(0)
+    with pytest.raises(StudyMismatch, match=r"^a journal of another study \(aaaaaaaaaaaa; the plan's is bbbbbbbbbbbb"):
+        Tuner(SPACE, rounds, seed=0, storage=storage, study_key="b" * 12)
 
 
 def test_resume_from_journal_after_kill_between_rounds(tmp_path):
