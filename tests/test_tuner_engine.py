@@ -6,8 +6,8 @@ journal file after a kill between rounds; and the replay benchmark's oracle piec
 from __future__ import annotations
 
 import hashlib
-import json
 import importlib.util
+import json
 import math
 import statistics
 import sys
