@@ -467,3 +467,22 @@ def test_the_same_plan_is_the_same_study():
     one, two = (tune_files(Path("results"))[2][0][0] for _ in range(2))
     assert one["trial"]["study"] == two["trial"]["study"]
     assert study_dir("results", one).name == f"tensorflow-small_cnn-{one['trial']['study']}"
+
+
+@pytest.mark.parametrize("entry", [None, {"trial": {"number": 3}}, 7, {"error": "round 2: no trial"}])
+def test_a_trial_its_round_file_does_not_choose_fails_with_a_record(tmp_path, entry):
+    """The finding: a round file without the trial's entry (a stale one, after an edit)
+    made the supervisor raise (``trial: 'number' is a required property``). Now the run
+    fails with a record saying why, and the record names no trial."""
+    from archbench.core.record import read_record
+    from archbench.execute.supervisor import run_leased
+    c = load_campaign(yaml.safe_load(campaign()))
+    m = next(m for m in c.measurements if m["experiment"] == "layout")
+    round_file = tmp_path / "round1.json"
+    round_file.write_text(json.dumps({} if entry is None else {raw_path(m): entry}))
+    output = tmp_path / "rep0.json"
+    spec = {"measurement": m, "system": c.systems["local"], "tune_round": str(round_file)}
+    assert run_leased(spec, output=output, log_path=tmp_path / "log", renew=lambda: None) == 0
+    record = read_record(output)
+    assert record["status"] == "failed" and record.get("trial") is None
+    assert record["reason"].startswith(f"{round_file}: ") or record["reason"] == "round 2: no trial"

@@ -347,8 +347,15 @@ def chosen_layout(spec: dict) -> dict:
     entry = layouts.get(raw_path(spec["measurement"]))
     if entry is None:
         raise ValueError(f"{path}: no layout chosen for {raw_path(spec['measurement'])}")
+    if not isinstance(entry, dict):
+        raise ValueError(f"{path}: the entry of {raw_path(spec['measurement'])} is not an object")
     if "error" in entry:
-        raise ValueError(entry["error"])
+        raise ValueError(str(entry["error"]))
+    planned, trial = spec["measurement"].get("trial"), entry.get("trial")
+    if planned is not None and not (isinstance(trial, dict) and isinstance(trial.get("number"), int)
+                                    and {k: trial.get(k) for k in planned} == planned):
+        raise ValueError(f"{path}: the entry of {raw_path(spec['measurement'])} is not a trial of its "
+                         "study and round (delete the file and the round is chosen again)")
     return entry
 
 
@@ -417,8 +424,9 @@ def run_leased(spec: dict, *, output: Path, log_path: Path, renew: Callable[[], 
     if is_placeholder(measurement):
         try:
             measurement = chosen_layout(spec)
-        except ValueError as exc:
-            record = failure(identity_fields(measurement, log_path), start=provenance.now(),
+        except ValueError as exc:  # a tuner's placeholder has no trial number: none in the record
+            unchosen = {k: v for k, v in measurement.items() if k != "trial"}
+            record = failure(identity_fields(unchosen, log_path), start=provenance.now(),
                              status="failed", reason=str(exc), env=measurement.get("env"))
             write_record(output, record)
             print(f"{output}: failed {exc}")
