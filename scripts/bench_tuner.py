@@ -263,7 +263,8 @@ def cliff_works(p: dict) -> float:
 
 
 def cliff_oracle() -> Oracle:
-    """The synthetic node with an out-of-memory cliff beside its best layout: without the
+    """The synthetic node (fewer thread counts, batches from 32, inter-op 1 or 2: 398
+    layouts) with an out-of-memory cliff beside its best layout: without the
     surface's memory penalty, a layout holding more than MEMORY_IMAGES images in flight
     is faster when it runs (6 or 8 processes of batch 256, 5 % above the best that fits),
     but a FLAKY share of its runs fail (memory fragmentation near the limit), and above
@@ -271,7 +272,11 @@ def cliff_oracle() -> Oracle:
     when it runs x the share that runs (a failed run delivers nothing), so the best is
     the best layout that fits (4 processes of batch 256) and a flaky neighbour's regret
     is 37 %. A draw is None for a failed run."""
-    base = synthetic_oracle()
+    divisors = tuple(d for d in range(1, CORES + 1) if CORES % d == 0)
+    axes = {"processes_per_node": divisors, "intra_threads": (1, 2, 4, 6, 8, 11, 12, 16, 23, 24, 48),
+            "inter_threads": (1, 2), "batch_per_process": (32, 64, 128, 256)}
+    base = Oracle("", Space(axes, lambda p: p["processes_per_node"] * p["intra_threads"] <= HW_THREADS),
+                  {}, lambda p, steps, rng: None, steps=100, warmup_steps=10)
 
     def speed(p: dict) -> float:
         penalty = 0.93 if p["processes_per_node"] * p["batch_per_process"] > 1024 else 1.0
