@@ -153,6 +153,8 @@ def test_a_configuration_with_a_failed_top_rung_run_is_never_the_best(records):
     row = one_row(build_table("tuning", frame_of([*records, failed])))
     assert (row["best_processes_per_node"], row["best_intra_threads"]) == fab.TUNE_SPACE[second]
     assert row["runs"] == row["n"] and row["status"] == "ok"
+    (_, trials, _), = studies(tune_runs(normalise(frame_of([*records, failed]))))
+    assert progress(trials, "mean")["best_so_far"].iloc[-1] == pytest.approx(row["img_s"])
     # every top-rung configuration with a failed run: the best of them, and the status says so
     tops = [r for r in tune_of(records) if r["trial"]["top_rung"] and r["status"] == "ok"]
     fails = [{**r, "repetition": 9, "run_id": r["run_id"].replace("_rep0", "_rep9"), "status": "failed",
