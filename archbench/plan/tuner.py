@@ -204,8 +204,10 @@ class Tuner:
             if t.state != TrialState.RUNNING or rnd.steps in t.intermediate_values:
                 self._check_told(t, scores.get(number), steps=rnd.steps, top=top)
                 continue
+            live = optuna.trial.Trial(self.study, t._trial_id)
+            live.set_user_attr(f"runs{r}", [len(by_trial[number]), failed[number]])  # runs, failed
             if failed[number] and number in scores:
-                optuna.trial.Trial(self.study, t._trial_id).set_user_attr("failed_runs", failed[number])
+                live.set_user_attr("failed_runs", failed[number])
             if number not in scores:
                 self.study.tell(number, state=TrialState.FAIL)
             elif top:
@@ -239,11 +241,33 @@ class Tuner:
                             "(the journal or a record was edited after it was told)")
 
     def best(self) -> tuple[dict, float] | None:
-        """The point and value of the best complete trial whose runs all succeeded; None
-        when none did."""
-        done = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if not t.user_attrs.get("failed_runs")]
+        """The point and value of the best complete trial whose runs all succeeded, ranked
+        by its value x (1 - the failed share of the runs at its point and the points one
+        step from it along one axis): a layout beside others that failed is at risk of
+        failing too (out of memory near a cliff), and loses to a safe one unless it is
+        faster by more than that share. With no failed run anywhere, the highest value.
+        None when no trial completed without a failed run."""
+        trials = self.study.get_trials(deepcopy=False)
+        done = [t for t in trials if t.state == TrialState.COMPLETE and not t.user_attrs.get("failed_runs")]
         if not done:
             return None
-        t = max(done, key=lambda t: (t.value, -t.number))
+        runs: dict[str, list[int]] = {}  # point -> [runs, failed] over every round
+        for t in trials:
+            for count, failed in (v for k, v in t.user_attrs.items() if k.startswith("runs")):
+                total = runs.setdefault(t.user_attrs["point"], [0, 0])
+                total[0], total[1] = total[0] + count, total[1] + failed
+
+        def safe(t: optuna.trial.FrozenTrial) -> float:
+            around = [runs[k] for k in (t.user_attrs["point"], *self._neighbours(t.user_attrs["point"])) if k in runs]
+            count, failed = (sum(c[i] for c in around) for i in (0, 1))
+            return 1.0 - failed / count if count else 1.0
+        t = max(done, key=lambda t: (t.value * safe(t), t.value, -t.number))
         return json.loads(t.user_attrs["point"]), float(t.value)
+
+    def _neighbours(self, point_key: str) -> list[str]:
+        """The points one position from ``point_key`` along one tuned axis."""
+        point, out = json.loads(point_key), []
+        for name, values in self.space.tuned().items():
+            i = values.index(point[name])
+            out += [key({**point, name: values[j]}) for j in (i - 1, i + 1) if 0 <= j < len(values)]
+        return out
