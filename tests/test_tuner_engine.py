@@ -159,6 +159,20 @@ def test_a_trial_with_a_failed_repetition_is_penalised_and_never_the_best():
     assert value == max(t.value for t in whole)
 
 
+@pytest.mark.parametrize("cliff, answer", [(True, 1), (False, 3)])
+def test_the_answer_is_not_a_layout_beside_failures(cliff, answer):
+    """Five layouts, every one measured: 3 is the fastest and 1 the next; beside 3, layout
+    4 fails (an out-of-memory cliff). 3's runs and its neighbours' fail a quarter of the
+    time, so the answer is 1, 5 % slower; with no failure it is 3."""
+    from archbench.plan.tuning_plan import Round
+    space = Space({"x": (0, 1, 2, 3, 4)})
+    tuner = Tuner(space, [Round(0, 0, 5, 10, 1), Round(0, 1, 2, 100, 1)], seed=0)
+    speed = {0: 50.0, 1: 95.0, 2: 60.0, 3: 100.0, 4: None if cliff else 40.0}
+    for r in range(2):
+        tuner.tell(r, {(s.trial, s.repetition): speed[s.point["x"]] for s in tuner.slots(r)})
+    assert tuner.best() == ({"x": answer}, speed[answer])
+
+
 def test_a_study_of_another_plan_is_refused():
     rounds = plan_rounds(len(SPACE.points()), 0.5 * len(SPACE.points()), repetitions=2, **PLAN)
     storage = optuna.storages.InMemoryStorage()
