@@ -46,8 +46,9 @@ description: >
   listed) and successive halving measures them in rounds: new trials over short windows
   (min_steps), the best 1/reduction_factor of each round longer, the last round at `steps`
   and `repetitions` times. Trials are real measurements (Horovod between processes);
-  budget_measurements or budget_node_hours caps the plan. The study is kept under
-  results/tune/, so a killed campaign resumes without losing or repeating a trial.
+  one budget, budget_measurements or budget_node_hours, caps the plan. The study is kept under
+  results/tune/, keyed by its space, rounds, seed and budget (an edited one is a new study),
+  so a killed campaign resumes without losing or repeating a trial.
 allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}, {$ref: "#/$defs/training_required"}]
 properties:
   processes:
