@@ -258,3 +258,20 @@ def test_replay_smoke(bench):
     for med, p90 in (row["tuner"], row["random"]):
         assert 0.0 <= med <= p90 < 1.0
     assert "synthetic/skylake48" in bench.verdict([{**row, "budget": 0.25}])
+
+
+def test_the_cliff_surface_has_failures_beside_its_best(bench):
+    """Space 4 of the replay: the best is a layout that always runs; beside it, faster
+    layouts fail some runs (their expected delivery is lower), and random search never
+    keeps a point with a failed run."""
+    oracle = bench.cliff_oracle()
+    best = max(oracle.points, key=lambda p: oracle.truth[bench.key(p)])
+    assert bench.cliff_works(best) == 1.0
+    flaky = [p for p in oracle.points if 0 < bench.cliff_works(p) < 1]
+    assert max(oracle.truth[bench.key(p)] / bench.cliff_works(p) for p in flaky) > oracle.truth[bench.key(best)]
+    assert min(oracle.regret(p) for p in flaky) > 0.3
+    rng = bench.random.Random(0)
+    gone = next(p for p in oracle.points if bench.cliff_works(p) == 0)
+    assert all(oracle.draw(gone, 100, rng) is None for _ in range(5))
+    found = bench.replay_random(oracle, 0.25 * len(oracle.points), repetitions=2, seed=0)
+    assert bench.cliff_works(found) == 1.0
