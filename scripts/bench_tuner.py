@@ -93,7 +93,7 @@ class Oracle:
     name: str
     space: Space
     truth: dict[str, float]
-    draw: Callable[[dict, int, random.Random], float]
+    draw: Callable[[dict, int, random.Random], float | None]  # None: the run failed
     steps: int
     warmup_steps: int
     note: str = ""
@@ -249,6 +249,52 @@ def synthetic_oracle() -> Oracle:
                   note="synthetic, OSU/BSC shape")
 
 
+# ---------------------------------------------------------------- space 4: an out-of-memory cliff
+
+MEMORY_IMAGES = 1024  # images in flight per node (processes x batch) that always fit
+OOM_IMAGES = 2048  # above it every run fails; between the two, FLAKY of the runs fail
+FLAKY = 0.4
+
+
+def cliff_works(p: dict) -> float:
+    """The share of a layout's runs that succeed on the cliff surface."""
+    images = p["processes_per_node"] * p["batch_per_process"]
+    return 1.0 if images <= MEMORY_IMAGES else 1.0 - FLAKY if images <= OOM_IMAGES else 0.0
+
+
+def cliff_oracle() -> Oracle:
+    """The synthetic node (fewer thread counts, batches from 32, inter-op 1 or 2: 398
+    layouts) with an out-of-memory cliff beside its best layout: without the
+    surface's memory penalty, a layout holding more than MEMORY_IMAGES images in flight
+    is faster when it runs (6 or 8 processes of batch 256, 5 % above the best that fits),
+    but a FLAKY share of its runs fail (memory fragmentation near the limit), and above
+    OOM_IMAGES every run fails. A layout's true value is its expected delivery: img/s
+    when it runs x the share that runs (a failed run delivers nothing), so the best is
+    the best layout that fits (4 processes of batch 256) and a flaky neighbour's regret
+    is 37 %. A draw is None for a failed run."""
+    divisors = tuple(d for d in range(1, CORES + 1) if CORES % d == 0)
+    axes = {"processes_per_node": divisors, "intra_threads": (1, 2, 4, 6, 8, 11, 12, 16, 23, 24, 48),
+            "inter_threads": (1, 2), "batch_per_process": (32, 64, 128, 256)}
+    base = Oracle("", Space(axes, lambda p: p["processes_per_node"] * p["intra_threads"] <= HW_THREADS),
+                  {}, lambda p, steps, rng: None, steps=100, warmup_steps=10)
+
+    def speed(p: dict) -> float:
+        penalty = 0.93 if p["processes_per_node"] * p["batch_per_process"] > 1024 else 1.0
+        return synthetic_throughput(p) / penalty
+
+    truth = {key(p): speed(p) * cliff_works(p) for p in base.points}
+
+    def draw(p: dict, steps: int, rng: random.Random) -> float | None:
+        if rng.random() >= cliff_works(p):
+            return None
+        sigma = 0.02 * math.sqrt(100 / steps)
+        bias = 0.03 * math.log2(p["processes_per_node"]) / math.log2(CORES) * 10 / steps
+        return speed(p) * (1 - bias) * math.exp(rng.gauss(0.0, sigma))
+
+    return Oracle("synthetic/skylake48-oom", base.space, truth, draw, steps=100, warmup_steps=10,
+                  note="synthetic, failures beside the best")
+
+
 # ---------------------------------------------------------------- the replays
 
 def plan(oracle: Oracle, fraction: float, repetitions: int) -> list:
@@ -279,8 +325,9 @@ def replay_random(oracle: Oracle, budget: float, *, repetitions: int, seed: int)
     if count == 0:
         return None
     chosen = rng.sample(oracle.points, count)
-    means = [statistics.fmean(oracle.draw(p, oracle.steps, rng) for _ in range(repetitions)) for p in chosen]
-    return chosen[max(range(count), key=lambda i: means[i])]
+    runs = [[oracle.draw(p, oracle.steps, rng) for _ in range(repetitions)] for p in chosen]
+    whole = [i for i in range(count) if None not in runs[i]] or range(count)  # a point with a failed run loses
+    return chosen[max(whole, key=lambda i: statistics.fmean(v or 0.0 for v in runs[i]))]
 
 
 def quantiles(regrets: list[float]) -> tuple[float, float]:
@@ -301,7 +348,8 @@ def evaluate(oracle: Oracle, *, seeds: int, repetitions: int,
     for fraction in budgets:
         rounds = plan(oracle, fraction, repetitions)
         cost = rounds_cost(rounds, steps=oracle.steps, warmup_steps=oracle.warmup_steps)
-        tuner = [oracle.regret(replay_tuner(oracle, rounds, seed)) for seed in range(seeds)]
+        found = [replay_tuner(oracle, rounds, seed) for seed in range(seeds)]
+        tuner = [None if not rounds else 1.0 if p is None else oracle.regret(p) for p in found]  # none that works
         rand = [oracle.regret(replay_random(oracle, fraction * len(oracle.points),
                                            repetitions=repetitions, seed=seed))
                 for seed in range(seeds)]
@@ -349,7 +397,7 @@ def oracles(quick: bool) -> list[Oracle]:
     out = sweep_oracles(read_rows(DEFAULT_CSV), "default") if DEFAULT_CSV.exists() else []
     if not quick:
         out += [study_oracle(*s) for s in STUDY_SWEEPS]
-    return out + [synthetic_oracle()]
+    return out + [synthetic_oracle(), cliff_oracle()]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -250,7 +250,6 @@ def without(key: str) -> Callable:
     return lambda entry: {k: v for k, v in entry.items() if k != key}
 
 
-ROUND = "results/tune/local/layout/tensorflow-small_cnn/round2.json"
 TAIL = ("not what its plan lets it run (the file was changed since archbench wrote it); "
         "remove it and rerun to choose again")
 # id, how the entry is edited (a function of the entry; a whole file: the JSON text), the reason
@@ -308,17 +307,18 @@ def stop_worker(*args, **kwargs):
 @pytest.mark.parametrize("edit, reason", [c[1:] for c in ROUND_CASES], ids=[c[0] for c in ROUND_CASES])
 def test_an_edited_round_file_reaches_no_worker(tmp_path, monkeypatch, study, edit, reason):
     placeholder, entry, spec = study
+    round_file = spec["tune_round"]
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(supervisor, "supervise", stop_worker)
     record = f"results/{raw_path(placeholder)}"
     text = spec_text(spec)
     spec_file = f"results/specs/tunehostile/{digest(text)}.json"
     write(tmp_path, {RECORD[0]: RECORD[1], spec_file: text,
-                     ROUND: json.dumps({raw_path(placeholder): edit(copy.deepcopy(entry))})})
+                     round_file: json.dumps({raw_path(placeholder): edit(copy.deepcopy(entry))})})
     before = snapshot(tmp_path / "results")
     got, out, err = run(supervisor.main, ["--spec-file", spec_file, "--output", record,
                                           "--log", "logs/rep0.log"])
-    line = f"archbench.run: {ROUND}: {raw_path(placeholder)}: {reason}"
+    line = f"archbench.run: {round_file}: {raw_path(placeholder)}: {reason}"
     assert (got, out) == (1, ""), (got, out, err)
     assert err.startswith(line) and err.count("\n") == 1 and "Traceback" not in err, err
     assert err.rstrip().endswith(reason if reason.startswith("error") else TAIL)
@@ -328,12 +328,13 @@ def test_an_edited_round_file_reaches_no_worker(tmp_path, monkeypatch, study, ed
 
 def test_a_round_file_archbench_wrote_runs_as_written(tmp_path, monkeypatch, study):
     placeholder, entry, spec = study
+    round_file = spec["tune_round"]
     monkeypatch.chdir(tmp_path)
-    write(tmp_path, {ROUND: json.dumps({raw_path(placeholder): entry})})
+    write(tmp_path, {round_file: json.dumps({raw_path(placeholder): entry})})
     assert supervisor.chosen_layout(spec) == entry
     # a whole file that is no mapping of record paths: one line, no traceback
-    write(tmp_path, {ROUND: "[1, 2]"})
-    with pytest.raises(ValueError, match=f"^{ROUND}: no layout chosen for "):
+    write(tmp_path, {round_file: "[1, 2]"})
+    with pytest.raises(ValueError, match=f"^{round_file}: no layout chosen for "):
         supervisor.chosen_layout(spec)
     count_input("issue 53 (round files)", "accepted")
 

@@ -199,9 +199,9 @@ def test_a_round_chosen_again_after_a_kill_is_the_same_and_no_trial_is_repeated(
         assert {e["trial"]["number"] for e in chosen.values()} <= first
     # after the last round (rule tune_best) every trial has ended, twice told or not, and
     # the best is the top rung's best mean
-    last = [m for m in ms if m["tune_round"] == rounds[-1]]
-    found = finish(last, experiment=experiment, system=system, results=results)
-    assert finish(last, experiment=experiment, system=system, results=results) == found
+    every = [[m for m in ms if m["tune_round"] == r] for r in rounds]
+    found = finish(every, experiment=experiment, system=system, results=results)
+    assert finish(every, experiment=experiment, system=system, results=results) == found
     assert "running" not in found["trials"] and sum(found["trials"].values()) == len(first)
     top = [e for f in files for e in f.values() if e["trial"]["top_rung"]]
     assert found["best"]["img_s"] == pytest.approx(max(value(e) for e in top))

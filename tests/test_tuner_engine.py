@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import math
 import statistics
 import sys
@@ -16,7 +17,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from archbench.plan.tuner import Tuner
+from archbench.plan.tuner import StudyMismatch, Tuner
 from archbench.plan.tuning_plan import Space, plan_rounds, rounds_cost, unit_cost
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,7 +94,8 @@ def test_slots_asked_once_tell_idempotent_no_point_twice():
         tuner.tell(r, values)
         before = trials_of(tuner)
         tuner.tell(r, values)  # told again: nothing changes
-        tuner.tell(r, {k: v * 2 for k, v in values.items()})
+        with pytest.raises(StudyMismatch, match=r"^trial \d+: told [\d.]+ img/s, its records' mean is "):
+            tuner.tell(r, {k: v * 2 for k, v in values.items()})  # other values: refused
         assert trials_of(tuner) == before
     keys = [tuple(sorted(p.items())) for p in measured]
     assert len(keys) == len(set(keys)), "a point measured twice"
@@ -134,6 +136,51 @@ def test_failed_runs_fail_the_trial():
     states = {t.number: t.state for t in tuner.study.get_trials()}
     assert states[failed] == TrialState.FAIL
     assert failed not in {s.trial for s in tuner.slots(1)}
+
+
+def test_a_trial_with_a_failed_repetition_is_penalised_and_never_the_best():
+    """At the top rung, the trial that would be best fails one of its two runs: it is told
+    its runs' mean with the failure as 0 img/s, marked, and the best is another trial."""
+    rounds = plan_rounds(len(SPACE.points()), 0.5 * len(SPACE.points()), repetitions=2, **PLAN)
+    tuner = Tuner(SPACE, rounds, seed=0)
+    top = next(r for r in range(len(rounds)) if r + 1 == len(rounds) or rounds[r + 1].bracket != rounds[r].bracket)
+    run(tuner, range(top))
+    slots = tuner.slots(top)
+    flaky = max(slots, key=lambda s: surface(s.point)).trial
+    values = {(s.trial, s.repetition): None if (s.trial, s.repetition) == (flaky, 1) else measure(s)
+              for s in slots}
+    tuner.tell(top, values)
+    trial = tuner.study.trials[flaky]
+    assert trial.state == TrialState.COMPLETE and trial.user_attrs["failed_runs"] == 1
+    assert trial.value == pytest.approx(values[(flaky, 0)] / 2)
+    point, value = tuner.best()
+    assert point != json.loads(trial.user_attrs["point"])
+    whole = [t for t in tuner.study.trials if t.state == TrialState.COMPLETE and "failed_runs" not in t.user_attrs]
+    assert value == max(t.value for t in whole)
+
+
+@pytest.mark.parametrize("cliff, answer", [(True, 1), (False, 3)])
+def test_the_answer_is_not_a_layout_beside_failures(cliff, answer):
+    """Five layouts, every one measured: 3 is the fastest and 1 the next; beside 3, layout
+    4 fails (an out-of-memory cliff). 3's runs and its neighbours' fail a quarter of the
+    time, so the answer is 1, 5 % slower; with no failure it is 3."""
+    from archbench.plan.tuning_plan import Round
+    space = Space({"x": (0, 1, 2, 3, 4)})
+    tuner = Tuner(space, [Round(0, 0, 5, 10, 1), Round(0, 1, 2, 100, 1)], seed=0)
+    speed = {0: 50.0, 1: 95.0, 2: 60.0, 3: 100.0, 4: None if cliff else 40.0}
+    for r in range(2):
+        tuner.tell(r, {(s.trial, s.repetition): speed[s.point["x"]] for s in tuner.slots(r)})
+    assert tuner.best() == ({"x": answer}, speed[answer])
+
+
+def test_a_study_of_another_plan_is_refused():
+    rounds = plan_rounds(len(SPACE.points()), 0.5 * len(SPACE.points()), repetitions=2, **PLAN)
+    storage = optuna.storages.InMemoryStorage()
+    tuner = Tuner(SPACE, rounds, seed=0, storage=storage, study_key="a" * 12)
+    tuner.slots(0)
+    assert Tuner(SPACE, rounds, seed=0, storage=storage, study_key="a" * 12).slots(0) == tuner.slots(0)
+    with pytest.raises(StudyMismatch, match=r"^a journal of another study \(aaaaaaaaaaaa; the plan's is bbbbbbbbbbbb"):
+        Tuner(SPACE, rounds, seed=0, storage=storage, study_key="b" * 12)
 
 
 def test_resume_from_journal_after_kill_between_rounds(tmp_path):
@@ -211,3 +258,20 @@ def test_replay_smoke(bench):
     for med, p90 in (row["tuner"], row["random"]):
         assert 0.0 <= med <= p90 < 1.0
     assert "synthetic/skylake48" in bench.verdict([{**row, "budget": 0.25}])
+
+
+def test_the_cliff_surface_has_failures_beside_its_best(bench):
+    """Space 4 of the replay: the best is a layout that always runs; beside it, faster
+    layouts fail some runs (their expected delivery is lower), and random search never
+    keeps a point with a failed run."""
+    oracle = bench.cliff_oracle()
+    best = max(oracle.points, key=lambda p: oracle.truth[bench.key(p)])
+    assert bench.cliff_works(best) == 1.0
+    flaky = [p for p in oracle.points if 0 < bench.cliff_works(p) < 1]
+    assert max(oracle.truth[bench.key(p)] / bench.cliff_works(p) for p in flaky) > oracle.truth[bench.key(best)]
+    assert min(oracle.regret(p) for p in flaky) > 0.3
+    rng = bench.random.Random(0)
+    gone = next(p for p in oracle.points if bench.cliff_works(p) == 0)
+    assert all(oracle.draw(gone, 100, rng) is None for _ in range(5))
+    found = bench.replay_random(oracle, 0.25 * len(oracle.points), repetitions=2, seed=0)
+    assert bench.cliff_works(found) == 1.0

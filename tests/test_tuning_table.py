@@ -139,6 +139,31 @@ def test_the_campaigns_statistic_chooses_the_best(records):
     assert progress(trials, "median")["best_so_far"].iloc[-1] == pytest.approx(by_median["img_s"])
 
 
+def test_a_configuration_with_a_failed_top_rung_run_is_never_the_best(records):
+    """The finding: the best's ok runs alone made it the best though one of its runs had
+    failed (out of memory beside the best layout). Now a configuration with a failed run
+    at the top rung loses to one whose runs all succeeded; ``runs`` counts them with n."""
+    best, second = sorted(top_points(), key=truth, reverse=True)[:2]
+    run = next(r for r in tune_of(records) if r["trial"]["top_rung"] and r["status"] == "ok"
+               and (r["processes_per_node"], r["intra_threads"]) == fab.TUNE_SPACE[best])
+    failed = {**run, "repetition": 9, "run_id": run["run_id"].replace("_rep0", "_rep9"),
+              "status": "failed", "reason": "out of memory", "throughput": None}
+    clean = one_row(build_table("tuning", frame_of(records)))
+    assert clean["runs"] == clean["n"]
+    row = one_row(build_table("tuning", frame_of([*records, failed])))
+    assert (row["best_processes_per_node"], row["best_intra_threads"]) == fab.TUNE_SPACE[second]
+    assert row["runs"] == row["n"] and row["status"] == "ok"
+    (_, trials, _), = studies(tune_runs(normalise(frame_of([*records, failed]))))
+    assert progress(trials, "mean")["best_so_far"].iloc[-1] == pytest.approx(row["img_s"])
+    # every top-rung configuration with a failed run: the best of them, and the status says so
+    tops = [r for r in tune_of(records) if r["trial"]["top_rung"] and r["status"] == "ok"]
+    fails = [{**r, "repetition": 9, "run_id": r["run_id"].replace("_rep0", "_rep9"), "status": "failed",
+              "reason": "out of memory", "throughput": None} for r in tops if r["repetition"] == 0]
+    row = one_row(build_table("tuning", frame_of([*records, *fails])))
+    assert row["runs"] == row["n"] + 1
+    assert row["status"] == "every top-rung configuration had a failed run (the best: 1)"
+
+
 def test_lower_rungs_never_give_the_best(records):
     # the top rung's runs only: without them the study has no best, though rung 0 ran ok
     lower = [r for r in records if not (r.get("trial") and r["trial"]["top_rung"])]

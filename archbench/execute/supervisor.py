@@ -434,8 +434,9 @@ def run_leased(spec: dict, *, output: Path, log_path: Path, renew: Callable[[], 
     if is_placeholder(measurement):
         try:
             measurement = chosen_layout(spec)
-        except ValueError as exc:
-            record = failure(identity_fields(measurement, log_path), start=provenance.now(),
+        except ValueError as exc:  # a tuner's placeholder has no trial number: none in the record
+            unchosen = {k: v for k, v in measurement.items() if k != "trial"}
+            record = failure(identity_fields(unchosen, log_path), start=provenance.now(),
                              status="failed", reason=str(exc), env=measurement.get("env"))
             write_record(output, record)
             print(f"{output}: failed {exc}")

@@ -24,6 +24,7 @@ from archbench.plan.environment import allowed_names, refusal
 from archbench.plan.experiment_types import EXPERIMENT_TYPES
 from archbench.plan.experiment_types.base import axes_schema, expand_with_skips, per_framework
 from archbench.plan.experiment_types.node_scaling import best_sources
+from archbench.plan.experiment_types.tune import sweep_fault
 from archbench.plan.slurm_requests import gpu_resources
 from archbench.plan.systems import resolve_system, system_schema
 from archbench.workloads.kernels import KERNELS
@@ -178,6 +179,14 @@ def check_best(config: dict) -> None:
                                        f"{', '.join(names)} runs on system '{system}'")
 
 
+def check_sweeps(config: dict) -> None:
+    """Every tune experiment's ``sweep`` names a comparable training sweep of the campaign."""
+    experiments = experiments_of(config)
+    for name, experiment in experiments.items():
+        if experiment["type"] == "tune" and (fault := sweep_fault(experiments, name, config["systems"])):
+            raise experiment_error(config, name, ("sweep",), reason=fault)
+
+
 def load_campaign(config: dict, system_dir: str | os.PathLike | None = None, *,
                   source: str | None = None) -> Campaign:
     """Validate a campaign config (already parsed YAML) and expand every experiment.
@@ -251,6 +260,7 @@ def _load_campaign(config: dict, system_dir: str | os.PathLike | None) -> Campai
                 raise ConfigError(f"experiments.{name}: the campaign reaches {len(measurements)} measurements "
                                   f"here (at most {MAX_MEASUREMENTS})")
     check_best(config)
+    check_sweeps(config)
     check_gpu_requests(measurements, systems, inline)
     seen: set[str] = set()
     for m in measurements:

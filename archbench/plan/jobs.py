@@ -4,6 +4,7 @@ measurements the workflow runs."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from archbench.core.hardware import cores_of, cpus_per_process
 from archbench.core.validate import ConfigError
 from archbench.plan.batching import chunks
 from archbench.plan.containers import image_name, parse_definition
+from archbench.plan.placeholders import study_dir
 from archbench.plan.slurm_requests import gpu_resources, sbatch_resources
 from archbench.workloads.gpu import unsupported_gpus
 from archbench.workloads.training.frameworks import environment as framework_environment
@@ -130,9 +132,11 @@ def gpu_warnings(measurements: list[dict], systems: dict[str, dict],
     return lines
 
 
-def tuning_notes(measurements: list[dict]) -> list[str]:
-    """One line per tuner study (tune experiment, system, framework, model): its rounds,
-    round 1, measurements and planned node-hours beside the exhaustive sweep's."""
+def tuning_notes(measurements: list[dict], results: str | Path = "results") -> list[str]:
+    """One line per tuner study (tune experiment, system, framework, model): its key (an
+    edited space, budget or seed is a new study) and the earlier studies kept in
+    ``results``, its rounds, round 1, measurements and planned node-hours beside the
+    exhaustive sweep's."""
     studies: dict[tuple, list[dict]] = {}
     for m in measurements:
         if "tune_round" in m:
@@ -142,7 +146,12 @@ def tuning_notes(measurements: list[dict]) -> list[str]:
         first = [m for m in ms if m["tune_round"] == 0 and m["repetition"] == 0]
         trial = ms[0]["trial"]
         share = trial["budget_node_hours"] / trial["exhaustive_node_hours"]
-        lines.append(f"{experiment} on {system} ({framework}, {model}): "
+        folder = study_dir(results, ms[0])
+        study = re.compile(rf"{re.escape(framework)}-{re.escape(model)}(-[0-9a-f]{{12}})?")
+        earlier = sorted(p.name for p in (folder.parent.iterdir() if folder.parent.is_dir() else ())
+                         if p.is_dir() and p.name != folder.name and study.fullmatch(p.name))
+        kept = f"; earlier studies kept beside it: {', '.join(earlier)}" if earlier else ""
+        lines.append(f"{experiment} on {system} ({framework}, {model}, study {trial.get('study')}{kept}): "
                      f"{1 + max(m['tune_round'] for m in ms)} rounds, round 1 measures "
                      f"{len(first)} trials over {first[0]['measured_steps']} steps; {len(ms)} "
                      f"measurements, {trial['budget_node_hours']:.2f} node-hours against "

@@ -18,9 +18,12 @@ def is_placeholder(measurement: Mapping[str, Any]) -> bool:
 
 def study_dir(results: str | os.PathLike, measurement: Mapping[str, Any]) -> Path:
     """The folder of a tune experiment's study for the measurement's system, framework and
-    model: the Optuna journal and one file per round."""
+    model, keyed by its study (``trial.study``: space, rounds, seed and budget), so an
+    edited space or budget starts a study of its own beside the old one: the Optuna
+    journal and one file per round."""
+    key = (measurement.get("trial") or {}).get("study")
     return Path(results, "tune", measurement["system"], measurement["experiment"],
-                f"{measurement['framework']}-{measurement['model']}")
+                f"{measurement['framework']}-{measurement['model']}" + (f"-{key}" if key else ""))
 
 
 def choice_file(results: str | os.PathLike, measurement: Mapping[str, Any]) -> Path:

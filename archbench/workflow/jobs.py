@@ -10,18 +10,19 @@ process-wide, so one artifact step runs at a time (:data:`ARTIFACT_STEP`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from archbench.core import snakemake_api
 from archbench.core.files import atomic_write_text
 from archbench.execute.runlock import name_holder
 from archbench.execute.runlock import refusal as lock_refusal
 from archbench.execute.specfiles import write_specs
-from archbench.execute.tune_rounds import choose_round, finish
+from archbench.execute.tune_rounds import StudyError, choose_round, finish
 from archbench.plan import jobs as plan_jobs
 from archbench.results import artifacts
 from archbench.results.collect import collect as collect_records
@@ -140,12 +141,14 @@ def choose_best_layouts(dag: CampaignDag, input: Any, output: Any, *, params: An
 
 def tune_round(dag: CampaignDag, input: Any, output: Any, *, log: Any) -> None:
     """tune_round: tell the study the previous round's records, ask this round's trials,
-    write what each of the round's measurements runs (JSON by record path)."""
+    write what each of the round's measurements runs (JSON by record path); a damaged
+    or foreign study file fails the job with one line naming it (also its log)."""
     experiment, system = dag.tune_experiment(output.trials)
     placeholders = dag.tune_rounds[output.trials]
     previous = dag.tune_rounds.get(input.get("previous", ""), [])
-    chosen = choose_round(placeholders, previous, experiment=experiment, system=system,
-                          statistic=dag.statistic)
+    with study_step(log):
+        chosen = choose_round(placeholders, previous, experiment=experiment, system=system,
+                              statistic=dag.statistic)
     atomic_write_text(output.trials, json.dumps(chosen, indent=1, sort_keys=True) + "\n")
     trials = sorted({entry["trial"]["number"] for entry in chosen.values() if "trial" in entry})
     write_log(log[0], f"round {placeholders[0]['tune_round'] + 1}: trials {trials}, "
@@ -153,12 +156,25 @@ def tune_round(dag: CampaignDag, input: Any, output: Any, *, log: Any) -> None:
 
 
 def tune_best(dag: CampaignDag, input: Any, output: Any, *, log: Any) -> None:
-    """tune_best: tell the study the last round's records; write what it found."""
+    """tune_best: tell the study every round's records again; write what it found."""
     experiment, system = dag.tune_experiment(input.previous)
-    found = finish(dag.tune_rounds[input.previous], experiment=experiment, system=system,
-                   statistic=dag.statistic)
+    folder = Path(input.previous).parent
+    rounds = sorted((ms for f, ms in dag.tune_rounds.items() if Path(f).parent == folder),
+                    key=lambda ms: ms[0]["tune_round"])
+    with study_step(log):
+        found = finish(rounds, experiment=experiment, system=system, statistic=dag.statistic)
     atomic_write_text(output.best, json.dumps(found, indent=1, sort_keys=True) + "\n")
     write_log(log[0], f"best: {found['best']}; trials: {found['trials']}")
+
+
+@contextlib.contextmanager
+def study_step(log: Any) -> Iterator[None]:
+    """A tuner's step: a StudyError fails the job with its one line (also its log)."""
+    try:
+        yield
+    except StudyError as fault:
+        write_log(log[0], f"archbench: {fault}")
+        raise snakemake_api.workflow_error(f"archbench: {fault}") from None
 
 
 def compare(dag: CampaignDag, input: Any, output: Any, *, params: Any, log: Any) -> None:

@@ -11,7 +11,9 @@ measurement's layout is chosen from its sweep.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import astuple, dataclass
 
 from archbench.core.hardware import cores_of
 from archbench.core.metrics import global_batch
@@ -44,8 +46,9 @@ description: >
   listed) and successive halving measures them in rounds: new trials over short windows
   (min_steps), the best 1/reduction_factor of each round longer, the last round at `steps`
   and `repetitions` times. Trials are real measurements (Horovod between processes);
-  budget_measurements or budget_node_hours caps the plan. The study is kept under
-  results/tune/, so a killed campaign resumes without losing or repeating a trial.
+  one budget, budget_measurements or budget_node_hours, caps the plan. The study is kept under
+  results/tune/, keyed by its space, rounds, seed and budget (an edited one is a new study),
+  so a killed campaign resumes without losing or repeating a trial.
 allOf: [{$ref: "#/$defs/common"}, {$ref: "#/$defs/training"}, {$ref: "#/$defs/training_required"}]
 properties:
   processes:
@@ -94,7 +97,6 @@ properties:
   sweep:
     type: string
     description: "A campaign experiment whose exhaustive sweep covers this space (e.g. a hybrid one): the tuning table's regret and cost ratio compare with it."
-oneOf: [{required: [budget_measurements]}, {required: [budget_node_hours]}]
 unevaluatedProperties: false
 """)
 
@@ -188,18 +190,52 @@ def point_fields(point: dict, system: dict) -> dict:
 
 
 def refuse_unreachable(space: Space, experiment: dict, system: dict) -> None:
-    """ConfigError naming the key of a value no feasible point takes: a numerics value a
-    framework cannot run with Horovod on a CPU, or threads over the node's cores."""
+    """ConfigError naming the key of a value no feasible point takes: more processes than
+    the node's cores, a numerics value a framework cannot run with Horovod on a CPU (named
+    before the threads it leaves without a point), or threads over the node's cores."""
+    cores, where = cores_of(system), f"system '{system['name']}'"
+    for p in experiment.get("processes", "all") if experiment.get("processes", "all") != "all" else ():
+        if p > cores:
+            raise ConfigError(f"processes: {p} is in no configuration the tuner can run on {where} "
+                              f"(more processes than its {cores} cores)")
+    layout = ("processes_per_node", "threads_per_process", "inter_threads", "batch_per_process")
+    for axis in (a for a in space.axes if a not in layout):
+        for value in space.axes[axis]:
+            why = next((w for f in frameworks(experiment) if (w := cannot_run(
+                f, device="cpu", strategy="horovod", values={axis: value}))), "")
+            if why:
+                raise ConfigError(f"{KNOBS.get(axis, axis)}: {value} is in no configuration the tuner "
+                                  f"can run on {where} ({why})")
     points = space.points()
     for axis in sorted(space.axes, key=lambda a: a == "processes_per_node"):  # threads first
         for value in space.axes[axis]:
-            if any(p[axis] == value for p in points):
-                continue
-            key = {"processes_per_node": "processes", **KNOBS}.get(axis, axis)
-            why = next((w for f in frameworks(experiment) if (w := cannot_run(
-                f, device="cpu", strategy="horovod", values={axis: value}))), "")
-            raise ConfigError(f"{key}: {value} is in no configuration the tuner can run on "
-                              f"system '{system['name']}' ({why or 'more threads than the node has cores, or the same run as a value before it'})")
+            if not any(p[axis] == value for p in points):
+                key = {"processes_per_node": "processes", **KNOBS}.get(axis, axis)
+                raise ConfigError(f"{key}: {value} is in no configuration the tuner can run on {where} "
+                                  "(more threads than the node has cores, or the same run as a value before it)")
+
+
+def budget_of(experiment: dict) -> str:
+    """The budget key a tune experiment gives; ConfigError naming the key when it gives
+    both or neither."""
+    given = [k for k in ("budget_measurements", "budget_node_hours") if experiment.get(k) is not None]
+    if len(given) == 2:
+        raise ConfigError("budget_node_hours: one budget: budget_measurements or budget_node_hours, not both")
+    if not given:
+        raise ConfigError("budget_measurements: a tune experiment needs a budget: budget_measurements "
+                          "or budget_node_hours")
+    return given[0]
+
+
+def study_key(plan: "TunePlan", experiment: dict) -> str:
+    """The study a plan runs, as 12 hex digits: a digest of its space, rounds, seed and
+    budget. An edited space, budget or seed is another study (its own folder under
+    results/tune/); the same plan is the same study."""
+    budget = budget_of(experiment)
+    identity = {"axes": {k: list(v) for k, v in plan.space.axes.items()},
+                "points": len(plan.space.points()), "rounds": [list(astuple(r)) for r in plan.rounds],
+                "seed": plan.seed, "budget": [budget, experiment[budget]]}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def plan_of(experiment: dict, system: dict) -> TunePlan:
@@ -219,7 +255,7 @@ def plan_of(experiment: dict, system: dict) -> TunePlan:
     minutes = experiment.get("minutes_per_measurement",
                              experiment.get("timeout_minutes", system["runtime_minutes"]))
     each = minutes / 60  # one node
-    if "budget_node_hours" in experiment:
+    if budget_of(experiment) == "budget_node_hours":
         key, budget = "budget_node_hours", experiment["budget_node_hours"] / each
     else:
         key, budget = "budget_measurements", float(experiment["budget_measurements"])
@@ -261,6 +297,7 @@ def expand(experiment: dict, system: dict) -> list[dict]:
     most = max(plan.space.axes["processes_per_node"])
     sweep = experiment.get("sweep")
     budget, exhaustive = plan.node_hours(), plan.exhaustive_node_hours()
+    study = study_key(plan, experiment)
     # the one value of each other training axis (data, vendor library); numerics: defaults
     fixed = {s.planned: axis_values(s, experiment)[0] for s in settings.axes() if s.planned in FIXED}
     out = []
@@ -274,7 +311,7 @@ def expand(experiment: dict, system: dict) -> list[dict]:
                     strategy="horovod", processes_per_node=most, intra_threads=cores // most,
                     inter_threads=1, tuning={"round": r + 1, "slot": slot})
                 conf.update(tune_round=r, repetitions=rnd.repetitions,
-                            trial={"round": r + 1, "rung": rnd.rung, "top_rung": top,
+                            trial={"study": study, "round": r + 1, "rung": rnd.rung, "top_rung": top,
                                    "sweep": sweep, "budget_node_hours": round(budget, 6),
                                    "exhaustive_node_hours": round(exhaustive, 6)})
                 out.append(conf)
@@ -285,3 +322,31 @@ TYPE = ExperimentType(
     "tune", expand, SCHEMA,
     tables=("summary", "tuning"),
     figures=("tuning",))
+
+
+# the sweeps a tuner's answer is compared with: one node's training layouts and settings
+SWEEP_TYPES = ("hybrid", "ppn_sweep", "thread_scaling", "inter_intra", "batch_sweep", "horovod_tuning")
+
+
+def sweep_fault(experiments: dict[str, dict], name: str, systems: list[str]) -> str | None:
+    """Why tune experiment ``name``'s ``sweep`` (when it names one) cannot be compared with
+    it: not a training sweep of the campaign (``experiments``, defaults filled in), or one
+    sharing none of its models, frameworks or systems (``systems``: the campaign's)."""
+    tune = experiments[name]
+    sweep = tune.get("sweep")
+    if sweep is None:
+        return None
+    other = experiments.get(sweep)
+    if other is None:
+        return f"'{sweep}' is not an experiment of this campaign"
+    if other["type"] not in SWEEP_TYPES:
+        return (f"'{sweep}' is a {other['type']} experiment; name a training sweep of one node "
+                f"({', '.join(SWEEP_TYPES)})")
+    for what, mine, theirs in (
+            ("models", tune["models"], other.get("models", [])),
+            ("frameworks", frameworks(tune), frameworks(other)),
+            ("systems", tune.get("systems", systems), other.get("systems", systems))):
+        if not set(mine) & set(theirs):
+            verb = "runs on" if what == "systems" else "runs"
+            return f"'{sweep}' {verb} none of this tune's {what} ({', '.join(mine)})"
+    return None

@@ -32,22 +32,28 @@ CONFIGURATION = ("processes_per_node", "intra_threads", "inter_threads", "batch_
 def progress(trials: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     """The runs of one study in start order with ``spent`` (cumulative node-hours when the
     run ended) and ``best_so_far``: the highest img/s (``statistic``: mean or median) of a
-    configuration over its ok top-rung runs up to then (empty before the first): the best
-    as the table would give it at that moment."""
+    configuration over its ok top-rung runs up to then (empty before the first; a
+    configuration with a failed top-rung run only while none ran without): the best as
+    the table would give it at that moment."""
     aggregate = metrics.STATISTIC_OF[statistic]
     runs = trials.assign(_start=pd.to_datetime(trials["start_time"], utc=True, format="ISO8601"))
     runs = runs.sort_values(["_start", "trial_number"], kind="mergesort").reset_index(drop=True)
     runs["spent"] = runs["node_hours"].fillna(0.0).cumsum()
-    top = runs["ok"] & runs["trial_top_rung"].fillna(False).astype(bool)
+    at_top = runs["trial_top_rung"].fillna(False).astype(bool)
     keys = runs[list(CONFIGURATION)].astype(object).where(runs[list(CONFIGURATION)].notna(), None)
     config = keys.apply(tuple, axis=1)
     values: dict[tuple, list[float]] = {}
+    failed: set[tuple] = set()
     so_far = []
-    for key, is_top, value in zip(config, top, runs["throughput"]):
-        if is_top:
+    for key, is_top, ok, value in zip(config, at_top, runs["ok"], runs["throughput"]):
+        if is_top and ok:
             values.setdefault(key, []).append(float(value))
-        # every configuration's value as its runs so far give it (a later run may lower one)
-        so_far.append(max(map(aggregate, values.values())) if values else None)
+        elif is_top:
+            failed.add(key)
+        # every configuration's value as its runs so far give it (a later run may lower one);
+        # one with a failed run only while none ran without
+        whole = [v for k, v in values.items() if k not in failed] or list(values.values())
+        so_far.append(max(map(aggregate, whole)) if whole else None)
     runs["best_so_far"] = pd.array(so_far, dtype="Float64").astype(float)
     return runs
 

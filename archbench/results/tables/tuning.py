@@ -33,7 +33,7 @@ TRIAL_INT = ("trial_number", "trial_round", "trial_rung")
 TRIAL_FLOAT = ("trial_exhaustive_node_hours", "trial_budget_node_hours", "node_hours")
 COLUMNS = (
     *GROUP, *NUMERICS, "tuned",
-    *(f"best_{c}" for c in (*CONFIG, *HOROVOD)), "n", "statistic", "img_s", "img_s_ci95_low",
+    *(f"best_{c}" for c in (*CONFIG, *HOROVOD)), "n", "runs", "statistic", "img_s", "img_s_ci95_low",
     "img_s_ci95_high", "trials", "failed_trials", "measurements", "node_hours",
     "budget_node_hours", "exhaustive_node_hours", "sweep", "sweep_configurations",
     "sweep_best_img_s", *(f"sweep_best_{c}" for c in CONFIG), "found_img_s", "found_from",
@@ -108,6 +108,12 @@ def _configurations(runs: pd.DataFrame, keys: Sequence[str], statistic: str) -> 
     return table.sort_values("value", ascending=False, kind="mergesort").reset_index(drop=True)
 
 
+def _run_counts(runs: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """The number of ``runs`` (ok or failed) per configuration (``keys``) as ``runs``."""
+    keyed = runs[list(keys)].astype(object).where(runs[list(keys)].notna(), None)
+    return keyed.groupby(list(keys), dropna=False, sort=False).size().rename("runs").reset_index()
+
+
 def _first(series: pd.Series) -> object:
     values = series.dropna()
     return values.iloc[0] if len(values) else None
@@ -127,17 +133,22 @@ def _group_row(trials: pd.DataFrame, runs: pd.DataFrame, keys: dict, tuned_names
                budget_node_hours=_first(trials["trial_budget_node_hours"]),
                exhaustive_node_hours=_first(trials["trial_exhaustive_node_hours"]),
                sweep=_text(_first(trials["trial_sweep"])))
-    top = _configurations(trials[trials["trial_top_rung"].fillna(False).astype(bool)], axes, statistic)
+    top_runs = trials[trials["trial_top_rung"].fillna(False).astype(bool)]
+    top = _configurations(top_runs, axes, statistic)
     if top.empty:
         row["status"] = (f"all {row['trials']} trials failed" if len(failed) == row["trials"]
                          else "no top-rung measurement")
         return row
-    best = top.iloc[0]
+    top = top.merge(_run_counts(top_runs, axes), on=axes, how="left", sort=False)
+    whole = top[top["runs"] == top["n"]]  # a configuration with a failed run is never the best
+    best = (whole if not whole.empty else top).iloc[0]
     for name in (*CONFIG, *HOROVOD):
         row[f"best_{name}"] = best[name]
     for name in tuned_names:  # a tuned numerics setting: the best configuration's value
         row[name] = best[name]
-    row.update(n=int(best["n"]), statistic=statistic, img_s=float(best["value"]), status="ok")
+    lost = int(best["runs"] - best["n"])
+    row.update(n=int(best["n"]), runs=int(best["runs"]), statistic=statistic, img_s=float(best["value"]),
+               status="ok" if not lost else f"every top-rung configuration had a failed run (the best: {lost})")
     if best["n"] >= 2 and statistic == "mean":
         row["img_s_ci95_low"], row["img_s_ci95_high"] = metrics.mean_interval(best["values"])
     row.update(_against_sweep(row, best, runs, tuned_names, statistic))
@@ -182,7 +193,9 @@ def tuning(df: pd.DataFrame, statistic: str | None = None) -> pd.DataFrame:
     per node, intra- and inter-op threads, batch per process, Horovod cycle time and fusion
     threshold) is the one with the highest ``img_s`` = the campaign's ``statistic`` (mean
     unless it says median) of the img/s of its ok runs at the top rung (full fidelity;
-    lower rungs only choose what is promoted), ``n`` of them, with the 95 % interval of the
+    lower rungs only choose what is promoted), ``n`` of them of its ``runs`` there (a
+    configuration with a failed run at the top rung is never the best while another ran
+    without one: the status says when none did), with the 95 % interval of the
     mean (t, n - 1 degrees of freedom; empty for n < 2, and for the median: n is too small
     for an interval of a median). ``trials``:
     distinct trial numbers (``failed_trials``: those without an ok run), ``measurements``:
@@ -206,7 +219,7 @@ def tuning(df: pd.DataFrame, statistic: str | None = None) -> pd.DataFrame:
     if not rows:
         return empty(COLUMNS)
     table = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
-    for name in ("n", "trials", "failed_trials", "measurements", "sweep_configurations",
+    for name in ("n", "runs", "trials", "failed_trials", "measurements", "sweep_configurations",
                  *(f"best_{c}" for c in CONFIG), *(f"sweep_best_{c}" for c in CONFIG)):
         table[name] = pd.to_numeric(table[name]).astype("Int64")
     for name in ("img_s", "img_s_ci95_low", "img_s_ci95_high", "node_hours", "budget_node_hours",
