@@ -27,9 +27,9 @@ from test_sense import train_record
 
 from archbench import cli
 from archbench.core.record import MAX_RECORD_BYTES
+from archbench.results.collect import records_to_frame
 from archbench.results.tables.energy import energy as energy_table
 from archbench.results.tables.precision import precision_speedup
-from archbench.results.collect import records_to_frame
 
 RECORD = "results/raw/s/e/c/rep0.json"
 SOUND = ("results/raw/s/e/c/rep1.json", "new/raw/s/e/c/rep0.json")  # the record's twins

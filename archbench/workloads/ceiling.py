@@ -106,7 +106,7 @@ def training_flops(row: Mapping[str, Any]) -> tuple[float, str] | None:
     return flops, f"{model} at {size} px, {named if named in FRAMEWORKS else 'any framework'}"
 
 
-def implied(row: Mapping[str, Any], value: float, unit: str,
+def implied(row: Mapping[str, Any], value: float, unit: str, *,
             flops_per_image: float | None = None) -> tuple[float, str, str] | None:
     """(rate, "FLOP/s" or "B/s", the FLOPs per image it multiplies img/s by, as text: ""
     for a FLOP/s or B/s unit) of ``value`` ``unit``; None where ``unit`` is neither img/s
@@ -125,7 +125,7 @@ def implied(row: Mapping[str, Any], value: float, unit: str,
     return None
 
 
-def beyond_peak(row: Mapping[str, Any], value: float | None = None, unit: str | None = None,
+def beyond_peak(row: Mapping[str, Any], value: float | None = None, unit: str | None = None, *,
                 flops_per_image: float | None = None) -> str:
     """"" when ``value`` ``unit`` (default: the row's ``throughput`` and
     ``throughput_unit``) is physically possible on the hardware ``row`` ran on, else one
@@ -138,7 +138,7 @@ def beyond_peak(row: Mapping[str, Any], value: float | None = None, unit: str | 
     unit = row.get("throughput_unit") if unit is None else unit
     if not isinstance(value, (int, float)) or not isinstance(unit, str) or not value > 0:
         return ""
-    rate, peak = implied(row, float(value), unit, flops_per_image), hardware(row)
+    rate, peak = implied(row, float(value), unit, flops_per_image=flops_per_image), hardware(row)
     if rate is None or peak is None:
         return ""
     amount, base, how = rate
