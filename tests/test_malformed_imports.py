@@ -155,6 +155,8 @@ JUNK = st.one_of(
 
 def cell(draw: st.DrawFn, column: str, columns: list[str]) -> str:
     """A well-formed cell of import ``column`` as text."""
+    if column == "model":  # an unregistered model needs its FLOPs declared (imports.declared_flops)
+        return draw(st.sampled_from(registered("model")))
     if column in NAME_COLUMNS:
         return draw(NAMES)
     if column == "source":
