@@ -26,7 +26,7 @@ from test_hostile_inputs import campaign, no_slurm, run, started
 from test_sense import train_record
 
 from archbench import cli
-from archbench.core.record import MAX_RECORD_BYTES
+from archbench.core.files import MAX_RECORD_BYTES
 from archbench.results.collect import records_to_frame
 from archbench.results.tables.energy import energy as energy_table
 from archbench.results.tables.precision import precision_speedup
@@ -430,3 +430,17 @@ def test_repetitions_that_disagree_on_energy_say_so(joules, status):
     assert table["status"].tolist() == [status]
     assert table["j_per_img"].iloc[0] == pytest.approx(sum(joules) / 2 / 640)
     count_input("issue 53 (sense, listed cases)", "accepted" if status == "measured" else "rejected")
+
+
+def test_a_worker_passes_over_a_fifo_or_device_beside_its_record(tmp_path):
+    """A worker looks for another repetition's vendor evidence among its siblings: a FIFO
+    there would block it forever, a link to /dev/zero fill its memory."""
+    from archbench.workloads.training.vendor_evidence import earlier_record
+    os.mkfifo(tmp_path / "rep1.json")
+    (tmp_path / "rep2.json").symlink_to("/dev/zero")
+    signal.signal(signal.SIGALRM, hang)
+    signal.alarm(10)
+    try:
+        assert earlier_record(tmp_path / "rep0.json", "abc") is None
+    finally:
+        signal.alarm(0)

@@ -18,13 +18,10 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
-from archbench.core.files import UnsafeFile, atomic_path, read_regular
+from archbench.core.files import MAX_RECORD_BYTES, UnsafeFile, atomic_path, read_regular
 from archbench.core.storage import Unwritable
 
 SCHEMA_VERSION = 1
-# The largest record file read: a million step times and losses (the schema's most
-# measured steps) at full precision are about 40 MB.
-MAX_RECORD_BYTES = 64 * 2**20
 # The framework of a record or configuration that names none (those older than the field
 # ran TensorFlow); the framework registry's DEFAULT is this name.
 DEFAULT_FRAMEWORK = "tensorflow"
