@@ -220,14 +220,19 @@ CASES = [
      f"{EXCLUDED}metrics.evaluations: the last evaluation is not at the last step run (quality_steps 40)"),
     ("steps-to-accuracy-not-the-run", quality(steps_to_accuracy=10), COMPARE, 0,
      f"{EXCLUDED}metrics.steps_to_accuracy: 10 steps in 2.0 s, not the run's quality_steps 40 in "
-     "quality_s 2 s"),
+     "quality_s 2.0 s"),
     ("time-to-accuracy-missing", quality(time_to_accuracy_s=None), COMPARE, 0,
      f"{EXCLUDED}metrics.steps_to_accuracy: 40 steps in None s, not the run's quality_steps 40 in "
-     "quality_s 2 s"),
+     "quality_s 2.0 s"),
     ("not-reached-with-a-time-to-it", hostile({"metrics": {
         **NOT_REACHED, "time_to_accuracy_s": {"value": 9.0, "unit": "s"}}}, QUALITY), COMPARE, 0,
      f"{EXCLUDED}metrics.steps_to_accuracy: given for a run that did not reach its target"),
     ("reached-record-is-sound", quality(), COMPARE, 0, ""),
+    ("reached-record-without-its-clock-is-sound", quality(quality_steps=None, quality_s=None,
+                                                          evaluations=None), COMPARE, 0, ""),
+    ("steps-to-accuracy-above-the-cap", quality(quality_steps=None, steps_to_accuracy=900,
+                                                evaluations=None), COMPARE, 0,
+     f"{EXCLUDED}metrics.steps_to_accuracy: 900 is not a step count from 1 to the cap, measured_steps 200"),
     ("not-reached-record-is-sound", hostile({"metrics": NOT_REACHED}, QUALITY), COMPARE, 0, ""),
 
     # energy: positive, within a sensor's power x the interval, one reading per source and scope

@@ -161,49 +161,57 @@ EVALUATION_DIGITS = 5e-5  # an evaluation is recorded to 4 decimals ("step:0.900
 
 def _quality_problem(record: Mapping[str, Any]) -> str:
     """The first inconsistency of a time-to-accuracy record (its metrics, as
-    :func:`archbench.workloads.training.outcome.to_accuracy` writes them): the target and
-    every evaluation a fraction in [0, 1], the steps run at least 1 and at most the cap
-    (``measured_steps``), evaluated in increasing steps up to the last step run, the clock
-    positive, ``accuracy_reached`` 1 exactly when the last evaluation reached the target
-    and none before it did, and the steps and time to accuracy those of the run."""
+    :func:`archbench.workloads.training.outcome.to_accuracy` writes them; each checked
+    where the record holds it): ``accuracy_reached`` 1 or 0 and the target a fraction in
+    (0, 1]; the steps run from 1 to the cap (``measured_steps``); the clock positive;
+    every evaluation a fraction in [0, 1], in increasing steps, the last at the last step
+    run; ``accuracy_reached`` 1 exactly when the last evaluation reached the target and
+    none before it did; the steps and time to accuracy those of the run, and none given
+    for a run that did not reach its target."""
     found = record.get("metrics") or {}
     if "accuracy_reached" not in found:
         return ""
     values = {name: metric_value(record, name) for name in
               ("target_accuracy", "accuracy_reached", "quality_steps", "quality_s",
                "steps_to_accuracy", "time_to_accuracy_s")}
+    given = {name: found.get(name, {}).get("value") for name in (*values, "evaluations")}
     target, reached, steps = (values[k] for k in ("target_accuracy", "accuracy_reached", "quality_steps"))
     if reached not in (0, 1):
-        return f"metrics.accuracy_reached: {found['accuracy_reached'].get('value')!r} is not 1 (yes) or 0 (no)"
+        return f"metrics.accuracy_reached: {given['accuracy_reached']!r} is not 1 (yes) or 0 (no)"
     if target is None or not 0 < target <= 1:
-        return f"metrics.target_accuracy: {found.get('target_accuracy', {}).get('value')!r} is not a fraction in (0, 1]"
+        return f"metrics.target_accuracy: {given['target_accuracy']!r} is not a fraction in (0, 1]"
     cap = record.get("measured_steps")
-    if steps is None or steps != int(steps) or steps < 1 or (cap is not None and steps > cap):
-        return (f"metrics.quality_steps: {found.get('quality_steps', {}).get('value')!r} is not "
-                f"a step count from 1 to the cap, measured_steps {cap}")
+    for name in ("quality_steps", "steps_to_accuracy"):
+        count = values[name]
+        if name in found and (count is None or count != int(count) or count < 1
+                              or (cap is not None and count > cap)):
+            return (f"metrics.{name}: {given[name]!r} is not a step count from 1 to the cap, "
+                    f"measured_steps {cap}")
     for name in ("quality_s", "time_to_accuracy_s"):
-        if (name in found or name == "quality_s") and not (values[name] is not None and 0 < values[name] < math.inf):
-            return f"metrics.{name}: {found.get(name, {}).get('value')!r} is not a positive number of seconds"
-    evaluations = _evaluations(found.get("evaluations", {}).get("value"))
-    if isinstance(evaluations, str):
-        return f"metrics.evaluations: {evaluations}"
-    if not evaluations or evaluations[-1][0] != steps:
-        return (f"metrics.evaluations: the last evaluation is not at the last step run "
-                f"(quality_steps {steps:g})")
-    scores = [score for _, score in evaluations]
-    hit = scores[-1] >= target - EVALUATION_DIGITS
-    early = [f"{n}:{a:.4f}" for n, a in evaluations[:-1] if a >= target + EVALUATION_DIGITS]
-    if reached == 1 and (not hit or early):
-        why = f"step {early[0]} reached it earlier" if early else f"the last evaluation is {scores[-1]:.4f}"
-        return f"metrics.accuracy_reached: 1, but {why} (target {target:g})"
-    if reached == 0 and any(a >= target + EVALUATION_DIGITS for a in scores):
-        return f"metrics.accuracy_reached: 0, but an evaluation reached the target {target:g} ({max(scores):.4f})"
-    if reached == 1 and (values["steps_to_accuracy"] != steps or values["time_to_accuracy_s"] != values["quality_s"]):
-        return (f"metrics.steps_to_accuracy: {values['steps_to_accuracy']!r} steps in "
-                f"{values['time_to_accuracy_s']!r} s, not the run's quality_steps {steps:g} in "
-                f"quality_s {values['quality_s']:g} s")
+        if name in found and not (values[name] is not None and 0 < values[name] < math.inf):
+            return f"metrics.{name}: {given[name]!r} is not a positive number of seconds"
     if reached == 0 and ("steps_to_accuracy" in found or "time_to_accuracy_s" in found):
         return "metrics.steps_to_accuracy: given for a run that did not reach its target"
+    if reached == 1 and (("quality_steps" in found and values["steps_to_accuracy"] != steps)
+                         or ("quality_s" in found and values["time_to_accuracy_s"] != values["quality_s"])):
+        return (f"metrics.steps_to_accuracy: {values['steps_to_accuracy']!r} steps in "
+                f"{values['time_to_accuracy_s']!r} s, not the run's quality_steps {given['quality_steps']!r} "
+                f"in quality_s {given['quality_s']!r} s")
+    if "evaluations" not in found:
+        return ""
+    evaluations = _evaluations(given["evaluations"])
+    if isinstance(evaluations, str):
+        return f"metrics.evaluations: {evaluations}"
+    if not evaluations or (steps is not None and evaluations[-1][0] != steps):
+        return (f"metrics.evaluations: the last evaluation is not at the last step run "
+                f"(quality_steps {given['quality_steps']!r})")
+    scores = [score for _, score in evaluations]
+    early = [f"{n}:{a:.4f}" for n, a in evaluations[:-1] if a >= target + EVALUATION_DIGITS]
+    if reached == 1 and (scores[-1] < target - EVALUATION_DIGITS or early):
+        why = f"step {early[0]} reached it earlier" if early else f"the last evaluation is {scores[-1]:.4f}"
+        return f"metrics.accuracy_reached: 1, but {why} (target {target:g})"
+    if reached == 0 and max(scores) >= target + EVALUATION_DIGITS:
+        return f"metrics.accuracy_reached: 0, but an evaluation reached the target {target:g} ({max(scores):.4f})"
     return ""
 
 
