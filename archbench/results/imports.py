@@ -130,8 +130,8 @@ malformed when it:
 
 A mapping sidecar is malformed, besides the file checks above, when it is over 64 KiB,
 is not a YAML mapping of ``columns``, ``constants`` and ``values`` whose entries are
-single values (and ``training_flops``, model: positive FLOPs per image), or breaks the rules of :mod:`archbench.core.yamlio` (a repeated key, a
-non-finite number, over :data:`archbench.core.yamlio.MAX_NODES` values with aliases
+single values (and ``training_flops``, model: positive FLOPs per image), or breaks the
+rules of :mod:`archbench.core.yamlio` (a repeated key, a non-finite number, over :data:`archbench.core.yamlio.MAX_NODES` values with aliases
 expanded). :func:`archbench.results.claims.check_imports` checks a campaign's ``imports:``
 (import and claims files) when the workflow is planned.
 
