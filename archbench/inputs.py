@@ -62,9 +62,12 @@ def check_inputs(config: dict, files: Sequence[str | os.PathLike], *,
         except ImportFormatError as exc:
             raise ConfigError(f"imports.{i}: {exc}", source=source) from None
     if "compare_with" in config:
-        from archbench.results.record_sets import CompareError, baseline
+        from archbench.results.compare import check_baseline
+        from archbench.results.record_sets import CompareError, baseline, is_table
         try:
-            baseline(config["compare_with"], Path(root) / "results")
+            found = baseline(config["compare_with"], Path(root) / "results")
+            if is_table(found.results):  # its rows, as the workflow checks them at start
+                check_baseline(found.results)
         except CompareError as exc:
             raise ConfigError(f"compare_with: {exc}", source=source) from None
     return campaign

@@ -170,7 +170,8 @@ IMPORTS = [
      "tensorflow) = 5.34e+20 FLOP/s, over 10 x the peak of 8 GPUs (2e+16 FLOP/s) = 2e+17 FLOP/s: "
      "physically impossible"),
     ("a published table row", "system,model,gpus,throughput,unit\npiz-daint,inception_v3,1,138.23,img/s\n", ""),
-    ("a model archbench does not build", "system,model,throughput,unit\ns,lenet,1e20,img/s\n", ""),
+    # a model archbench does not build is refused unless its file declares its FLOPs
+    # (tests/test_hostile_sense.py)
 ]
 
 

@@ -120,7 +120,7 @@ def test_mapping_to_unknown_column_is_rejected(tmp_path):
 def test_value_map_translates_file_text(tmp_path):
     path = tmp_path / "daint.csv"
     path.write_text("system,model,throughput,unit,gpus,Real Data\n"
-                    "d,inception3,138.23,img/s,1,FALSE\nd,inception3,137.03,img/s,1,TRUE\n")
+                    "d,inception_v3,138.23,img/s,1,FALSE\nd,inception_v3,137.03,img/s,1,TRUE\n")
     mapping = {"columns": {"Real Data": "data"},
                "values": {"data": {"TRUE": "real", "FALSE": "synthetic"}}}
     rows = read_import(path, mapping)

@@ -97,12 +97,12 @@ def test_best_per_size_chooses_the_parameter_server_count(tmp_path):
     example = tmp_path / "ps.csv"
     example.write_text(
         "system,model,batch,gpus,gpus_per_node,parameter_servers,variable_update,throughput,unit\n"
-        "s,inception3,64,1,1,1,parameter_server,100,img/s\n"
-        "s,inception3,64,4,1,1,parameter_server,300,img/s\n"
-        "s,inception3,64,4,1,2,parameter_server,360,img/s\n"
-        "s,inception3,64,4,1,2,distributed_replicated,340,img/s\n"
-        "s,inception3,64,8,1,4,parameter_server,720,img/s\n"
-        "s,inception3,64,8,1,8,parameter_server,700,img/s\n")
+        "s,inception_v3,64,1,1,1,parameter_server,100,img/s\n"
+        "s,inception_v3,64,4,1,1,parameter_server,300,img/s\n"
+        "s,inception_v3,64,4,1,2,parameter_server,360,img/s\n"
+        "s,inception_v3,64,4,1,2,distributed_replicated,340,img/s\n"
+        "s,inception_v3,64,8,1,4,parameter_server,720,img/s\n"
+        "s,inception_v3,64,8,1,8,parameter_server,700,img/s\n")
     rows = importer.read_import(example)
     best = tables.best_per_size(rows).set_index("count")
     assert best["parameter_servers"].to_dict() == {1: 1, 4: 2, 8: 4}

@@ -153,6 +153,20 @@ def loss_departs(loss: float, twin_loss: float, *, rel: float = LOSS_TOLERANCE_R
     return abs(loss - twin_loss) > max(rel * abs(twin_loss), abs_)
 
 
+def loss_trouble(loss_first: float | None, loss_tail: float | None,
+                 decreased: bool | None) -> str:
+    """Why a run's losses do not show it training ("" when they may): "not finite" (a
+    loss of its series was not, which makes ``decreased`` False and leaves no tail) or
+    "rising" (the tail is above the first loss by more than the tolerance of
+    :func:`loss_departs`)."""
+    present = [x is not None and math.isfinite(x) for x in (loss_first, loss_tail)]
+    if decreased is not None and not decreased and not present[1]:
+        return "not finite"
+    if all(present) and loss_tail > loss_first and loss_departs(loss_tail, loss_first):
+        return "rising"
+    return ""
+
+
 def coefficient_of_variation(std: float, mean: float) -> float:
     """CV = s / mean: the sample standard deviation of the repetitions over their mean."""
     return std / mean

@@ -18,7 +18,7 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
-from archbench.core.files import atomic_path
+from archbench.core.files import MAX_RECORD_BYTES, UnsafeFile, atomic_path, read_regular
 from archbench.core.storage import Unwritable
 
 SCHEMA_VERSION = 1
@@ -175,10 +175,19 @@ def write_record(path: str | os.PathLike, record: dict) -> Path:
 
 
 def read_record(path: str | os.PathLike) -> dict:
-    """Read one record; raise RecordError with the path if it is unreadable or invalid."""
+    """Read one record; raise RecordError with the path if it is unreadable or invalid.
+    The file is read through :func:`archbench.core.files.read_regular`: a regular file of
+    at most :data:`MAX_RECORD_BYTES`, or a link to one inside its ``raw/`` folder (its own
+    folder outside that layout)."""
     try:
-        record = json.loads(Path(path).read_text(), parse_constant=_not_json)
-    except (OSError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError: ValueErrors
+        data = read_regular(path, MAX_RECORD_BYTES, within=_record_root(path))
+    except UnsafeFile as exc:
+        raise RecordError(f"{path}: not read as a record: {exc}") from None
+    except OSError as exc:
+        raise RecordError(f"{path}: unreadable record ({exc})") from exc
+    try:
+        record = json.loads(data.decode("utf-8"), parse_constant=_not_json)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError: ValueErrors
         raise RecordError(f"{path}: unreadable record ({exc})") from exc
     if not isinstance(record, dict):
         raise RecordError(f"{path}: a record must be a JSON object")
@@ -187,6 +196,13 @@ def read_record(path: str | os.PathLike) -> dict:
     if mismatch:
         raise RecordError(f"{path}: {mismatch}")
     return record
+
+
+def _record_root(path: str | os.PathLike) -> Path:
+    """The folder a record's link may point into: the ``raw/`` folder above a record of
+    the ``raw/<system>/<experiment>/<config_id>/rep<k>.json`` layout, else its own folder."""
+    path = Path(path).absolute()
+    return path.parents[3] if RAW_LAYOUT.search(path.as_posix()) else path.parent
 
 
 def run_id(fields: dict) -> str:

@@ -185,7 +185,7 @@ def read_checked(name: str, source: str | os.PathLike, filters: Sequence):
     """:func:`~archbench.results.record_sets.read_side`, refusing (CompareError, one line
     naming the side and its file) a file that cannot be read as a measurements table and a
     side left without records."""
-    from archbench.results.record_sets import CompareError, is_table, read_side
+    from archbench.results.record_sets import CompareError, implausible_row, is_table, read_side
     shown = side_name(name, source, [str(f) for f in filters])
     try:
         frame, errors = read_side(source)  # filtered below, once a table's rows are checked
@@ -206,6 +206,8 @@ def read_checked(name: str, source: str | os.PathLike, filters: Sequence):
             row = int(wrong.to_numpy().argmax())
             raise CompareError(f"{shown}: line {row + 2}: throughput {value.iloc[row]} is not a "
                                "positive finite number")
+        if nonsense := implausible_row(frame):
+            raise CompareError(f"{shown}: {nonsense}")
     try:
         for condition in filters:
             frame = frame[condition.mask(frame)].reset_index(drop=True)

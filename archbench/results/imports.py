@@ -123,12 +123,15 @@ malformed when it:
   (the bounds of the record fields they fill, ``schemas/record.schema.json``: :data:`INT_BOUNDS`);
 - gives a throughput its hardware cannot deliver: more FLOP/s (img/s x the model's
   declared FLOPs per image) or bytes/s than 10 x the peak of the row's cores or GPUs
-  (:func:`archbench.workloads.ceiling.beyond_peak`, docs/metrics.md).
+  (:func:`archbench.workloads.ceiling.beyond_peak`, docs/metrics.md);
+- names a model archbench does not build (not registered) without declaring its training
+  FLOPs per image in the mapping (``training_flops: {model: FLOPs}``): its img/s could not
+  be held to that bound.
 
 A mapping sidecar is malformed, besides the file checks above, when it is over 64 KiB,
 is not a YAML mapping of ``columns``, ``constants`` and ``values`` whose entries are
-single values, or breaks the rules of :mod:`archbench.core.yamlio` (a repeated key, a
-non-finite number, over :data:`archbench.core.yamlio.MAX_NODES` values with aliases
+single values (and ``training_flops``, model: positive FLOPs per image), or breaks the
+rules of :mod:`archbench.core.yamlio` (a repeated key, a non-finite number, over :data:`archbench.core.yamlio.MAX_NODES` values with aliases
 expanded). :func:`archbench.results.claims.check_imports` checks a campaign's ``imports:``
 (import and claims files) when the workflow is planned.
 
@@ -144,6 +147,7 @@ Command line: ``python -m archbench.importer FILE.csv [--map SRC=DST ...] [--set
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -373,11 +377,17 @@ def check_mapping(mapping: Any, where: str = "mapping") -> None:
     single = (str, int, float, bool)
     if not isinstance(mapping, dict):
         raise ImportFormatError(f"{where}: (top level): a mapping has only 'columns', "
-                                "'constants' and 'values'")
+                                "'constants', 'values' and 'training_flops'")
     for key in mapping:
-        if key not in ("columns", "constants", "values"):
+        if key not in ("columns", "constants", "values", "training_flops"):
             raise ImportFormatError(f"{where}: {show(key)}: not a key of a mapping (it has only "
-                                    "'columns', 'constants' and 'values')")
+                                    "'columns', 'constants', 'values' and 'training_flops')")
+    if not isinstance(mapping.get("training_flops", {}), dict):
+        raise ImportFormatError(f"{where}: training_flops: expected a mapping of model to FLOPs per image")
+    for name, flops in mapping.get("training_flops", {}).items():
+        if isinstance(flops, bool) or not isinstance(flops, (int, float)) or not 0 < flops < math.inf:
+            raise ImportFormatError(f"{where}: training_flops.{show(name)}: {show(flops)} is not "
+                                    "a positive number of FLOPs per image")
     for key in ("columns", "constants", "values"):
         if not isinstance(mapping.get(key, {}), dict):
             raise ImportFormatError(f"{where}: {key}: expected a mapping")
@@ -494,11 +504,28 @@ def read_values(path: str | os.PathLike, mapping: dict | None = None) -> list[tu
         unit = scaling_unit(values)
         if unit and values.get(unit) is None and not (unit == "nodes" and "gpus" not in values):
             raise ImportFormatError(f"{at}: column '{unit}': empty (the row scales over {unit})")
-        if impossible := beyond_peak(_tidy_row(path, number, values)):
+        flops = declared_flops(at, values.get("model"), mapping)
+        if impossible := beyond_peak(_tidy_row(path, number, values), flops_per_image=flops):
             raise ImportFormatError(f"{at}: column 'throughput': {impossible}")
         out.append((number, values))
     check_repeats(path, out, {number: line for number, line, _ in rows})
     return out
+
+
+def declared_flops(at: str, model: str | None, mapping: dict) -> float | None:
+    """The training FLOPs per image the mapping declares (``training_flops``) for ``model``
+    when archbench does not build it (None for a registered model or a kernel row): a
+    value it cannot hold to the physical bound is refused (ImportFormatError naming the
+    file, row and model) unless its file declares them."""
+    if not model or model in registered("model"):
+        return None
+    declared = (mapping.get("training_flops") or {}).get(model)
+    if declared is None:
+        raise ImportFormatError(
+            f"{at}: column 'model': '{show(model)}' is not a registered model, so its img/s "
+            f"cannot be held to the physical bound: declare its training FLOPs per image in "
+            f"the file's mapping (training_flops: {{{show(model)}: <FLOPs>}}) to import it")
+    return float(declared)
 
 
 def check_repeats(path: Path, rows: list[tuple[int, dict]], lines: dict[int, int]) -> None:

@@ -18,6 +18,8 @@ import pandas as pd
 from archbench.plan.plan_match import plans_of, spec_measurements
 from archbench.results.collect import Plans, collect, record_files
 from archbench.results.tables.common import KEYS, normalise
+from archbench.workloads.ceiling import beyond_peak
+from archbench.workloads.names import unregistered
 
 DEFAULT_THRESHOLD = 0.02  # the practical band of a comparison (docs/compare.md)
 HEX_FIELDS = ("git_commit", "image_sha256", "config_hash")  # "=" matches a prefix
@@ -135,6 +137,22 @@ def read_side(source: str | os.PathLike, filters: Sequence[Filter] = ()) -> tupl
     for condition in filters:
         frame = frame[condition.mask(frame)]
     return frame.reset_index(drop=True), errors
+
+
+def implausible_row(frame: pd.DataFrame) -> str:
+    """"" when every row of a measurements table names registered models and kernels and
+    states a throughput its hardware can deliver (the bound records are held to,
+    :func:`archbench.workloads.ceiling.beyond_peak`), else one line naming the first
+    other row: "line <n>: <field>: <why>" (the header is line 1). Records were checked
+    when collected; a table's rows may have been written by anyone."""
+    for number, values in enumerate(frame.to_dict("records")):
+        row = {k: (None if not isinstance(v, str) and pd.isna(v) else v) for k, v in values.items()}
+        nameless = unregistered({"model": row.get("model"), "kernel": row.get("kernel")})
+        if nameless:
+            return f"line {number + 2}: {nameless}"
+        if row.get("status", "ok") == "ok" and (impossible := beyond_peak(row)):
+            return f"line {number + 2}: throughput: {impossible}"
+    return ""
 
 
 @dataclass(frozen=True)

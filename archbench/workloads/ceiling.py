@@ -106,12 +106,15 @@ def training_flops(row: Mapping[str, Any]) -> tuple[float, str] | None:
     return flops, f"{model} at {size} px, {named if named in FRAMEWORKS else 'any framework'}"
 
 
-def implied(row: Mapping[str, Any], value: float, unit: str) -> tuple[float, str, str] | None:
+def implied(row: Mapping[str, Any], value: float, unit: str, *,
+            flops_per_image: float | None = None) -> tuple[float, str, str] | None:
     """(rate, "FLOP/s" or "B/s", the FLOPs per image it multiplies img/s by, as text: ""
     for a FLOP/s or B/s unit) of ``value`` ``unit``; None where ``unit`` is neither img/s
-    of a model with declared FLOPs nor a FLOP/s or B/s unit."""
+    of a model with declared FLOPs (``flops_per_image``: those an import file declares for
+    a model archbench does not build) nor a FLOP/s or B/s unit."""
     if unit == "img/s":
-        flops = training_flops(row)
+        flops = training_flops(row) if flops_per_image is None else (
+            flops_per_image, f"{row.get('model')}, as its file declares")
         if flops is None:
             return None
         return value * flops[0], "FLOP/s", f" x {flops[0]:.3g} training FLOP/img ({flops[1]})"
@@ -122,18 +125,20 @@ def implied(row: Mapping[str, Any], value: float, unit: str) -> tuple[float, str
     return None
 
 
-def beyond_peak(row: Mapping[str, Any], value: float | None = None, unit: str | None = None) -> str:
+def beyond_peak(row: Mapping[str, Any], value: float | None = None, unit: str | None = None, *,
+                flops_per_image: float | None = None) -> str:
     """"" when ``value`` ``unit`` (default: the row's ``throughput`` and
     ``throughput_unit``) is physically possible on the hardware ``row`` ran on, else one
     line naming both numbers, e.g. "1e+20 img/s x 2.31e+10 training FLOP/img (resnet50
     at 224 px, tensorflow) = 2.31e+30 FLOP/s, over 10 x the peak of 1 CPU core
     (3.84e+11 FLOP/s) = 3.84e+12 FLOP/s: physically impossible", with as many digits as
-    tell the two apart."""
+    tell the two apart. ``flops_per_image``: the training FLOPs per image declared for a
+    model that declares none (:func:`implied`)."""
     value = row.get("throughput") if value is None else value
     unit = row.get("throughput_unit") if unit is None else unit
     if not isinstance(value, (int, float)) or not isinstance(unit, str) or not value > 0:
         return ""
-    rate, peak = implied(row, float(value), unit), hardware(row)
+    rate, peak = implied(row, float(value), unit, flops_per_image=flops_per_image), hardware(row)
     if rate is None or peak is None:
         return ""
     amount, base, how = rate

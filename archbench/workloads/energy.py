@@ -365,6 +365,60 @@ def sense(joules: float, power_limit_w: float, interval_s: float) -> str:
     return ""
 
 
+# What a sensor can report at most, per second of its interval: a GPU board's power
+# (above every shipping board: B200 1,000 W, GB200's GPU 1,200 W) and a node's (above an
+# 8-socket server's packages and memory and a DGX B200's 14.3 kW): a reading above is no
+# measurement, whatever its status says.
+MAX_BOARD_W = 2_000.0
+MAX_NODE_W = 20_000.0
+# relative: the interval and the window are timed by different processes' clocks (the
+# window is the longest worker's, the interval the writer's reads around the barriers)
+COVER_SLACK = 0.01
+
+
+def record_problem(record: dict, window_s: float | None) -> str:
+    """"" when the ``energy`` entries of an ok record make sense, else one line naming the
+    entry: each (source, covers) one of :data:`KEYS` and given once, an NVML board only on a
+    GPU run, and a measured reading above 0 J, over an interval that covers the measured
+    window (``window_s``), and at most :data:`MAX_BOARD_W` per GPU (or :data:`MAX_NODE_W`
+    per node) x the interval."""
+    seen: dict[tuple, int] = {}
+    for i, e in enumerate(record.get("energy") or ()):
+        where, pair = f"energy.{i}", (e.get("source"), e.get("covers"))
+        if pair not in KEYS:
+            return f"{where}: {pair[0]} does not measure a {pair[1]}"
+        if pair in seen:
+            return (f"{where}: a second {pair[0]} {pair[1]} reading (entry {seen[pair]} is the "
+                    "first): one reading per source and scope")
+        seen[pair] = i
+        if pair[0] == "nvml" and record.get("device") != "gpu":
+            return f"{where}: an NVML GPU board reading in a {record.get('device') or 'cpu'} run"
+        if e.get("status") != MEASURED:
+            continue
+        joules, interval = e.get("joules"), e.get("interval_s")
+        if not (isinstance(joules, (int, float)) and 0 < joules < math.inf):
+            return f"{where}.joules: {joules!r} J measured: a measured energy is above 0 J"
+        if interval is not None and window_s is not None and interval < window_s * (1 - COVER_SLACK):
+            return (f"{where}.interval_s: {interval:g} s does not cover the measured window "
+                    f"of {window_s:g} s")
+        seconds = interval if interval is not None else window_s
+        if seconds is None or seconds <= 0:
+            continue
+        units, each, what = _units(record, pair[1])
+        if joules > units * each * seconds:
+            return (f"{where}.joules: {joules:.6g} J over {seconds:.3g} s is {joules / seconds:.3g} W, "
+                    f"above {units} {what}{'s' * (units > 1)} x {each:,.0f} W")
+    return ""
+
+
+def _units(record: dict, covers: str) -> tuple[int, float, str]:
+    """(how many, the most watts each, what) a ``covers`` reading of ``record`` sums over:
+    its GPUs for a board (``gpus``, else ``workers``), else its nodes."""
+    if covers == "gpu board":
+        return max(int(record.get("gpus") or record.get("workers") or 1), 1), MAX_BOARD_W, "GPU board"
+    return max(int(record.get("nodes") or 1), 1), MAX_NODE_W, "node"
+
+
 def joules_of(entries: Sequence[dict] | None, source: str, covers: str) -> float | None:
     """The measured joules of ``source``/``covers`` in a record's ``energy`` entries."""
     for e in entries or ():

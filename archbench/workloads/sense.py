@@ -43,6 +43,7 @@ from typing import Any, Mapping
 
 from archbench.core import metrics
 from archbench.core.record import RecordError, read_record, validate
+from archbench.workloads import energy
 from archbench.workloads.ceiling import beyond_peak
 from archbench.workloads.names import unregistered
 
@@ -84,7 +85,8 @@ def problem(record: Mapping[str, Any]) -> str:
     if times and steps is not None and len(times) != steps:
         return f"step_times_s: {len(times)} step times for measured_steps {steps}"
     check = _train_problem if record.get("kind") == "train" else _kernel_problem
-    return check(record, throughput, times) or _impossible(record)
+    return (check(record, throughput, times) or _quality_problem(record)
+            or energy.record_problem(record, measured_window_s(record)) or _impossible(record))
 
 
 def _impossible(record: Mapping[str, Any]) -> str:
@@ -152,6 +154,85 @@ def _kernel_problem(record: Mapping[str, Any], throughput: float, times: list[fl
                 f"times: {work:g} {unit.removesuffix('/s')} x {len(times)} steps / {total:g} s "
                 f"= {expected:g} {unit}")
     return ""
+
+
+EVALUATION_DIGITS = 5e-5  # an evaluation is recorded to 4 decimals ("step:0.9000")
+
+
+def _quality_problem(record: Mapping[str, Any]) -> str:
+    """The first inconsistency of a time-to-accuracy record (its metrics, as
+    :func:`archbench.workloads.training.outcome.to_accuracy` writes them; each checked
+    where the record holds it): ``accuracy_reached`` 1 or 0 and the target a fraction in
+    (0, 1]; the steps run from 1 to the cap (``measured_steps``); the clock positive;
+    every evaluation a fraction in [0, 1], in increasing steps, the last at the last step
+    run; ``accuracy_reached`` 1 exactly when the last evaluation reached the target and
+    none before it did; the steps and time to accuracy those of the run, and none given
+    for a run that did not reach its target."""
+    found = record.get("metrics") or {}
+    if "accuracy_reached" not in found:
+        return ""
+    values = {name: metric_value(record, name) for name in
+              ("target_accuracy", "accuracy_reached", "quality_steps", "quality_s",
+               "steps_to_accuracy", "time_to_accuracy_s")}
+    given = {name: found.get(name, {}).get("value") for name in (*values, "evaluations")}
+    target, reached, steps = (values[k] for k in ("target_accuracy", "accuracy_reached", "quality_steps"))
+    if reached not in (0, 1):
+        return f"metrics.accuracy_reached: {given['accuracy_reached']!r} is not 1 (yes) or 0 (no)"
+    if target is None or not 0 < target <= 1:
+        return f"metrics.target_accuracy: {given['target_accuracy']!r} is not a fraction in (0, 1]"
+    cap = record.get("measured_steps")
+    for name in ("quality_steps", "steps_to_accuracy"):
+        count = values[name]
+        if name in found and (count is None or count != int(count) or count < 1
+                              or (cap is not None and count > cap)):
+            return (f"metrics.{name}: {given[name]!r} is not a step count from 1 to the cap, "
+                    f"measured_steps {cap}")
+    for name in ("quality_s", "time_to_accuracy_s"):
+        if name in found and not (values[name] is not None and 0 < values[name] < math.inf):
+            return f"metrics.{name}: {given[name]!r} is not a positive number of seconds"
+    if reached == 0 and ("steps_to_accuracy" in found or "time_to_accuracy_s" in found):
+        return "metrics.steps_to_accuracy: given for a run that did not reach its target"
+    if reached == 1 and (("quality_steps" in found and values["steps_to_accuracy"] != steps)
+                         or ("quality_s" in found and values["time_to_accuracy_s"] != values["quality_s"])):
+        return (f"metrics.steps_to_accuracy: {values['steps_to_accuracy']!r} steps in "
+                f"{values['time_to_accuracy_s']!r} s, not the run's quality_steps {given['quality_steps']!r} "
+                f"in quality_s {given['quality_s']!r} s")
+    if "evaluations" not in found:
+        return ""
+    evaluations = _evaluations(given["evaluations"])
+    if isinstance(evaluations, str):
+        return f"metrics.evaluations: {evaluations}"
+    if not evaluations or (steps is not None and evaluations[-1][0] != steps):
+        return (f"metrics.evaluations: the last evaluation is not at the last step run "
+                f"(quality_steps {given['quality_steps']!r})")
+    scores = [score for _, score in evaluations]
+    early = [f"{n}:{a:.4f}" for n, a in evaluations[:-1] if a >= target + EVALUATION_DIGITS]
+    if reached == 1 and (scores[-1] < target - EVALUATION_DIGITS or early):
+        why = f"step {early[0]} reached it earlier" if early else f"the last evaluation is {scores[-1]:.4f}"
+        return f"metrics.accuracy_reached: 1, but {why} (target {target:g})"
+    if reached == 0 and max(scores) >= target + EVALUATION_DIGITS:
+        return f"metrics.accuracy_reached: 0, but an evaluation reached the target {target:g} ({max(scores):.4f})"
+    return ""
+
+
+def _evaluations(text: object) -> list[tuple[int, float]] | str:
+    """The (step, accuracy) pairs of a record's ``evaluations`` ("step:fraction ..."),
+    or why they are none: a step not increasing, an accuracy not in [0, 1]."""
+    if not isinstance(text, str):
+        return f"{text!r} is not 'step:accuracy' pairs"
+    pairs: list[tuple[int, float]] = []
+    for token in text.split():
+        step, _, score = token.partition(":")
+        try:
+            n, accuracy = int(step), float(score)
+        except ValueError:
+            return f"{token[:40]!r} is not step:accuracy"
+        if not 0 <= accuracy <= 1:
+            return f"{token[:40]}: accuracy {accuracy:g} is not a fraction in [0, 1]"
+        if n < 1 or (pairs and n <= pairs[-1][0]):
+            return f"{token[:40]}: step {n} does not follow step {pairs[-1][0] if pairs else 0}"
+        pairs.append((n, accuracy))
+    return pairs
 
 
 def measured_window_s(record: Mapping[str, Any]) -> float | None:

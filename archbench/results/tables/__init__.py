@@ -103,7 +103,7 @@ TABLES: dict[str, TableSpec] = {
     "fraction_of_peak": TableSpec(kernels.fraction_of_peak, uses_peak=True),
     "vs_published": TableSpec(vs_published.vs_published, uses_runs=True, uses_published=True),
     "host_outliers": TableSpec(hosts.host_outliers, uses_runs=True, uses_statistic=True),
-    "energy": TableSpec(energy.energy),
+    "energy": TableSpec(energy.energy, uses_runs=True, uses_statistic=True),
     "precision_speedup": TableSpec(precision.precision_speedup, uses_runs=True, uses_statistic=True),
     "time_to_accuracy": TableSpec(quality.time_to_accuracy),
     "tuning": TableSpec(tuning.tuning, uses_runs=True, uses_statistic=True),

@@ -61,6 +61,18 @@ def _quality(loss: pd.Series, twin: pd.Series) -> pd.Series:
     return pd.Series(flags, index=loss.index, dtype="boolean")
 
 
+def _troubled(runs: pd.DataFrame | None) -> set[tuple]:
+    """The configurations (identity tuples) of which an ok run's losses do not show it
+    training (:func:`metrics.loss_trouble`: not finite, or rising)."""
+    if runs is None or runs.empty or "loss_decreased" not in runs:
+        return set()
+    ok = runs[runs["status"].eq("ok").fillna(False).astype(bool)]
+    cells = ok[["loss_first", "loss_tail", "loss_decreased"]].astype(object)
+    cells = cells.where(cells.notna(), None)
+    return {key for key, (first, tail, decreased) in zip(_identity(ok), cells.itertuples(index=False))
+            if metrics.loss_trouble(first, tail, decreased)}
+
+
 def precision_speedup(df: pd.DataFrame, statistic: str | None = None) -> pd.DataFrame:
     """Precision speedup = img/s of a precision / math mode / graph configuration over its
     fp32-strict-eager twin (the same system, device, framework, model, data, strategy,
@@ -73,8 +85,9 @@ def precision_speedup(df: pd.DataFrame, statistic: str | None = None) -> pd.Data
     ("bf16 requested, fp32 executed"; empty when they agree); ``loss_tail``: the mean loss
     of the last third of the measured steps (mean over the ok runs), ``loss_change`` =
     loss_tail - loss_tail_twin, and ``quality_flag`` true where ``|loss_change|`` > max(10 % of
-    loss_tail_twin, 0.02) (:func:`metrics.loss_departs`): the faster number may not train
-    the same model. Status names a failed or missing side ("twin oom", "no twin").
+    loss_tail_twin, 0.02) (:func:`metrics.loss_departs`), or where an ok run of either side
+    has losses that are not finite or rise (:func:`metrics.loss_trouble`): the faster
+    number may not train the same model. Status names a failed or missing side ("twin oom", "no twin").
     Quality-gate runs (experiment type ``quality``) are left out: they train to a target,
     not over a window, and the ``time_to_accuracy`` table compares them."""
     summary = summary_of(df, statistic)
@@ -105,7 +118,9 @@ def precision_speedup(df: pd.DataFrame, statistic: str | None = None) -> pd.Data
     out["speedup_ci95_low"] = [low for low, _ in intervals]
     out["speedup_ci95_high"] = [high for _, high in intervals]
     out["loss_change"] = out["loss_tail"].astype(float) - out["loss_tail_twin"].astype(float)
-    out["quality_flag"] = _quality(out["loss_tail"], out["loss_tail_twin"])
+    troubled = _troubled(runs)
+    out["quality_flag"] = _quality(out["loss_tail"], out["loss_tail_twin"]).mask(
+        [bool(troubled & {k, twin_key.get(g)}) for g, k in zip(out["_gid"], _identity(out))], True)
     out["status"] = pair_status(out["_status_twin"].astype(object).where(out["_gid"].isin(base.index), None),
                                 out["status"], labels=("twin", "config"))
     out["status"] = out["status"].str.replace("config ", "", regex=False)

@@ -70,7 +70,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Callable, Sequence
 
-from archbench.core.files import atomic_write_text
+from archbench.core.files import MAX_RECORD_BYTES, atomic_write_text, read_regular
 from archbench.core.provenance import PERFORMANCE_ENV
 from archbench.core.record import NUMERICS_DEFAULTS
 from archbench.workloads.training.settings import command_line
@@ -695,8 +695,8 @@ def earlier_record(output: str | os.PathLike, config_hash: str) -> Path | None:
     for path in sorted(output.parent.glob("rep*.json"), key=_repetition):
         if path.name == output.name:
             continue
-        try:
-            record = json.loads(path.read_text())
+        try:  # a regular file: a FIFO or device beside the record would hang the worker
+            record = json.loads(read_regular(path, MAX_RECORD_BYTES))
         except (OSError, ValueError):
             continue
         if isinstance(record, dict) and record.get("config_hash") == config_hash and gathered(record):
@@ -801,8 +801,8 @@ def indexed_record(output: str | os.PathLike, key: str) -> Path | None:
     if index is None:
         return None
     try:
-        path = index.parent.parent / json.loads(index.read_text())["record"]
-        record = json.loads(path.read_text())
+        path = index.parent.parent / json.loads(read_regular(index, MAX_RECORD_BYTES))["record"]
+        record = json.loads(read_regular(path, MAX_RECORD_BYTES, within=index.parent.parent))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if path.resolve() == Path(output).resolve() or not isinstance(record, dict) or not gathered(record):
