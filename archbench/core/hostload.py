@@ -36,6 +36,7 @@ BUSY_LIMIT = 0.25
 # and per core, and the samples are taken microseconds apart from the window's ends
 CLOCK_SLACK = 0.05
 CLOCK_SLACK_S = 0.5
+ROUNDING = 0.002  # other_cores against its figures, each rounded to 3 decimals
 PROC_STAT = Path("/proc/stat")
 # /proc/stat's per-cpu columns: user nice system idle iowait irq softirq steal (guest
 # time is counted in user already)

@@ -104,8 +104,12 @@ def _host_load_problem(record: Mapping[str, Any]) -> str:
     busy, steal = load.get("cores_busy_s"), load.get("steal_s")
     if busy is not None and steal is not None and steal > busy:
         return f"host_load: steal_s {steal:g} above cores_busy_s {busy:g}"
-    if load["other_cores"] is not None and load["other_cores"] > cores * (1 + hostload.CLOCK_SLACK):
-        return f"host_load: other_cores {load['other_cores']:g} of {cores} cores"
+    other = load["other_cores"]
+    if other is not None and busy is not None and window > 0:
+        derived = max(busy - load["own_cpu_s"], 0.0) / window
+        if abs(other - derived) > hostload.ROUNDING:
+            return (f"host_load: other_cores {other:g}, its figures say {derived:.3f} "
+                    f"((cores_busy_s - own_cpu_s) / window_s)")
     derived = hostload.is_busy(load)
     if stated != derived:
         return f"host_busy: record says {stated}, its host_load figures say {derived}"
