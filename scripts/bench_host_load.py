@@ -48,7 +48,7 @@ def measurement(framework: str, steps: int, threads: int) -> dict:
     return m
 
 
-def run_once(m: dict, duty: float, folder: Path, name: str) -> dict:
+def run_once(m: dict, duty: float, *, folder: Path, name: str) -> dict:
     """One supervised run beside a competitor of ``duty`` (none at 0)."""
     competitor = None
     if duty > 0:
@@ -77,7 +77,7 @@ def main() -> int:
             runs: dict[float, list[dict]] = {0.0: [], **{d: [] for d in args.loads}}
             for r in range(args.rounds):
                 for duty in runs:
-                    record = run_once(m, duty, Path(tmp), f"{framework}-{duty}-{r}")
+                    record = run_once(m, duty, folder=Path(tmp), name=f"{framework}-{duty}-{r}")
                     load = record.get("host_load") or {}
                     runs[duty].append(record)
                     print(f"{framework} round {r} load {duty:.2f}: {record['status']} "
