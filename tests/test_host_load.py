@@ -157,3 +157,13 @@ def test_rerun_busy_keeps_every_busy_attempt_beside_the_record(tmp_path, two_cor
     assert kept["start_time"] != record["start_time"] or kept["end_time"] != record["end_time"]
     assert not (folder / "rep0.json.busy2").exists()  # bounded: one rerun
     assert record_files(tmp_path / "raw") == [folder / "rep0.json"]  # the kept one counts nowhere
+
+
+def test_a_framework_ratio_on_a_flagged_side_says_so():
+    from test_framework_comparison import records as framework_records
+    records = [{**r, **load(1.0 if r["framework"] == "pytorch" and r["repetition"] == 0 else 0.0)}
+               for r in framework_records(("tensorflow", "pytorch"))]
+    row = build_table("framework_comparison", records_to_frame(records)).iloc[0]
+    assert row["framework"] == "pytorch" and bool(row["host_busy"]) and row["status"] == "ok"
+    quiet = [{**r, **load(0.0)} for r in framework_records(("tensorflow", "pytorch"))]
+    assert not build_table("framework_comparison", records_to_frame(quiet)).iloc[0]["host_busy"]
