@@ -31,7 +31,7 @@ SUMMARY_FIGURES = [name for name, spec in FIGURES.items() if not spec.uses_runs]
 # table columns that are results, not settings: never a series of their own
 RESULTS = {
     "statistic", "n", "img_s", "img_s_min", "img_s_max", "error", "std", "spread_flag",
-    "short_window_flag",
+    "host_busy", "short_window_flag",
     "n_failed", "status", "speedup", "efficiency", "img_s_baseline", "baseline_count",
     "img_s_1thread", "img_s_on", "img_s_off", "img_s_synthetic", "img_s_real",
     "io_overhead_percent", "relative", "baseline_batch", "img_s_single_process",

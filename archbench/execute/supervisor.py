@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, NoReturn, Sequence
 
-from archbench.core import provenance, storage
+from archbench.core import hostload, provenance, storage
 from archbench.core.failures import exit_failure
 from archbench.core.files import discard, sweep_temporary
 from archbench.core.marks import mark
@@ -210,6 +210,8 @@ def identity_fields(measurement: dict, log_path: Path) -> dict:
 def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
               check: Callable[[], None] = lambda: None) -> dict:
     """Run the measurement (with its retries) and write its record; return the record.
+    An ok attempt flagged ``host_busy`` is rerun up to ``rerun_busy`` times, each such
+    attempt kept as its own file (:func:`busy_attempt_path`); the record is the last.
     A worker record that may not count, or that is not what the measurement plans
     (:func:`archbench.plan.plan_match.mismatch`), becomes a failure record with the reason.
     ``check`` runs while waiting for the host guard or the worker, and may raise to stop
@@ -230,16 +232,23 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
     tuning = measurement.get("tuning") or {}  # a failed run still names its settings
     knobs = {**worker_module(measurement).setting_metrics(measurement), **pinned_cores(tuning)}
     settings_env = measurement.get("env", {})
+    cores = hostload.run_cores()
+    asked = hostload.cores_asked(measurement, len(cores))
     with hostguard.held(output, check=check) as guard:  # the wait is not the run's time
         start = provenance.now()
+        oversubscribe = hostload.slurm_oversubscribe()
         mark("guard-held")
         try:  # an interrupted run (Interrupted) leaves neither scratch file nor record
-            for attempt in range(1 + int(measurement.get("retries", 0))):
+            attempt, busy = 0, 0  # failed attempts retried, busy ones rerun
+            while True:
                 scratch.unlink(missing_ok=True)
                 mark("worker-start")
+                before = hostload.sample(cores)
                 code, log_text = run_worker(argv, env=env, timeout_s=timeout_s, log_path=log_path,
                                             memory_limit_mb=measurement.get("memory_limit_mb"),
                                             keep_fds=(guard,), check=check)
+                load = host_load(before, hostload.sample(cores), argv, cores=len(cores),
+                                 asked=asked, oversubscribe=oversubscribe)
                 mark("worker-end")
                 refused = ""  # why a record the worker left may not count
                 try:
@@ -248,7 +257,7 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
                     # a record the worker finished (exit 0) but that may not count
                     worker_record, refused = None, str(exc) if code == 0 and scratch.exists() else ""
                 if worker_record is not None:  # what the worker measured must be what was planned
-                    taken = {**worker_record, **added,
+                    taken = {**worker_record, **added, **load,
                              "env": {**worker_record.get("env", {}), **settings_env},
                              "metrics": {**knobs, **worker_record.get("metrics", {})}}
                     refused = plan_mismatch(taken, measurement)
@@ -261,16 +270,22 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
                 if worker_record is not None:
                     record = taken
                 elif code is None:
-                    record = failure(identity, start=start, status="timeout", metrics=knobs,
-                                     env=settings_env, reason=f"exceeded {timeout_s:.0f} s wall time"
-                                                              f" (attempt {attempt + 1})")
+                    record = failure({**identity, **load}, start=start, status="timeout",
+                                     metrics=knobs, env=settings_env,
+                                     reason=f"exceeded {timeout_s:.0f} s wall time (attempt {attempt + 1})")
                 else:
                     status, reason = ("failed", f"its record was refused: {refused}") if refused \
                         else exit_failure(code, log_text)
-                    record = failure(identity, start=start, status=status, reason=reason[:500],
-                                     metrics=knobs, env=settings_env)
-                if record["status"] == "ok":
+                    record = failure({**identity, **load}, start=start, status=status,
+                                     reason=reason[:500], metrics=knobs, env=settings_env)
+                if record["status"] == "ok" and record.get("host_busy") \
+                        and busy < int(measurement.get("rerun_busy", 0)):
+                    busy += 1
+                    write_record(busy_attempt_path(output), record)  # kept, never counted
+                    continue
+                if record["status"] == "ok" or attempt >= int(measurement.get("retries", 0)):
                     break
+                attempt += 1
         finally:  # the worker tree is gone: so are the writers of temporary files here
             discard(scratch)
             sweep_temporary([output.parent])
@@ -278,6 +293,28 @@ def supervise(measurement: dict, system: dict, *, output: Path, log_path: Path,
         remember_evidence(measurement, output, record, env=env)
         mark("record-written")
     return record
+
+
+def busy_attempt_path(output: Path) -> Path:
+    """Where an ok attempt that shared its cores is kept when ``rerun_busy`` reruns it:
+    ``rep<k>.json.busy<n>`` beside the record, the first ``n`` not taken (no reader counts
+    or lists these files: they match no ``rep*.json``)."""
+    n = 1
+    while output.with_name(f"{output.name}.busy{n}").exists():
+        n += 1
+    return output.with_name(f"{output.name}.busy{n}")
+
+
+def host_load(before: hostload.Sample, after: hostload.Sample, argv: Sequence[str], *,
+              cores: int, asked: int, oversubscribe: str | None) -> dict:
+    """The record fields ``host_load`` and ``host_busy`` of one attempt (:mod:`archbench.core.hostload`).
+    Ranks that srun starts are no descendants of this process: their CPU time cannot be
+    told from other work, so such a run states no ``other_cores`` (and no flag)."""
+    load = hostload.figures(before, after, cores=cores, cores_asked=asked,
+                            oversubscribe=oversubscribe)
+    if argv and Path(argv[0]).name == "srun":
+        load = {**load, "other_cores": None}
+    return {"host_load": load, "host_busy": hostload.is_busy(load)}
 
 
 def abandonment_check() -> Callable[[], None]:

@@ -126,8 +126,9 @@ def _measurements(name: str, experiment: dict, *, system: dict) -> list[dict]:
                     env={**system["env"], **experiment.get("env", {}), **conf.get("env", {})},
                     timeout_minutes=experiment.get("timeout_minutes", system["runtime_minutes"]),
                     retries=experiment.get("retries", 0))
-        if "memory_limit_mb" in experiment:
-            conf["memory_limit_mb"] = experiment["memory_limit_mb"]
+        for key in ("memory_limit_mb", "rerun_busy"):  # stated only where set
+            if key in experiment:
+                conf[key] = experiment[key]
         # a configuration may plan its own count (a tuner's short rounds run once)
         repetitions = conf.pop("repetitions", experiment.get("repetitions", DEFAULT_REPETITIONS))
         conf["config_id"] = config_id(conf)

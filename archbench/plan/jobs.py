@@ -51,7 +51,9 @@ def job_resources(measurement: dict, system: dict, pinned_nodes: str | None = No
         "tasks": nodes * ppn + ps_nodes(m),
         "cpus_per_task": cpus,
         "mem_mb": int(system.get("memory_per_node_gb", 4) * 1024 * 0.9),
-        "runtime": int(m.get("timeout_minutes", system["runtime_minutes"])) + RUNTIME_MARGIN_MIN,
+        # every attempt rerun_busy may add gets its time limit (bounded: at most 5)
+        "runtime": int(m.get("timeout_minutes", system["runtime_minutes"])) * (1 + int(m.get("rerun_busy", 0)))
+                   + RUNTIME_MARGIN_MIN,
         "measurement_slots": 1,
     }
     if system.get("partition"):

@@ -62,13 +62,15 @@ def flatten(record: dict) -> dict:
     and executed precision and their ``evidence_label`` (:func:`archbench.workloads.training.
     vendor_evidence.precision_columns`), the window's energy per source
     (:func:`archbench.workloads.energy.columns`), the tuner's trial as ``trial_*`` columns
-    (:func:`trial_columns`), ``node_hours`` of the run (:func:`run_node_hours`), ``cpu_isa`` space-joined, ``loss_tail`` the mean
+    (:func:`trial_columns`), ``host_other_cores`` (the record's ``host_load.other_cores``,
+    beside its ``host_busy``), ``node_hours`` of the run (:func:`run_node_hours`), ``cpu_isa`` space-joined, ``loss_tail`` the mean
     loss of the last third of the measured steps (:func:`archbench.core.metrics.loss_tail`). A record whose
     ``device`` is not "gpu" states no CUDA stack (:func:`cpu_stack`)."""
     record = cpu_stack(record)
     row = {k: v for k, v in record.items()
            if k not in ("metrics", "env", "step_times_s", "losses", "vendor_evidence", "energy",
-                        "trial")}
+                        "trial", "host_load")}
+    row["host_other_cores"] = (record.get("host_load") or {}).get("other_cores")
     row.update(trial_columns(record.get("trial")))
     row["node_hours"] = run_node_hours(record)
     row.update(evidence_columns(record.get("vendor_evidence")))

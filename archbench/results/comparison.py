@@ -63,7 +63,7 @@ SHORT_HEX = 12
 COLUMNS = (
     "experiment", "system", "config_id", "config_id_new", "present", "statistic", "unit",
     "n_base", "n_new", "base", "new", "ratio", "gm_ratio", "ci95_low", "ci95_high",
-    "verdict", "reason", "failures_base", "failures_new", "changed",
+    "verdict", "reason", "host_busy", "failures_base", "failures_new", "changed",
 )
 CHANGE_COLUMNS = ("field", "what", "changed", "configurations", "base", "new")
 
@@ -79,6 +79,7 @@ class Runs:
     units: set = field(default_factory=set)
     failures: Counter = field(default_factory=Counter)
     provenance: dict = field(default_factory=dict)  # column -> distinct texts
+    busy: int = 0  # ok runs that shared their cores with other work (host_busy)
 
     def statistic(self, name: str) -> float:
         """The mean or median of the ok runs (NaN without one)."""
@@ -133,11 +134,13 @@ def configurations(frame: pd.DataFrame, identity: Sequence[str], extra: Sequence
         pd.Series(None, index=frame.index, dtype=object)
     ok = (frame["status"].eq("ok").fillna(False) & frame["throughput"].notna()).to_numpy()
     status = frame["status"].astype(object).where(frame["status"].isin(FAILURE_STATUSES), "failed")
+    busy = (frame["host_busy"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+            if "host_busy" in frame else np.zeros(len(frame), dtype=bool))
     found: dict[tuple, Runs] = {}
     rows = zip(keys.itertuples(index=False, name=None), texts.itertuples(index=False, name=None),
                ok, frame["throughput"].to_numpy(), frame["throughput_unit"].astype(object), status,
-               framework)
-    for key, text, good, value, unit, failure, name in rows:
+               framework, busy)
+    for key, text, good, value, unit, failure, name, shared in rows:
         runs = found.get(key)
         if runs is None:
             runs = found[key] = Runs(dict(zip(shown, text)), name or "",
@@ -145,6 +148,7 @@ def configurations(frame: pd.DataFrame, identity: Sequence[str], extra: Sequence
         if good:
             runs.values.append(float(value))
             runs.units.add(str(unit))
+            runs.busy += bool(shared)
         else:
             runs.failures[failure] += 1
         for c, t in zip(columns, text[len(shown):]):
@@ -224,6 +228,11 @@ def _row(base: Runs | None, new: Runs | None, *, statistic: str, threshold: floa
         return {**row, "verdict": "not comparable", "reason": "the ratio's interval overflows"}
     ratio = row["new"] / row["base"]
     verdict_, reason = verdict(ratio, (low, high), threshold)
+    if base.busy or new.busy:  # the change may be another process's load
+        row["host_busy"] = True
+        shared = "; ".join(f"{name}: {r.busy} of {len(r.values)} ok run(s) shared their cores"
+                           for name, r in (("base", base), ("new", new)) if r.busy)
+        reason = f"{reason}; host busy ({shared})" if reason else f"host busy ({shared})"
     return {**row, "ratio": ratio, "gm_ratio": gm, "ci95_low": low, "ci95_high": high,
             "verdict": verdict_, "reason": reason}
 

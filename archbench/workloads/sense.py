@@ -41,7 +41,7 @@ import math
 import os
 from typing import Any, Mapping
 
-from archbench.core import metrics
+from archbench.core import hostload, metrics
 from archbench.core.record import RecordError, read_record, validate
 from archbench.workloads import energy
 from archbench.workloads.ceiling import beyond_peak
@@ -68,7 +68,7 @@ def problem(record: Mapping[str, Any]) -> str:
     Every record names only registered models, kernels, strategies and variable updates;
     failure records (status not ok) carry no measurement and pass the rest.
     """
-    nameless = unregistered(record)
+    nameless = unregistered(record) or _host_load_problem(record)
     if nameless or record.get("status") != "ok":
         return nameless
     throughput, times = record.get("throughput"), record.get("step_times_s") or []
@@ -87,6 +87,35 @@ def problem(record: Mapping[str, Any]) -> str:
     check = _train_problem if record.get("kind") == "train" else _kernel_problem
     return (check(record, throughput, times) or _quality_problem(record)
             or energy.record_problem(record, measured_window_s(record)) or _impossible(record))
+
+
+def _host_load_problem(record: Mapping[str, Any]) -> str:
+    """"host_load: ..." or "host_busy: ..." when a record's figures of the machine's other
+    load (:mod:`archbench.core.hostload`) are impossible, or its flag is not what they say."""
+    load, stated = record.get("host_load"), record.get("host_busy")
+    if load is None:
+        return "" if stated is None else f"host_busy: {stated} stated without host_load figures"
+    window, cores = load["window_s"], load["cores"]
+    if load["cores_asked"] > cores:
+        return f"host_load: cores_asked {load['cores_asked']} of {cores} cores"
+    capacity = cores * window * (1 + hostload.CLOCK_SLACK) + hostload.CLOCK_SLACK_S
+    for name in ("own_cpu_s", "cores_busy_s", "steal_s"):
+        if load.get(name) is not None and load[name] > capacity:
+            return (f"host_load: {name} {load[name]:g} s in {window:g} s on {cores} cores "
+                    f"(at most {capacity:.3g} s)")
+    busy, steal = load.get("cores_busy_s"), load.get("steal_s")
+    if busy is not None and steal is not None and steal > busy:
+        return f"host_load: steal_s {steal:g} above cores_busy_s {busy:g}"
+    other = load["other_cores"]
+    if other is not None and busy is not None and window > 0:
+        derived = max(busy - load["own_cpu_s"], 0.0) / window
+        if abs(other - derived) > hostload.ROUNDING:
+            return (f"host_load: other_cores {other:g}, its figures say {derived:.3f} "
+                    f"((cores_busy_s - own_cpu_s) / window_s)")
+    derived = hostload.is_busy(load)
+    if stated != derived:
+        return f"host_busy: record says {stated}, its host_load figures say {derived}"
+    return ""
 
 
 def _impossible(record: Mapping[str, Any]) -> str:

@@ -34,7 +34,7 @@ INT_FIELDS = (
     "batch_per_process", "global_batch", "image_size", "problem_size", "tile_size",
     "repetition", "gpus", "gpus_per_node", "parameter_servers",
 )
-BOOL_FIELDS = ("vendor_library_enabled",)
+BOOL_FIELDS = ("vendor_library_enabled", "host_busy")
 # record metrics a configuration's summary carries, by summary column: measured ones as
 # the mean over its ok runs, settings from any run (failure records name them too)
 MEASURED_METRICS = {
@@ -72,7 +72,8 @@ SETTING_METRICS = {
 SETTING_TEXT = ("mkl_env", "kmp_read_by", "executed_precision", "evidence_label", "energy_status",
                 "framework_version")
 SUMMARY_METRICS = {**MEASURED_METRICS, **SETTING_METRICS}
-FLOAT_FIELDS = ("throughput", "reported_error", "measured_window_s", *SUMMARY_METRICS.values())
+FLOAT_FIELDS = ("throughput", "reported_error", "measured_window_s", "host_other_cores",
+                *SUMMARY_METRICS.values())
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False,
               "yes": True, "no": False}
 
@@ -89,7 +90,7 @@ KEYS = tuple(CONFIG_FIELDS) + SERIES_FIELDS + ("variant",)
 STATISTICS = tuple(metrics.STATISTIC_OF)  # what a campaign's tables report (``statistic:``)
 SUMMARY_STATS = (
     "unit", "n", "statistic", "value", "mean", "median", "std", "min", "max", "ci95_low",
-    "ci95_high", "error", "spread_flag", "short_window_flag",
+    "ci95_high", "error", "spread_flag", "host_busy", "short_window_flag",
     "n_failed", "failures", "status", *SUMMARY_METRICS, *SETTING_TEXT, "source",
 )
 SUMMARY_COLUMNS = KEYS + SUMMARY_STATS
@@ -204,6 +205,15 @@ def _short_windows(good: pd.DataFrame) -> pd.Series:
     return grouped.any().where(grouped.any() | (grouped.count() == grouped.size()), pd.NA)
 
 
+def _host_busy(good: pd.DataFrame) -> pd.Series:
+    """Per ``_gid`` of the ok runs ``good``: True when one of them shared its cores with
+    other work (the record's ``host_busy``), False when every one states it did not, else
+    missing (imported rows, records before the field)."""
+    busy = good["host_busy"].astype("boolean")
+    grouped = busy.groupby(good["_gid"])
+    return grouped.any().where(grouped.any() | (grouped.count() == grouped.size()), pd.NA)
+
+
 def summarise(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     """Summary per configuration (docs/metrics.md, "Repetitions and the summary").
 
@@ -213,6 +223,8 @@ def summarise(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     (t-distribution, n-1 degrees of freedom; empty for n < 2), ``error`` = max - min
     (:func:`metrics.spread`; an imported row's published error when it is a single value),
     ``spread_flag`` (:func:`metrics.spread_flag`, error > 10% of the mean),
+    ``host_busy`` (an ok run shared its cores with other work,
+    :mod:`archbench.core.hostload`; empty when no run states it),
     ``short_window_flag`` (an ok run's window lasted under :data:`metrics.MIN_WINDOW_S`;
     empty when no run states its window), ``n_failed``,
     ``failures`` ("oom:2, timeout:1") and ``status``: ok, partial (some runs failed), or the
@@ -259,6 +271,7 @@ def summarise(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     out["error"] = spread.where(~use_reported, reported)
     reported_flag = reported > metrics.SPREAD_LIMIT * out["mean"]
     out["spread_flag"] = flag.where(~use_reported, reported_flag).astype("boolean")
+    out["host_busy"] = _host_busy(good).reindex(out.index).astype("boolean")
     out["short_window_flag"] = _short_windows(good).reindex(out.index).astype("boolean")
 
     failed = frame[~ok]
@@ -344,7 +357,8 @@ def derived_status(own: pd.Series, other: pd.Series, other_label: str) -> pd.Ser
 
 def with_baseline(frame: pd.DataFrame, axis: str, keys: Sequence[str], *,
                   value: int | None = None) -> pd.DataFrame:
-    """Add ``baseline_<axis>``, ``baseline_value`` and ``baseline_status`` per group of ``keys``:
+    """Add ``baseline_<axis>``, ``baseline_value`` and ``baseline_status`` (and
+    ``baseline_host_busy`` where rows carry ``host_busy``) per group of ``keys``:
     the row whose ``axis`` equals ``value``, or the smallest ``axis`` when ``value`` is None."""
     frame = frame.copy()
     if frame.empty:
@@ -359,6 +373,8 @@ def with_baseline(frame: pd.DataFrame, axis: str, keys: Sequence[str], *,
     frame[f"baseline_{axis}"] = frame["_gid"].map(base[axis]).astype("Int64")
     frame["baseline_value"] = frame["_gid"].map(base["value"]).astype(float)
     frame["baseline_status"] = frame["_gid"].map(base["status"])
+    if "host_busy" in frame:  # a ratio over a baseline that shared its cores says so
+        frame["baseline_host_busy"] = frame["_gid"].map(base["host_busy"]).astype("boolean")
     return frame.drop(columns="_gid")
 
 

@@ -62,7 +62,7 @@ def columns() -> tuple[str, ...]:
     ``base``), each registered framework's side (``img_s_<framework>`` ...), the ratio."""
     return (*IDENTITY, *tuning_columns(), "statistic", "framework", "base",
             *(f"{c}_{f}" for f in FRAMEWORKS for c in SIDE),
-            "ratio", "ratio_ci95_low", "ratio_ci95_high", "status")
+            "ratio", "ratio_ci95_low", "ratio_ci95_high", "host_busy", "status")
 
 
 def layout_text(frame: pd.DataFrame) -> pd.Series:
@@ -114,7 +114,8 @@ def _side(s: pd.DataFrame, framework: str) -> pd.DataFrame:
     out = pd.DataFrame({"_gid": part["_gid"], "n": part["n"], "img_s": part["value"],
                         "img_s_min": part["min"], "img_s_max": part["max"],
                         "cv": metrics.coefficient_of_variation(part["std"], part["mean"]),
-                        "status": part["status"], "_key": _identity(part)})
+                        "status": part["status"], "busy": part["host_busy"],
+                        "_key": _identity(part)})
     return out.set_index("_gid").add_suffix(f"_{framework}")
 
 
@@ -150,6 +151,7 @@ def _pairs(s: pd.DataFrame, base: str, other: str, values: dict[tuple, list[floa
     out["ratio_ci95_low"] = [low for low, _ in intervals]
     out["ratio_ci95_high"] = [high for _, high in intervals]
     out["status"] = pair_status(out[f"status_{base}"], out[f"status_{other}"], labels=(base, other))
+    out["host_busy"] = out[f"busy_{base}"].astype("boolean") | out[f"busy_{other}"].astype("boolean")
     out["variant"] = out["variant"].astype("string").mask(out["variant"].eq("").fillna(False))
     return out.assign(framework=other, base=base, _other=list(FRAMEWORKS).index(other))
 
@@ -166,7 +168,8 @@ def framework_comparison(df: pd.DataFrame, statistic: str | None = None,
     ``framework`` is faster) with its 95% interval (Welch's t interval on ln img/s,
     :func:`metrics.ratio_interval`; empty with fewer than 2 ok runs a side). A setting
     only one framework takes (``loader_workers``: PyTorch's DataLoader workers where the
-    experiment sets them) is that framework's; ``variant``: the base's. Status names a
+    experiment sets them) is that framework's; ``variant``: the base's; ``host_busy``:
+    either side shared its cores with other work (the ratio may be the other load's). Status names a
     failed side ("pytorch oom")."""
     bases = bases or {}
     summary = summary_of(df, statistic)

@@ -40,7 +40,7 @@ COLUMNS = (
     "n", "img_s", "img_s_min", "img_s_max", "n_twin", "img_s_twin", "img_s_twin_min",
     "img_s_twin_max", "speedup", "speedup_ci95_low", "speedup_ci95_high", "compile_s",
     "executed_precision", "evidence_label", "loss_tail", "loss_tail_twin", "loss_change",
-    "quality_flag", "status",
+    "quality_flag", "host_busy", "status",
 )
 ORDER = COLUMNS[:19]
 
@@ -87,7 +87,9 @@ def precision_speedup(df: pd.DataFrame, statistic: str | None = None) -> pd.Data
     loss_tail - loss_tail_twin, and ``quality_flag`` true where ``|loss_change|`` > max(10 % of
     loss_tail_twin, 0.02) (:func:`metrics.loss_departs`), or where an ok run of either side
     has losses that are not finite or rise (:func:`metrics.loss_trouble`): the faster
-    number may not train the same model. Status names a failed or missing side ("twin oom", "no twin").
+    number may not train the same model; ``host_busy`` where either side shared its cores
+    with other work (:mod:`archbench.core.hostload`): the speedup may be the other load's.
+    Status names a failed or missing side ("twin oom", "no twin").
     Quality-gate runs (experiment type ``quality``) are left out: they train to a target,
     not over a window, and the ``time_to_accuracy`` table compares them."""
     summary = summary_of(df, statistic)
@@ -105,7 +107,8 @@ def precision_speedup(df: pd.DataFrame, statistic: str | None = None) -> pd.Data
         return empty(COLUMNS)
     base = s[twin].drop_duplicates("_gid").set_index("_gid")
     side = {"n_twin": "n", "img_s_twin": "value", "img_s_twin_min": "min",
-            "img_s_twin_max": "max", "loss_tail_twin": "loss_tail", "_status_twin": "status"}
+            "img_s_twin_max": "max", "loss_tail_twin": "loss_tail", "_status_twin": "status",
+            "_busy_twin": "host_busy"}
     for name, column in side.items():
         out[name] = out["_gid"].map(base[column])
     out["img_s"], out["img_s_min"], out["img_s_max"] = out["value"], out["min"], out["max"]
@@ -121,6 +124,7 @@ def precision_speedup(df: pd.DataFrame, statistic: str | None = None) -> pd.Data
     troubled = _troubled(runs)
     out["quality_flag"] = _quality(out["loss_tail"], out["loss_tail_twin"]).mask(
         [bool(troubled & {k, twin_key.get(g)}) for g, k in zip(out["_gid"], _identity(out))], True)
+    out["host_busy"] = out["host_busy"].astype("boolean") | out["_busy_twin"].astype("boolean")
     out["status"] = pair_status(out["_status_twin"].astype(object).where(out["_gid"].isin(base.index), None),
                                 out["status"], labels=("twin", "config"))
     out["status"] = out["status"].str.replace("config ", "", regex=False)

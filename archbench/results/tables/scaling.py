@@ -64,7 +64,7 @@ SERIES_COLUMNS = (
 RESULT_COLUMNS = ("statistic", "n", "img_s", "img_s_min", "img_s_max", "error")
 BEST_PER_SIZE_COLUMNS = SERIES_COLUMNS + RESULT_COLUMNS + ("status",)
 SCALING_COLUMNS = SERIES_COLUMNS + RESULT_COLUMNS + (
-    "baseline_count", "img_s_baseline", "speedup", "efficiency", "status")
+    "baseline_count", "img_s_baseline", "speedup", "efficiency", "host_busy", "status")
 HEATMAP_INDEX = (
     "experiment", "system", "device", "framework", "precision", "math_mode", "graph",
     "model", "data", "vendor_library_enabled",
@@ -208,7 +208,8 @@ def node_scaling(df: pd.DataFrame) -> pd.DataFrame:
     """Scaling (experiments 4 and 5): speedup S = P_n / P_b and parallel efficiency
     E = P_n / ((n / b) * P_b) over each series' count n of nodes, workers or GPUs
     (``scaling_unit``); b is the smallest count of the series (normally 1) and P its img/s
-    at the best parameter-server count and variable update per size."""
+    at the best parameter-server count and variable update per size; ``host_busy``: either
+    side shared its cores with other work (empty when neither says)."""
     s = scaling_series(df)
     if s.empty:
         return empty(SCALING_COLUMNS)
@@ -219,6 +220,7 @@ def node_scaling(df: pd.DataFrame) -> pd.DataFrame:
     s["speedup"] = metrics.speedup(s["value"], s["baseline_value"])
     s["efficiency"] = metrics.parallel_efficiency(s["value"], relative, s["baseline_value"])
     s["status"] = derived_status(s["status"], s["baseline_status"], "baseline")
+    s["host_busy"] = s["host_busy"].astype("boolean") | s["baseline_host_busy"]
     return sort_rows(s[list(SCALING_COLUMNS)], ("experiment", "system", "model", "series", "count"))
 
 

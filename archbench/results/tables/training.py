@@ -47,7 +47,7 @@ HYBRID_COLUMNS = (
     "experiment", "system", "framework", "precision", "math_mode", "graph",
     "model", "data", "vendor_library_enabled", "configuration",
     "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "global_batch",
-    "statistic", "n", "img_s", "img_s_min", "img_s_max", "std", "error", "spread_flag",
+    "statistic", "n", "img_s", "img_s_min", "img_s_max", "std", "error", "spread_flag", "host_busy",
     "short_window_flag", "n_failed",
     "status",
 )
