@@ -233,7 +233,7 @@ def per_framework(experiment: dict, configurations: list[dict]) -> list[dict]:
         kept, dropped = [], []
         for conf in training:
             why = lacks(name, model=conf["model"], strategy=conf["strategy"],
-                        variable_update=conf.get("variable_update"))
+                        variable_update=conf.get("variable_update"), device=conf.get("device") or "cpu")
             if why:
                 raise ConfigError(f"framework: {why}")
             why = cannot_run(name, device=conf.get("device") or "cpu", strategy=conf["strategy"],
