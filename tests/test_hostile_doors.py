@@ -266,7 +266,7 @@ CASES = [
     ("worker-batch-over-digits-shard", {}, digits("--framework", "pytorch", "--strategy", "ddp",
                                                   "--processes-per-node", "4", "--batch-per-process", "360"),
      2, "python -m archbench.train: error: --batch-per-process 360 is larger than " + DIGITS_SPLIT
-     + "; 359 per process over 4 processes)"),
+     + ", 359 per process over 4 processes)"),
     ("worker-pytorch-parameter-server", {}, train("--framework", "pytorch", "--strategy", "parameter_server",
                                                   "--parameter-servers", "1"), 2,
      f"python -m archbench.train: error: --framework pytorch: framework pytorch has no strategy "
