@@ -311,7 +311,7 @@ CASES = [
         type="node_scaling", models=["small_cnn"], nodes=[1], batch_per_process=[4],
         threads_per_process="lots")}, CHECK, 1,
      f"{REFUSED}c.yaml: experiments.e.threads_per_process: 'lots' is none of the allowed forms "
-     "(an integer or 'cores')"),
+     "(an integer, 'cores' or 'cores_minus_one')"),
 ]
 
 
