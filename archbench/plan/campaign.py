@@ -276,8 +276,9 @@ def system_error(name: str, inline: dict, message: str) -> ConfigError:
 def check_inputs_exist(campaign: Campaign, root: str | os.PathLike = ".") -> None:
     """Raise ConfigError naming the system's file (or inline definition) and key when a
     system runs in a container whose definition (``containers/<image>.def`` under
-    ``root``) is missing or not named, or whose prebuilt image file (``image_uri``, a
-    path) does not exist."""
+    ``root``) is missing or not named, cannot run a measurement (:func:`check_image_runs`)
+    or is built for another architecture than the system's (its ``arch`` label), or whose
+    prebuilt image file (``image_uri``, a path) does not exist."""
     inline = campaign.config.get("system_definitions", {})
     for name, system in campaign.systems.items():
         if system["container_runtime"] == "none":
@@ -294,11 +295,13 @@ def check_inputs_exist(campaign: Campaign, root: str | os.PathLike = ".") -> Non
             definition = f"containers/{image}.def"
             if not (Path(root) / definition).is_file():
                 raise system_error(name, inline, f"{key}: no container definition {definition}")
+        check_image_runs(campaign, name, root=Path(root), inline=inline)
+        for key, image in image_keys(system):  # the plan would build each for the system's nodes
+            definition = f"containers/{image}.def"
             arch = parse_definition(Path(root) / definition).labels.get("arch")
-            if arch != system["arch"]:  # the plan would build it for the system's nodes
+            if arch != system["arch"]:
                 raise system_error(name, inline, f"{key}: image {image} is built for {arch} "
                                    f"({definition}, label arch), system {name} is {system['arch']}")
-        check_image_runs(campaign, name, root=Path(root), inline=inline)
 
 
 def check_image_runs(campaign: Campaign, name: str, *, root: Path, inline: dict) -> None:
