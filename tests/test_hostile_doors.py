@@ -175,6 +175,12 @@ CASES = [
      f"{AT_CLAIM}column 'variable_update': {PS_OWNS.format('parameter_server', 'horovod')}"),
     ("claim-ps-async-gpu", claimed("device,variable_update", "gpu,ps_async"), CHECK, 1,
      f"{AT_CLAIM}column 'device': variable update 'ps_async' does not run on GPUs here"),
+    ("claim-unknown-framework", claimed("framework", "jax"), CHECK, 1,
+     f"{AT_CLAIM}column 'framework': unknown framework 'jax' (known: tensorflow, pytorch)"),
+    ("claim-unknown-strategy", claimed("strategy", "gossip"), CHECK, 1,
+     f"{AT_CLAIM}column 'strategy': framework tensorflow has no strategy 'gossip'"),
+    ("claim-not-pytorch-ddp", claimed("framework,strategy", "!pytorch,ddp", experiments=both_frameworks()),
+     CHECK, 1, f"{AT_CLAIM}column 'strategy': framework tensorflow has no strategy 'ddp'"),
     ("claim-pytorch-ddp", claimed("framework,strategy", "pytorch,ddp",
                                      experiments=both_frameworks()), CHECK, 0, "c.yaml: 7 measurements"),
     ("claim-not-tensorflow-ddp", claimed("framework,strategy", "!tensorflow,ddp",
@@ -363,3 +369,29 @@ def test_hostile_door_is_one_line(tmp_path, monkeypatch, files, argv, code, line
         assert out.strip() == line and err == "", (out, err)
         count_input("issue 53 (doors)", "accepted")
     assert snapshot(tmp_path / "results") == raw
+
+
+def test_the_digits_split_is_what_the_data_holds():
+    """The size the plan refuses batches by is the split the frameworks read."""
+    from sklearn.datasets import load_digits
+
+    from archbench.workloads.training.datasets import DIGITS_IMAGES, TRAIN_IMAGES, digits_arrays
+    assert len(load_digits().images) == DIGITS_IMAGES
+    assert len(digits_arrays()[0]) == TRAIN_IMAGES["digits"] == 1438
+
+
+def test_pytorch_digits_never_spin_on_a_shard_smaller_than_the_batch():
+    """The PyTorch loop's batches of a shard the batch does not fit: refused at once, where
+    the endless loop over an empty range once ran until the time limit."""
+    pytest.importorskip("torch")
+    from archbench.workloads.training.datasets import DataError
+    from archbench.workloads.training.pytorch.data import digits_batches
+    from archbench.workloads.training.settings import TrainRun
+    config = TrainRun.from_args(benchmark.parser().parse_args(
+        ["--framework", "pytorch", "--model", "digits_cnn", "--data", "real", "--output", "r.json",
+         "--batch-per-process", "720"]))
+    with pytest.raises(DataError, match=r"^--batch-per-process 720 is larger than the digits training "
+                                        r"split \(1438 images, 719 per process over 2 processes\)$"):
+        next(digits_batches(config, shard=1, shards=2))
+    images, labels = next(digits_batches(config, shard=0, shards=1))
+    assert len(images) == len(labels) == 720
