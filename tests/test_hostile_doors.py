@@ -1,6 +1,6 @@
 """Issue 53's doors, one table: every door a configuration enters by (imports, claims,
 campaigns, the training worker) holds it to one framework x strategy x variable update x
-device matrix (:func:`archbench.workloads.training.frameworks.outside_matrix`); an image
+device matrix (:func:`archbench.workloads.training.matrix.outside_matrix`); an image
 built for another architecture than its system's, a batch larger than the data and a
 ``peak:`` that is not a positive number are refused before any job; and a schema's
 alternatives (oneOf, anyOf) are refused naming the key, not dumping the schema.

@@ -170,7 +170,7 @@ from archbench.core.yamlio import load_yaml_text
 from archbench.workloads import names
 from archbench.workloads.ceiling import beyond_peak
 from archbench.workloads.names import registered
-from archbench.workloads.training.frameworks import outside_matrix
+from archbench.workloads.training.matrix import outside_matrix
 from archbench.workloads.training import settings as training_settings
 from archbench.workloads.training.settings import TUNING, Setting
 
@@ -507,7 +507,7 @@ def outside_matrix_of(row: Mapping[str, Any]) -> tuple[str, str] | None:
     """(the column at fault, why) when a training row of import columns (an imported row or
     a claim: framework, strategy, variable_update, device or gpus) names a framework x
     strategy x variable update x device that does not run
-    (:func:`archbench.workloads.training.frameworks.outside_matrix`); None when it runs, or
+    (:func:`archbench.workloads.training.matrix.outside_matrix`); None when it runs, or
     is a kernel's. A row without ``framework`` is TensorFlow's; one without ``device`` runs
     on GPUs when it counts ``gpus``."""
     if row.get("kernel"):

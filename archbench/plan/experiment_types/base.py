@@ -24,7 +24,8 @@ from archbench.core.validate import ConfigError
 from archbench.workloads.training import settings
 from archbench.workloads.training.datasets import batch_beyond_data
 from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
-from archbench.workloads.training.frameworks import FRAMEWORKS, NUMERICS, cannot_run, lacks
+from archbench.workloads.training.frameworks import FRAMEWORKS, NUMERICS, cannot_run
+from archbench.workloads.training.matrix import lacks
 from archbench.workloads.training.models import spec
 from archbench.workloads.training.settings import TUNING, Setting
 
@@ -224,7 +225,7 @@ def per_framework(experiment: dict, configurations: list[dict]) -> list[dict]:
 
     ConfigError naming ``framework`` when a framework lacks a model, strategy or variable
     update a configuration asks for, or cannot run its precision, math mode or graph on its
-    device or strategy (:func:`archbench.workloads.training.frameworks.lacks`)."""
+    device or strategy (:func:`archbench.workloads.training.matrix.lacks`)."""
     names = frameworks(experiment)
     check_framework_keys(experiment, names)
     training = [c for c in configurations if c["kind"] == "train"]

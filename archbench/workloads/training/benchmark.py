@@ -31,7 +31,7 @@ from archbench.core.failures import exception_failure
 from archbench.core.marks import mark
 from archbench.core.record import write_record
 from archbench.workloads import gpu
-from archbench.workloads.training import frameworks, settings, strategies, vendor_evidence
+from archbench.workloads.training import frameworks, matrix, settings, strategies, vendor_evidence
 from archbench.workloads.training.datasets import batch_beyond_data
 from archbench.workloads.training.models import spec as model_spec
 from archbench.workloads.training.outcome import base_fields, failure_record, release_held
@@ -62,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
 
 def check(config: TrainRun) -> None:
     """ValueError when ``config`` asks its framework or strategy for what it does not have."""
-    why = frameworks.lacks(config.framework, model=config.model, strategy=config.strategy,
+    why = matrix.lacks(config.framework, model=config.model, strategy=config.strategy,
                            variable_update=config.variable_update, device=config.device,
                            values={name: getattr(config, name)
                                    for name in (*frameworks.NUMERICS, "onednn")})
