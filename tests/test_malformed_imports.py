@@ -38,6 +38,7 @@ from archbench.results.imports import (
     read_values,
 )
 from archbench.workloads.names import registered
+from archbench.workloads.training.frameworks import DEFAULT, strategies_of
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data" / "published"
@@ -165,7 +166,8 @@ def cell(draw: st.DrawFn, column: str, columns: list[str]) -> str:
         unit = draw(st.sampled_from(sorted(UNITS)))
         return draw(st.sampled_from([unit, unit.lower(), unit.upper(), f" {unit} "]))
     if column == "strategy":  # a parameter_server row scales over workers: only beside them
-        return draw(st.sampled_from([s for s in registered("strategy")
+        runs = strategies_of(DEFAULT) if "model" in columns else registered("strategy")  # TF's row
+        return draw(st.sampled_from([s for s in runs
                                      if s != "parameter_server" or "workers" in columns]))
     if column == "scaling_unit":
         return draw(st.sampled_from([c for c in ("nodes", "workers", "gpus") if c in columns]))

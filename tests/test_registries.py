@@ -33,7 +33,7 @@ from archbench.workloads.kernels import KERNELS
 from archbench.workloads.kernels import cli as kernel_cli
 from archbench.workloads.kernels.common import KernelResult
 from archbench.workloads.kernels.spec import BANDWIDTH, KERNEL_STRATEGY, KernelSpec
-from archbench.workloads.training import benchmark, frameworks
+from archbench.workloads.training import benchmark, frameworks, matrix
 from archbench.workloads.training.frameworks import FRAMEWORKS
 from archbench.workloads.training.models import MODELS
 from archbench.workloads.training.strategies import STRATEGIES, Strategy, single
@@ -174,7 +174,7 @@ def test_the_training_command_line_offers_the_model_and_strategy(registered, cap
 
 def test_a_framework_runs_exactly_the_strategies_it_has_backends_for(registered, capsys):
     assert frameworks.strategies_of(FRAMEWORK) == ["single"]
-    assert frameworks.lacks(FRAMEWORK, strategy="horovod") == (
+    assert matrix.lacks(FRAMEWORK, strategy="horovod") == (
         f"framework {FRAMEWORK} has no strategy 'horovod' (it has: single)")
     assert FRAMEWORK in frameworks.frameworks_of("single")
     with pytest.raises(campaign.ConfigError, match=f"framework {FRAMEWORK} has no strategy 'horovod'"):

@@ -128,6 +128,51 @@ def _unknown_keys(error: jsonschema.ValidationError, root: dict) -> list:
             and not any(re.search(p, str(k)) for p in patterns)]
 
 
+TYPE_WORDS = {"string": "a string", "integer": "an integer", "number": "a number", "array": "a list",
+              "object": "a mapping", "boolean": "true or false", "null": "null"}
+
+
+def _either(words: list[str]) -> str:
+    """'a', 'a or b', 'a, b or c'."""
+    return " or ".join(filter(None, [", ".join(words[:-1]), words[-1]])) if words else "none"
+
+
+def _forms(schema: dict, root: dict) -> list[str]:
+    """What ``schema`` takes, in words: its const or enum values, else its type."""
+    ref = schema.get("$ref", "")
+    if ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target[part]
+        return _forms(target, root)
+    if "const" in schema:
+        return [reprlib.repr(schema["const"])]
+    if "enum" in schema:
+        return [reprlib.repr(v) for v in schema["enum"]]
+    kinds = schema.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else kinds or []
+    return [TYPE_WORDS.get(k, k) for k in kinds] or ["another form"]
+
+
+def _alternatives(error: jsonschema.ValidationError, root: dict) -> str:
+    """A oneOf/anyOf refusal in words, never the schema (jsonschema's own message prints
+    every alternative, or the whole mapping): alternatives that are each a required key
+    name the keys ("give one of a or b, not a and b"); others the forms allowed."""
+    options = [o for o in error.validator_value if isinstance(o, dict)]
+    if options and all(set(o) <= {"required", "description"} and o.get("required") for o in options):
+        keys = list(dict.fromkeys(k for o in options for k in o["required"]))
+        given = [k for k in keys if isinstance(error.instance, dict) and k in error.instance]
+        if len(given) > 1:
+            return f"give one of {_either(keys)}, not {' and '.join(given)}"
+        return f"missing: give one of {_either(keys)}"
+    forms = list(dict.fromkeys(f for o in options for f in _forms(o, root)))
+    shown = (reprlib.repr(error.instance) if not isinstance(error.instance, (dict, list))
+             else TYPE_WORDS["object" if isinstance(error.instance, dict) else "array"].replace("a ", "the ", 1))
+    several = error.validator == "oneOf" and not error.context  # valid under more than one
+    return (f"{shown} matches more than one of the allowed forms ({_either(forms)})" if several
+            else f"{shown} is none of the allowed forms ({_either(forms)})")
+
+
 def schema_error(instance: Any, schema: dict) -> SchemaError | None:
     """The first error of ``instance`` against ``schema`` (None when it is valid)."""
     errors = list(Validator(schema).iter_errors(instance))
@@ -143,6 +188,8 @@ def schema_error(instance: Any, schema: dict) -> SchemaError | None:
         unknown = _unknown_keys(error, schema)
         if unknown:
             path, message = path + (unknown[0],), "not a key allowed here"
+    elif error.validator in ("oneOf", "anyOf"):
+        message = _alternatives(error, schema)
     elif error.validator == "required":
         missing = [k for k in error.validator_value if k not in error.instance]
         path, message = path + (missing[0],), "missing (required)"

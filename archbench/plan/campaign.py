@@ -19,7 +19,7 @@ from archbench.core.hardware import hardware_threads
 from archbench.core.record import config_id, raw_path
 from archbench.core.validate import ConfigError, check, key_path, load_schema, schema_error
 from archbench.core.yamlio import check_values, load_yaml_file
-from archbench.plan.containers import image_name, system_images
+from archbench.plan.containers import image_keys, image_name, parse_definition
 from archbench.plan.environment import allowed_names, refusal
 from archbench.plan.experiment_types import EXPERIMENT_TYPES
 from archbench.plan.experiment_types.base import axes_schema, expand_with_skips, per_framework
@@ -295,8 +295,9 @@ def system_error(name: str, inline: dict, message: str) -> ConfigError:
 def check_inputs_exist(campaign: Campaign, root: str | os.PathLike = ".") -> None:
     """Raise ConfigError naming the system's file (or inline definition) and key when a
     system runs in a container whose definition (``containers/<image>.def`` under
-    ``root``) is missing or not named, or whose prebuilt image file (``image_uri``, a
-    path) does not exist."""
+    ``root``) is missing or not named, cannot run a measurement (:func:`check_image_runs`)
+    or is built for another architecture than the system's (its ``arch`` label), or whose
+    prebuilt image file (``image_uri``, a path) does not exist."""
     inline = campaign.config.get("system_definitions", {})
     for name, system in campaign.systems.items():
         if system["container_runtime"] == "none":
@@ -309,12 +310,17 @@ def check_inputs_exist(campaign: Campaign, root: str | os.PathLike = ".") -> Non
         if not system.get("image"):
             raise system_error(name, inline, "image: required (or image_uri) with "
                                f"container_runtime {system['container_runtime']}")
-        for image in system_images(system):
+        for key, image in image_keys(system):
             definition = f"containers/{image}.def"
             if not (Path(root) / definition).is_file():
-                key = "image" if image == system["image"] else "framework_images"
                 raise system_error(name, inline, f"{key}: no container definition {definition}")
         check_image_runs(campaign, name, root=Path(root), inline=inline)
+        for key, image in image_keys(system):  # the plan would build each for the system's nodes
+            definition = f"containers/{image}.def"
+            arch = parse_definition(Path(root) / definition).labels.get("arch")
+            if arch != system["arch"]:
+                raise system_error(name, inline, f"{key}: image {image} is built for {arch} "
+                                   f"({definition}, label arch), system {name} is {system['arch']}")
 
 
 def check_image_runs(campaign: Campaign, name: str, *, root: Path, inline: dict) -> None:
@@ -322,7 +328,7 @@ def check_image_runs(campaign: Campaign, name: str, *, root: Path, inline: dict)
     the image a measurement runs in (its definition's labels:
     :func:`archbench.plan.containers.image_lacks`) cannot run it: TensorFlow in an image
     with PyTorch alone, torch.compile with PyTorch 1.13; before any job."""
-    from archbench.plan.containers import image_lacks, parse_definition
+    from archbench.plan.containers import image_lacks
     system, parsed = campaign.systems[name], {}
     for m in campaign.measurements:
         if m["system"] != name:

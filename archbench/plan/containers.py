@@ -329,11 +329,18 @@ def image_name(system: Mapping, framework: str | None = None) -> str | None:
     return (system.get("framework_images") or {}).get(framework or "") or system.get("image")
 
 
+def image_keys(system: Mapping) -> list[tuple[str, str]]:
+    """(key, definition) of every image ``system`` names: ``image``, then each
+    ``framework_images.<framework>``."""
+    named = [("image", system["image"])] if system.get("image") else []
+    return named + [(f"framework_images.{f}", image)
+                    for f, image in (system.get("framework_images") or {}).items() if image]
+
+
 def system_images(system: Mapping) -> list[str]:
     """Every definition a system's measurements may run in: its ``image``, then its
     ``framework_images``."""
-    names = [system.get("image"), *(system.get("framework_images") or {}).values()]
-    return list(dict.fromkeys(n for n in names if n))
+    return list(dict.fromkeys(image for _, image in image_keys(system)))
 
 
 def image_file(system: Mapping, framework: str | None = None) -> str | None:

@@ -80,12 +80,14 @@ from archbench.results.imports import (
     canonical_unit,
     mapping_of,
     parse_cell,
+    outside_matrix_of,
     read_values,
     scaling_unit,
     setting_columns,
     setting_defaults,
 )
 from archbench.workloads.ceiling import beyond_peak
+from archbench.workloads.names import registered
 
 
 @dataclass(frozen=True)
@@ -297,11 +299,26 @@ def _checked(claim: dict, where: str, file: str) -> dict:
         raise ImportFormatError(f"{where}: column 'low': above high")
     if "baseline" in claim and not metric.series:
         raise ImportFormatError(f"{where}: column 'baseline': {claim['metric']} takes no baseline")
+    if gap := _outside_matrix(claim):
+        raise ImportFormatError(f"{where}: column '{gap[0]}': {gap[1]}")
     row = {RECORD_FIELD.get(name, name): value for name, value in claim.items()}
     for column in ("value", "low"):  # a claim may not imply more than the hardware can do
         if column in claim and (impossible := beyond_peak(row, claim[column], claim["unit"])):
             raise ImportFormatError(f"{where}: column '{column}': {impossible}")
     return {**setting_defaults(), **claim, "file": file}
+
+
+def _outside_matrix(claim: dict) -> tuple[str, str] | None:
+    """(column, why) when no framework the claim may mean runs its strategy x variable
+    update x device (:func:`archbench.results.imports.outside_matrix_of`): the one it
+    names, or, for ``!x``, every registered one but x; a ``!x`` cell of another column
+    names nothing and is left out."""
+    stated = {k: v for k, v in claim.items() if not str(v).startswith("!")}
+    negated = str(claim.get("framework", "")).removeprefix("!") if "framework" not in stated else None
+    meant = [stated] if not negated else [{**stated, "framework": f} for f in registered("framework")
+                                          if f != negated]
+    gaps = [outside_matrix_of(row) for row in meant]
+    return gaps[0] if gaps and all(gaps) else None
 
 
 def import_claims(path: str | os.PathLike, mapping: dict | None = None) -> pd.DataFrame:

@@ -174,6 +174,7 @@ from archbench.core.yamlio import load_yaml_text
 from archbench.workloads import names
 from archbench.workloads.ceiling import beyond_peak
 from archbench.workloads.names import registered
+from archbench.workloads.training.matrix import outside_matrix
 from archbench.workloads.training import settings as training_settings
 from archbench.workloads.training.settings import TUNING, Setting
 
@@ -501,6 +502,8 @@ def read_values(path: str | os.PathLike, mapping: dict | None = None) -> list[tu
             raise ImportFormatError(f"{at}: column 'model': empty (a model or a kernel is required)")
         if values.get("model") and values.get("kernel"):
             raise ImportFormatError(f"{at}: column 'kernel': a row gives a model or a kernel, not both")
+        if gap := outside_matrix_of(values):
+            raise ImportFormatError(f"{at}: column '{gap[0]}': {gap[1]}")
         unit = scaling_unit(values)
         if unit and values.get(unit) is None and not (unit == "nodes" and "gpus" not in values):
             raise ImportFormatError(f"{at}: column '{unit}': empty (the row scales over {unit})")
@@ -526,6 +529,23 @@ def declared_flops(at: str, model: str | None, mapping: dict) -> float | None:
             f"cannot be held to the physical bound: declare its training FLOPs per image in "
             f"the file's mapping (training_flops: {{{show(model)}: <FLOPs>}}) to import it")
     return float(declared)
+
+
+def outside_matrix_of(row: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(the column at fault, why) when a training row of import columns (an imported row or
+    a claim: framework, strategy, variable_update, device or gpus) names a framework x
+    strategy x variable update x device that does not run
+    (:func:`archbench.workloads.training.matrix.outside_matrix`); None when it runs, or
+    is a kernel's. A row without ``framework`` is TensorFlow's; one without ``device`` runs
+    on GPUs when it counts ``gpus``."""
+    if row.get("kernel"):
+        return None
+    device = row.get("device") or ("gpu" if row.get("gpus") is not None else "cpu")
+    gap = outside_matrix(row.get("framework") or default_of("framework"), strategy=row.get("strategy"),
+                         variable_update=row.get("variable_update"), device=device)
+    if gap is None:
+        return None
+    return ("device" if "device" in row else "gpus") if gap[0] == "device" else gap[0], gap[1]
 
 
 def check_repeats(path: Path, rows: list[tuple[int, dict]], lines: dict[int, int]) -> None:

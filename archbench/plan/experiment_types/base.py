@@ -22,8 +22,10 @@ from archbench.core.metrics import global_batch
 from archbench.core.record import config_id
 from archbench.core.validate import ConfigError
 from archbench.workloads.training import settings
+from archbench.workloads.training.datasets import batch_beyond_data
 from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
-from archbench.workloads.training.frameworks import FRAMEWORKS, NUMERICS, cannot_run, lacks
+from archbench.workloads.training.frameworks import FRAMEWORKS, NUMERICS, cannot_run
+from archbench.workloads.training.matrix import lacks
 from archbench.workloads.training.models import spec
 from archbench.workloads.training.settings import TUNING, Setting
 
@@ -223,7 +225,7 @@ def per_framework(experiment: dict, configurations: list[dict]) -> list[dict]:
 
     ConfigError naming ``framework`` when a framework lacks a model, strategy or variable
     update a configuration asks for, or cannot run its precision, math mode or graph on its
-    device or strategy (:func:`archbench.workloads.training.frameworks.lacks`)."""
+    device or strategy (:func:`archbench.workloads.training.matrix.lacks`)."""
     names = frameworks(experiment)
     check_framework_keys(experiment, names)
     training = [c for c in configurations if c["kind"] == "train"]
@@ -232,8 +234,9 @@ def per_framework(experiment: dict, configurations: list[dict]) -> list[dict]:
         own = {k: experiment[k] for k in FRAMEWORKS[name].tuning if k in experiment}
         kept, dropped = [], []
         for conf in training:
+            check_batch_fits_data(conf)
             why = lacks(name, model=conf["model"], strategy=conf["strategy"],
-                        variable_update=conf.get("variable_update"))
+                        variable_update=conf.get("variable_update"), device=conf.get("device") or "cpu")
             if why:
                 raise ConfigError(f"framework: {why}")
             why = cannot_run(name, device=conf.get("device") or "cpu", strategy=conf["strategy"],
@@ -247,6 +250,18 @@ def per_framework(experiment: dict, configurations: list[dict]) -> list[dict]:
         refuse_unplanned_numerics(name, kept, dropped)
         out += kept
     return out
+
+
+def check_batch_fits_data(conf: dict) -> None:
+    """ConfigError naming batch_per_process when the training configuration ``conf`` reads
+    real data of a fixed size (the digits) and its batch per process is larger than each
+    worker's shard of the training split
+    (:func:`archbench.workloads.training.datasets.batch_beyond_data`)."""
+    if conf.get("data") != "real" or conf.get("best_of"):
+        return
+    why = batch_beyond_data(spec(conf["model"]).dataset, conf["batch_per_process"], conf["workers"])
+    if why:
+        raise ConfigError(f"batch_per_process: {why}")
 
 
 def refuse_unplanned_numerics(name: str, kept: list[dict], dropped: list[tuple[dict, str]]) -> None:

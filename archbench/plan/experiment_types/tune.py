@@ -31,6 +31,7 @@ from archbench.plan.experiment_types.hybrid import hybrid_layouts
 from archbench.plan.tuning_plan import Round, Space, plan_rounds, rounds_cost, unit_cost
 from archbench.workloads.training import settings
 from archbench.workloads.training.frameworks import NUMERICS, cannot_run
+from archbench.workloads.training.matrix import outside_matrix
 from archbench.workloads.training.settings import TUNING
 
 # Space axes and the experiment keys giving their values (numerics: the training axes).
@@ -194,6 +195,9 @@ def refuse_unreachable(space: Space, experiment: dict, system: dict) -> None:
     the node's cores, a numerics value a framework cannot run with Horovod on a CPU (named
     before the threads it leaves without a point), or threads over the node's cores."""
     cores, where = cores_of(system), f"system '{system['name']}'"
+    for f in frameworks(experiment):  # the trials run with Horovod on the CPUs
+        if gap := outside_matrix(f, strategy="horovod", device="cpu"):
+            raise ConfigError(f"framework: {gap[1]}")
     for p in experiment.get("processes", "all") if experiment.get("processes", "all") != "all" else ():
         if p > cores:
             raise ConfigError(f"processes: {p} is in no configuration the tuner can run on {where} "

@@ -31,7 +31,9 @@ from archbench.core.failures import exception_failure
 from archbench.core.marks import mark
 from archbench.core.record import write_record
 from archbench.workloads import gpu
-from archbench.workloads.training import frameworks, settings, strategies, vendor_evidence
+from archbench.workloads.training import frameworks, matrix, settings, strategies, vendor_evidence
+from archbench.workloads.training.datasets import batch_beyond_data
+from archbench.workloads.training.models import spec as model_spec
 from archbench.workloads.training.outcome import base_fields, failure_record, release_held
 from archbench.workloads.training.settings import TrainRun
 from archbench.workloads.training.strategies.horovod import horovod_knobs
@@ -60,7 +62,7 @@ def parser() -> argparse.ArgumentParser:
 
 def check(config: TrainRun) -> None:
     """ValueError when ``config`` asks its framework or strategy for what it does not have."""
-    why = frameworks.lacks(config.framework, model=config.model, strategy=config.strategy,
+    why = matrix.lacks(config.framework, model=config.model, strategy=config.strategy,
                            variable_update=config.variable_update, device=config.device,
                            values={name: getattr(config, name)
                                    for name in (*frameworks.NUMERICS, "onednn")})
@@ -71,6 +73,11 @@ def check(config: TrainRun) -> None:
         raise ValueError(f"--{key.replace('_', '-')} is a setting of framework "
                          f"{', '.join(takers)} only, not of {config.framework}")
     strategies.check(config)
+    if config.data == "real":
+        processes = (config.nodes or 1) * (config.processes_per_node or 1)
+        why = batch_beyond_data(model_spec(config.model).dataset, config.batch_per_process, processes)
+        if why:
+            raise ValueError(f"--batch-per-process {why}")
 
 
 def tuning_refused(config: TrainRun) -> list[str]:

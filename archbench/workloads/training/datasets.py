@@ -18,6 +18,10 @@ LABEL_OFFSET = 1  # ImageNet TFRecords number classes 1..1000 (0 = background)
 SHUFFLE_BUFFER = 1024
 READ_BUFFER_BYTES = 8 << 20
 DIGITS_TEST_FRACTION = 0.2
+DIGITS_IMAGES = 1797  # scikit-learn's bundled digits (load_digits), known without loading them
+# real dataset -> the images of its training split where the dataset fixes them (ImageNet's
+# are those of the system's TFRecords: no count before a run reads them)
+TRAIN_IMAGES = {"digits": DIGITS_IMAGES - int(round(DIGITS_IMAGES * DIGITS_TEST_FRACTION))}
 
 
 class DataError(RuntimeError):
@@ -36,6 +40,19 @@ def tfrecord_files(data_dir: str | os.PathLike | None) -> list[str]:
     if not files:
         raise DataError(f"no {TRAIN_PATTERN} TFRecord files in {data_dir}")
     return files
+
+
+def batch_beyond_data(dataset: str, batch: int, processes: int = 1, *, split: int | None = None) -> str:
+    """Why a batch of ``batch`` images per process cannot be drawn from each of
+    ``processes`` shards of real ``dataset``'s training split ("" when it can, or when the
+    dataset's size is its files', :data:`TRAIN_IMAGES`): the smallest shard holds
+    split // processes images, and a batch never repeats an image. ``split``: the split's
+    images as read (default: :data:`TRAIN_IMAGES`)."""
+    size = TRAIN_IMAGES.get(dataset) if split is None else split
+    if size is None or batch <= size // max(processes, 1):
+        return ""
+    per = f", {size // processes} per process over {processes} processes" if processes > 1 else ""
+    return f"{batch} is larger than the {dataset} training split ({size} images{per})"
 
 
 def digits_arrays(image_size: int = 8, data_format: str = "NHWC", seed: int = 0, *,

@@ -9,7 +9,7 @@ backend of each (the strategy x framework matrix: its ``backends`` keys), the pa
 images pin for it, its CUDA-stack provenance, the environment its processes need and its
 labels. Every list of framework names reads this registry: the ``--framework`` choices
 of ``archbench.train``, the experiment schema's ``framework`` axis, the names a record may
-carry, the plan-time refusals (:func:`lacks`), and the tables' and figures' labels.
+carry, the plan-time refusals (:func:`archbench.workloads.training.matrix.lacks`), and the tables' and figures' labels.
 
 To add a framework, write its package (``loop.py`` with ``run(config)`` and
 ``probe_step(config)``, ``models.py`` with a builder per model name, ``backends.py`` with
@@ -237,25 +237,6 @@ def label(name: str) -> str:
     """The name a reader sees for framework ``name`` (``name`` itself when unregistered)."""
     chosen = FRAMEWORKS.get(name)
     return chosen.label if chosen is not None else name
-
-
-def lacks(name: str, *, model: str | None = None, strategy: str | None = None,
-          variable_update: str | None = None, device: str = "cpu",
-          values: Mapping[str, Any] = MappingProxyType({}),
-          model_names: Callable[[Framework], list[str]] = Framework.model_names) -> str:
-    """Why framework ``name`` cannot train this combination ("" when it can): a model,
-    strategy or variable update it does not have, as "framework <name> has no <what>
-    '<value>' (it has: ...)"; or a numerics setting's value (``values``: setting name ->
-    value, e.g. precision) it does not run on ``device`` or in ``strategy`` (its ``runs``
-    and ``runs_with``), or that contradicts another setting (:func:`numerics_conflict`)."""
-    chosen = framework(name)
-    wanted = (("model", model, model_names(chosen)), ("strategy", strategy, strategies_of(name)),
-              ("variable update", variable_update, chosen.variable_updates))
-    for what, value, known in wanted:
-        if value is not None and known is not None and value not in known:
-            return (f"framework {name} has no {what} '{value}' "
-                    f"(it has: {', '.join(known) or 'none'})")
-    return cannot_run(name, device=device, strategy=strategy, values=values)
 
 
 def cannot_run(name: str, *, device: str = "cpu", strategy: str | None = None,

@@ -24,6 +24,7 @@ from archbench.workloads.training.datasets import (
     LABEL_OFFSET,
     SHUFFLE_BUFFER,
     DataError,
+    batch_beyond_data,
     digits_arrays,
     tfrecord_files,
 )
@@ -219,6 +220,8 @@ def digits_batches(config: TrainRun, *, shard: int, shards: int) -> Iterator:
     if config.num_classes < 10:
         raise DataError("the digits have 10 classes; --num-classes must be >= 10")
     x, y, _, _ = digits_tensors(config.image_size)
+    if why := batch_beyond_data("digits", config.batch_per_process, shards, split=len(x)):
+        raise DataError(f"--batch-per-process {why}")  # else the loop below draws no batch, ever
     x, y = x[shard::shards], y[shard::shards]
     generator = torch.Generator().manual_seed(config.seed + shard)
     while True:

@@ -73,9 +73,6 @@ def check(config: TrainRun) -> None:
     if chosen.parameter_servers and workers and config.parameter_servers > workers:
         raise ValueError(f"--parameter-servers {config.parameter_servers} is above the "
                          f"{workers} workers (--nodes x --processes-per-node)")
-    if config.device == "gpu" and config.variable_update == "ps_async":
-        raise ValueError("--variable-update ps_async does not run on GPUs here (its steps run "
-                         "on remote workers whose placement is not recorded)")
     if config.variable_update is not None and config.variable_update not in chosen.variable_updates:
         raise ValueError(f"--variable-update {config.variable_update} is not one of strategy "
                          f"{config.strategy}'s ({', '.join(chosen.variable_updates) or 'none'})")

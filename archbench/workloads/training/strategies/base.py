@@ -246,6 +246,7 @@ class Strategy:
     it, before any framework initialises (0 = the process that writes the record);
     ``parameter_servers``: the run has parameter-server tasks (``--parameter-servers``);
     ``variable_updates``: the ``--variable-update`` values it takes, the first the default;
+    ``cpu_only_updates``: those of them that do not run on GPUs;
     ``multi_process``: the strategy runs several processes (experiments may sweep it);
     ``trains(config)``: False for a process that only serves (a parameter server, a
     coordinator), known before its framework starts: in a GPU run it gets no GPU;
@@ -260,6 +261,7 @@ class Strategy:
     launch_rank: Callable[[], int] = rank_zero
     parameter_servers: bool = False
     variable_updates: tuple[str, ...] = ()
+    cpu_only_updates: tuple[str, ...] = ()
     multi_process: bool = True
     trains: Callable[[TrainRun], bool] = every_process_trains
     label: str = ""

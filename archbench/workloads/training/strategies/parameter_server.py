@@ -61,7 +61,8 @@ def launch(plan: Launch) -> list[str]:
 
 
 STRATEGY = Strategy(launch=launch, launch_rank=tf_task_rank,
-                    parameter_servers=True, variable_updates=("parameter_server", "distributed_replicated", ASYNC), trains=trains,
+                    parameter_servers=True, variable_updates=("parameter_server", "distributed_replicated", ASYNC),
+                    cpu_only_updates=(ASYNC,), trains=trains,
                     help="variables on parameter servers: synchronous (--variable-update "
                          "parameter_server, distributed_replicated) or ps_async "
                          "(tf.distribute ParameterServerStrategy, a chief)",

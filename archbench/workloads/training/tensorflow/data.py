@@ -134,6 +134,8 @@ def digits_dataset(batch_size: int, *, image_size: int = 8, shard_index: int = 0
     """Infinite, shuffled batches of the digits training split, sharded per worker."""
     import tensorflow as tf
     x, y, _, _ = digits_arrays(image_size, data_format)
+    if why := datasets.batch_beyond_data("digits", batch_size, num_shards, split=len(x)):
+        raise DataError(f"--batch-per-process {why}")  # else a batch repeats images of its shard
     ds = tf.data.Dataset.from_tensor_slices((x, y)).shard(num_shards, shard_index)
     ds = ds.shuffle(len(x), seed=seed, reshuffle_each_iteration=True).repeat()
     ds = ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
