@@ -163,7 +163,7 @@ def series_with_noise(draw):
 @given(series_with_noise())
 def test_property_efficiency_follows_the_formula_for_any_series(generated):
     rows, best = generated
-    frame = pd.DataFrame(rows).assign(model="inception3", unit="img/s")
+    frame = pd.DataFrame(rows).assign(model="inception_v3", unit="img/s")
     path = Path(f"/tmp/archbench-property-{id(rows)}.csv")
     frame.to_csv(path, index=False)
     try:

@@ -25,7 +25,7 @@ GROUP = (
 )
 BATCH_SCALING_COLUMNS = (
     *GROUP, "batch_per_process", "global_batch", "statistic", "n", "img_s", "img_s_min",
-    "img_s_max", "error", "baseline_batch", "img_s_baseline", "relative", "status",
+    "img_s_max", "error", "baseline_batch", "img_s_baseline", "relative", "host_busy", "status",
 )
 
 

@@ -357,9 +357,10 @@ def derived_status(own: pd.Series, other: pd.Series, other_label: str) -> pd.Ser
 
 def with_baseline(frame: pd.DataFrame, axis: str, keys: Sequence[str], *,
                   value: int | None = None) -> pd.DataFrame:
-    """Add ``baseline_<axis>``, ``baseline_value`` and ``baseline_status`` (and
-    ``baseline_host_busy`` where rows carry ``host_busy``) per group of ``keys``:
-    the row whose ``axis`` equals ``value``, or the smallest ``axis`` when ``value`` is None."""
+    """Add ``baseline_<axis>``, ``baseline_value`` and ``baseline_status`` per group of
+    ``keys``: the row whose ``axis`` equals ``value``, or the smallest ``axis`` when
+    ``value`` is None. Where rows carry ``host_busy``, it becomes the ratio's: True where
+    the row or its baseline shared its cores with other work (:func:`either_busy`)."""
     frame = frame.copy()
     if frame.empty:
         for name in (f"baseline_{axis}", "baseline_value", "baseline_status"):
@@ -374,8 +375,14 @@ def with_baseline(frame: pd.DataFrame, axis: str, keys: Sequence[str], *,
     frame["baseline_value"] = frame["_gid"].map(base["value"]).astype(float)
     frame["baseline_status"] = frame["_gid"].map(base["status"])
     if "host_busy" in frame:  # a ratio over a baseline that shared its cores says so
-        frame["baseline_host_busy"] = frame["_gid"].map(base["host_busy"]).astype("boolean")
+        frame["host_busy"] = either_busy(frame["host_busy"], frame["_gid"].map(base["host_busy"]))
     return frame.drop(columns="_gid")
+
+
+def either_busy(one: pd.Series, other: pd.Series) -> pd.Series:
+    """``host_busy`` of a number built on two sides: True where either shared its cores
+    with other work, False where both say they did not, else empty (Kleene's or)."""
+    return one.astype("boolean") | other.astype("boolean")
 
 
 def pair(summary: pd.DataFrame, axis: str, *, first: object, second: object,
@@ -383,7 +390,8 @@ def pair(summary: pd.DataFrame, axis: str, *, first: object, second: object,
     """Configurations that differ only in ``axis`` (``first`` vs ``second``), side by side.
 
     Returns the ``keys`` and ``value_1``, ``status_1``, ``value_2``, ``status_2`` for every
-    group that has at least one of the two; a side that was not run is empty.
+    group that has at least one of the two; a side that was not run is empty; and, where
+    the summary carries it, ``host_busy`` of the pair (:func:`either_busy`).
     """
     keys = [k for k in keys if k != axis]
     sub = summary[summary[axis].isin([first, second]).fillna(False).astype(bool)].copy()
@@ -395,6 +403,9 @@ def pair(summary: pd.DataFrame, axis: str, *, first: object, second: object,
         part = sub[sub[axis] == side].drop_duplicates("_gid").set_index("_gid")
         base[f"value_{index}"] = part["value"].reindex(base.index).astype(float)
         base[f"status_{index}"] = part["status"].reindex(base.index)
+        if "host_busy" in part:
+            busy = part["host_busy"].reindex(base.index).astype("boolean")
+            base["host_busy"] = busy if index == 1 else either_busy(base["host_busy"], busy)
     return base.reset_index(drop=True)
 
 

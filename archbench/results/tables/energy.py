@@ -31,7 +31,7 @@ GROUP = (
 )
 ENERGY_COLUMNS = (
     *GROUP, "statistic", "n", "img_s", "img_s_min", "img_s_max", "source", "covers",
-    "j_per_img", "img_per_kwh", "status",
+    "j_per_img", "img_per_kwh", "host_busy", "status",
 )
 
 

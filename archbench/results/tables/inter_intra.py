@@ -39,7 +39,7 @@ SWEEP_GROUP = (
     "model", "data", "vendor_library_enabled", "batch_per_process",
     "mkl_env",
 )
-STATS = ("statistic", "n", "img_s", "img_s_min", "img_s_max", "error")
+STATS = ("statistic", "n", "img_s", "img_s_min", "img_s_max", "error", "host_busy")
 INTER_INTRA_SWEEP_COLUMNS = (
     *SWEEP_GROUP, "kmp_read_by", "inter_setting", "inter_threads", "intra_setting",
     "intra_threads", "cores", *STATS, "status",

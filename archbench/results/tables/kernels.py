@@ -31,12 +31,12 @@ GFLOPS_COLUMNS = (
     "experiment", "system", "framework", "kernel", "device", "problem_size", "tile_size", "nodes", "workers",
     "gpus_per_node", "statistic", "n",
     "gflops", "gflops_min", "gflops_max", "error", "baseline_workers", "gflops_baseline",
-    "speedup", "status",
+    "speedup", "host_busy", "status",
 )
 STREAM_COLUMNS = (
     "experiment", "system", "framework", "kernel", "device", "problem_size", "tile_size", "nodes", "workers",
     "statistic", "n",
-    "bandwidth_gb_s", "bandwidth_min", "bandwidth_max", "error", "unit", "status",
+    "bandwidth_gb_s", "bandwidth_min", "bandwidth_max", "error", "unit", "host_busy", "status",
 )
 PEAK_COLUMNS = (
     "experiment", "system", "kind", "framework", "model", "kernel", "problem_size", "batch_per_process",

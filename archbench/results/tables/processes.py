@@ -31,7 +31,7 @@ GROUP = (
 PROCESS_LAYOUT_COLUMNS = (
     *GROUP, "processes_per_node", "intra_threads", "workers", "global_batch", "statistic",
     "n", "img_s", "img_s_min", "img_s_max", "error", "img_s_single_process", "speedup",
-    "status",
+    "host_busy", "status",
 )
 _LAYOUT = ("processes_per_node", "intra_threads", "workers", "global_batch")
 

@@ -14,7 +14,7 @@ GROUP = ("experiment", "system", "arch", "framework", "device", "model", "batch_
          "intra_threads", "vendor_library_enabled", *REQUEST_FIELDS, "variant")
 TIME_TO_ACCURACY_COLUMNS = (
     *GROUP, "target_accuracy", "n", "n_reached", "reached", "steps_to_accuracy",
-    "time_to_accuracy_s", "evidence_label", "status",
+    "time_to_accuracy_s", "evidence_label", "host_busy", "status",
 )
 
 

@@ -74,7 +74,8 @@ IO_COLUMNS = (
     "model", "strategy", "vendor_library_enabled",
     "processes_per_node", "gpus_per_node", "intra_threads", "inter_threads",
     "batch_per_process", "variant", "series", "scaling_unit", "count", "nodes", "workers",
-    "gpus", "statistic", "img_s_synthetic", "img_s_real", "io_overhead_percent", "status",
+    "gpus", "statistic", "img_s_synthetic", "img_s_real", "io_overhead_percent", "host_busy",
+    "status",
 )
 
 
@@ -220,7 +221,6 @@ def node_scaling(df: pd.DataFrame) -> pd.DataFrame:
     s["speedup"] = metrics.speedup(s["value"], s["baseline_value"])
     s["efficiency"] = metrics.parallel_efficiency(s["value"], relative, s["baseline_value"])
     s["status"] = derived_status(s["status"], s["baseline_status"], "baseline")
-    s["host_busy"] = s["host_busy"].astype("boolean") | s["baseline_host_busy"]
     return sort_rows(s[list(SCALING_COLUMNS)], ("experiment", "system", "model", "series", "count"))
 
 

@@ -35,13 +35,14 @@ THREAD_EFFICIENCY_COLUMNS = (
     "batch_per_process", "inter_threads", "threads", "statistic", "n", "img_s", "img_s_min",
     "img_s_max",
     "error", "img_s_1thread",
-    "efficiency", "status",
+    "efficiency", "host_busy", "status",
 )
 VENDOR_COLUMNS = (
     "experiment", "system", "vendor_library", "framework", "precision", "math_mode", "graph",
     "model", "data", "strategy", "nodes",
     "processes_per_node", "intra_threads", "inter_threads", "batch_per_process",
-    "parameter_servers", "variant", "statistic", "img_s_on", "img_s_off", "speedup", "status",
+    "parameter_servers", "variant", "statistic", "img_s_on", "img_s_off", "speedup", "host_busy",
+    "status",
 )
 HYBRID_COLUMNS = (
     "experiment", "system", "framework", "precision", "math_mode", "graph",
@@ -57,7 +58,7 @@ HOROVOD_TUNING_COLUMNS = (
     "model", "data", "vendor_library_enabled", "nodes",
     "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "global_batch",
     "cycle_time_ms", "fusion_threshold_mb", "allreduces_per_step", "statistic", "n", "img_s",
-    "img_s_min", "img_s_max", "error", "relative_to_best", "status",
+    "img_s_min", "img_s_max", "error", "relative_to_best", "host_busy", "status",
 )
 
 
