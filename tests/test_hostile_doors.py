@@ -16,11 +16,11 @@ from __future__ import annotations
 import contextlib
 import io
 import shutil
-from pathlib import Path
 
 import pytest
 import yaml
 from conftest import REPO, count_input
+from test_hostile_inputs import snapshot, started
 
 from archbench import cli
 from archbench.workloads.training import benchmark
@@ -321,11 +321,6 @@ CASES = [
 ]
 
 
-def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` with its bytes."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 def run(argv: tuple[str, ...]) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of ``archbench ARGV``, or of the training worker's
     command-line check for ``("train", ARG...)``."""
@@ -340,10 +335,6 @@ def run(argv: tuple[str, ...]) -> tuple[int, str, str]:
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
     return code, out.getvalue(), err.getvalue()
-
-
-def started(*argv) -> None:
-    raise AssertionError(f"Snakemake started: {argv[1]}")
 
 
 @pytest.mark.parametrize("files, argv, code, line", [c[1:] for c in CASES], ids=[c[0] for c in CASES])

@@ -18,7 +18,6 @@ The report itself (``report.html`` parsed for live elements) is built once, by
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import types
@@ -29,7 +28,7 @@ import pytest
 import yaml
 from conftest import REPO, count_input
 from test_compare import write_set
-from test_hostile_inputs import no_slurm, snapshot, started
+from test_hostile_inputs import no_slurm, run, snapshot, started
 
 from archbench import cli
 from archbench.core import escape
@@ -119,17 +118,6 @@ CHECK_CASES = [
     ("import-a-table", importing("t.csv", "system,model,throughput,unit\nlocal,small_cnn,40,img/s\n"),
      CHECK, 0, "c.yaml: 4 measurements"),
 ]
-
-
-def run(argv: tuple[str, ...]) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of ``archbench ARGV`` in this process."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(list(argv))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.mark.parametrize("files, argv, code, line", [c[1:] for c in CHECK_CASES],

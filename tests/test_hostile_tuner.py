@@ -11,7 +11,6 @@ valued by a surface), built once and copied per case.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import shutil
 from pathlib import Path
@@ -20,8 +19,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 from conftest import count_input
+from test_hostile_inputs import run, snapshot
 
-from archbench import cli
 from archbench.core.record import raw_path
 from archbench.plan.campaign import experiments_of, load_campaign
 from archbench.plan.placeholders import choice_file, study_dir
@@ -371,21 +370,6 @@ STUDY_CASES = [
     *((name, round_file(r, edit), "best" if r == 0 else r + 1) for name, (r, edit) in STUDY_EDITS.items()),
     *((name, record_edit(r, edit, line), "best" if r == 0 else r + 1) for name, (r, edit, line) in RECORD_EDITS.items()),
 ]
-
-
-def run(argv: tuple[str, ...]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(list(argv))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-            print(exc.code, file=err) if isinstance(exc.code, str) else None
-    return code, out.getvalue(), err.getvalue()
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 @pytest.mark.parametrize("files, code, line", [c[1:] for c in CONFIG_CASES], ids=[c[0] for c in CONFIG_CASES])
