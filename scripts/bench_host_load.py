@@ -8,7 +8,7 @@ supervise`, worker and lifeline as the workflow runs them) in rounds; each round
 once quiet and once beside a planted competitor at each ``--loads`` level: a Python
 process pinned with ``taskset`` to core 0 that busy-loops that share of every 10 ms
 (1 = a whole core). It prints per run the img/s, ``other_cores`` and the flag, and per
-level the ratio of its median img/s to the quiet median of the same session, beside the
+level the ratio of its median img/s to the quiet median of the same run, beside the
 quiet runs' own spread (max / min).
 
     python scripts/bench_host_load.py                                  # both frameworks

@@ -119,7 +119,7 @@ def test_a_competing_process_flags_the_run_and_the_flag_follows_the_figures(fram
                                                                             two_cores):
     """A busy loop on one of the run's two cores flags it; the same run without it shows
     that core's worth less other work, and its flag is what its own figures say (a quiet
-    machine's run unflagged, one beside other people's work, such as CI's niced image
+    machine's run unflagged, one beside other work, such as CI's niced image
     builds, flagged: never skipped)."""
     competitor = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", BUSY_LOOP])
     try:
