@@ -42,9 +42,11 @@ def load(other: float, *, cores: int = 2, asked: int = 2) -> dict:
 
 def test_the_flag_counts_other_work_beyond_the_cores_a_run_left_spare():
     sample = hostload.Sample
-    before, after = sample(0.0, 1.0, 100.0, 1.0, 0.5), sample(10.0, 19.0, 129.0, 1.5, 1.5)
+    before = sample(0.0, 1.0, 100.0, 1.0, 7.0, 0.5)
+    after = sample(10.0, 19.0, 129.0, 1.5, 12.0, 1.5)
     figures = hostload.figures(before, after, cores=3, cores_asked=2)
     assert (figures["own_cpu_s"], figures["cores_busy_s"], figures["steal_s"]) == (18.0, 29.0, 0.5)
+    assert figures["niced_s"] == 5.0  # niced work is stated, not counted in other_cores
     assert figures["other_cores"] == pytest.approx(1.1) and figures["load_1m"] == [0.5, 1.5]
     assert not hostload.is_busy(figures)  # 1.1 cores on the one spare core: within 0.25
     assert hostload.is_busy({**figures, "cores_asked": 3})
@@ -136,6 +138,21 @@ def test_a_competing_process_flags_the_run_and_the_flag_follows_the_figures(fram
         (busy["host_load"], quiet["host_load"])
     assert quiet["host_busy"] is hostload.is_busy(quiet["host_load"]), quiet["host_load"]
     assert read_record(tmp_path / "busy" / "rep0.json")["host_busy"] is True
+
+
+def test_a_niced_competitor_is_stated_not_counted(tmp_path, two_cores):
+    """A busy loop at nice 19 on one of the run's cores (a background build) takes the
+    run's idle time, not its cores: its seconds are ``niced_s``, not ``other_cores``."""
+    competitor = subprocess.Popen(["nice", "-n", "19", "taskset", "-c", "0", sys.executable,
+                                   "-c", BUSY_LOOP])
+    try:
+        record = supervised(tmp_path, "pytorch", "niced")
+    finally:
+        competitor.kill()
+        competitor.wait()
+    figures = record["host_load"]
+    assert record["status"] == "ok" and figures["niced_s"] > 0.1 * figures["window_s"], figures
+    assert figures["other_cores"] < figures["niced_s"] / figures["window_s"], figures
 
 
 def test_rerun_busy_keeps_every_busy_attempt_beside_the_record(tmp_path, two_cores):

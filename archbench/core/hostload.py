@@ -7,8 +7,14 @@ the figures cover the worker's start, its warm-up and its window:
 - ``own_cpu_s``: CPU seconds (user + system) of the benchmark's process tree, every
   descendant the supervisor's lifeline reaped (``getrusage(RUSAGE_CHILDREN)``);
 - ``cores_busy_s``: CPU seconds the run's cores (the supervisor's CPU affinity, a Slurm
-  job's cpuset) were busy in all, from ``/proc/stat`` (user, nice, system, irq, softirq,
-  steal), ``steal_s`` of them taken by a hypervisor for other guests;
+  job's cpuset) were busy in all, from ``/proc/stat`` (user, system, irq, softirq, steal,
+  and nice when the run itself is niced), ``steal_s`` of them taken by a hypervisor for
+  other guests;
+- ``niced_s``: CPU seconds the cores gave niced work (``/proc/stat``'s nice: processes of a
+  lower priority than the run's, such as a background build at nice 19), not counted as
+  busy: the scheduler gives such a process about 1.5 % of a core against one of the run's
+  threads, so it fills the run's idle time rather than taking its cores (None when the run
+  is niced itself, and its own time is in that column);
 - ``other_cores`` = (cores_busy_s - own_cpu_s) / window_s: the mean number of the run's
   cores other work held; ``load_1m`` the load average before and after; ``slurm_oversubscribe``
   what Slurm says of the job's node sharing (``OverSubscribe``; None outside Slurm).
@@ -40,7 +46,8 @@ ROUNDING = 0.002  # other_cores against its figures, each rounded to 3 decimals
 PROC_STAT = Path("/proc/stat")
 # /proc/stat's per-cpu columns: user nice system idle iowait irq softirq steal (guest
 # time is counted in user already)
-_BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
+_BUSY_COLUMNS = (0, 2, 5, 6, 7)
+_NICE_COLUMN = 1
 _STEAL_COLUMN = 7
 
 
@@ -51,6 +58,7 @@ class Sample:
     own: float
     busy: float | None
     steal: float | None
+    niced: float | None
     load_1m: float | None
 
 
@@ -59,15 +67,17 @@ def run_cores() -> list[int]:
     return sorted(os.sched_getaffinity(0))
 
 
-def _cpu_times(cores: list[int]) -> tuple[float, float] | None:
-    """Busy and steal seconds of ``cores`` since boot, or None without /proc/stat."""
+def _cpu_times(cores: list[int]) -> tuple[float, float, float | None] | None:
+    """Busy, steal and niced seconds of ``cores`` since boot (niced None, and counted as
+    busy, when this process is niced itself), or None without /proc/stat."""
     try:
         lines = PROC_STAT.read_text().splitlines()
     except OSError:
         return None
     wanted = {f"cpu{c}" for c in cores}
     tick = os.sysconf("SC_CLK_TCK")
-    busy = steal = 0.0
+    niced_run = os.getpriority(os.PRIO_PROCESS, 0) > 0
+    busy = steal = niced = 0.0
     seen = 0
     for line in lines:
         name, *values = line.split()
@@ -75,8 +85,13 @@ def _cpu_times(cores: list[int]) -> tuple[float, float] | None:
             ticks = [int(v) for v in values]
             busy += sum(ticks[i] for i in _BUSY_COLUMNS if i < len(ticks))
             steal += ticks[_STEAL_COLUMN] if len(ticks) > _STEAL_COLUMN else 0
+            niced += ticks[_NICE_COLUMN] if len(ticks) > _NICE_COLUMN else 0
             seen += 1
-    return (busy / tick, steal / tick) if seen == len(wanted) else None
+    if seen != len(wanted):
+        return None
+    if niced_run:
+        return (busy + niced) / tick, steal / tick, None
+    return busy / tick, steal / tick, niced / tick
 
 
 def sample(cores: list[int]) -> Sample:
@@ -90,7 +105,7 @@ def sample(cores: list[int]) -> Sample:
         load = None
     return Sample(wall=time.monotonic(), own=usage.ru_utime + usage.ru_stime,
                   busy=times[0] if times else None, steal=times[1] if times else None,
-                  load_1m=load)
+                  niced=times[2] if times else None, load_1m=load)
 
 
 def slurm_oversubscribe(env: dict | None = None) -> str | None:
@@ -123,6 +138,8 @@ def figures(before: Sample, after: Sample, *, cores: int, cores_asked: int,
         "window_s": round(window, 3), "cores": cores, "cores_asked": min(cores_asked, cores),
         "own_cpu_s": round(own, 3), "cores_busy_s": None if busy is None else round(busy, 3),
         "steal_s": round(after.steal - before.steal, 3) if known else None,
+        "niced_s": round(after.niced - before.niced, 3)
+        if known and before.niced is not None and after.niced is not None else None,
         "other_cores": None if other is None else round(other, 3),
         "load_1m": [before.load_1m, after.load_1m],
         "slurm_oversubscribe": oversubscribe,

@@ -99,7 +99,7 @@ def _host_load_problem(record: Mapping[str, Any]) -> str:
     if load["cores_asked"] > cores:
         return f"host_load: cores_asked {load['cores_asked']} of {cores} cores"
     capacity = cores * window * (1 + hostload.CLOCK_SLACK) + hostload.CLOCK_SLACK_S
-    for name in ("own_cpu_s", "cores_busy_s", "steal_s"):
+    for name in ("own_cpu_s", "cores_busy_s", "steal_s", "niced_s"):
         if load.get(name) is not None and load[name] > capacity:
             return (f"host_load: {name} {load[name]:g} s in {window:g} s on {cores} cores "
                     f"(at most {capacity:.3g} s)")
