@@ -281,10 +281,10 @@ CASES = [
      "python -m archbench.train: error: --framework tensorflow: framework tensorflow has no strategy 'ddp'"),
     ("worker-ps-async-gpu", {}, train("--strategy", "parameter_server", "--parameter-servers", "1",
                                       "--variable-update", "ps_async", "--device", "gpu"), 2,
-     "python -m archbench.train: error: --framework tensorflow: variable update 'ps_async' does not run "
+     "python -m archbench.train: error: --device gpu: variable update 'ps_async' does not run "
      "on GPUs here"),
     ("worker-horovod-update", {}, train("--strategy", "horovod", "--variable-update", "parameter_server"), 2,
-     "python -m archbench.train: error: --framework tensorflow: "
+     "python -m archbench.train: error: --variable-update parameter_server: "
      + PS_OWNS.format("parameter_server", "horovod")),
     ("worker-digits-fits", {}, digits("--batch-per-process", "1438"), 0, ""),
     # ------------------------------------------------------------------ peak

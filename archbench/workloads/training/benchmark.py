@@ -62,6 +62,11 @@ def parser() -> argparse.ArgumentParser:
 
 def check(config: TrainRun) -> None:
     """ValueError when ``config`` asks its framework or strategy for what it does not have."""
+    gap = matrix.outside_matrix(config.framework, strategy=config.strategy,
+                                variable_update=config.variable_update, device=config.device)
+    if gap:  # the option at fault: a strategy the framework lacks names the framework
+        key = gap[0] if gap[0] in ("variable_update", "device") else "framework"
+        raise ValueError(f"--{key.replace('_', '-')} {getattr(config, key)}: {gap[1]}")
     why = matrix.lacks(config.framework, model=config.model, strategy=config.strategy,
                            variable_update=config.variable_update, device=config.device,
                            values={name: getattr(config, name)
