@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -31,9 +33,12 @@ def pyproject_pins() -> dict[str, str]:
 # the images with PyTorch beside TensorFlow, one Horovod for both (built by the image tests)
 TORCH_CPU_IMAGES = ("x86_64-onednn", "aarch64-acl")
 TORCH_STACK = ("torch", "torchvision", "timm", "horovod")
-# Horovod 0.28.1's CMake files compile it as C++14: 17 overall (upstream's later fix), and 20
-# for its PyTorch extension (torch 2.14's headers refuse anything older)
-CXX_PATCHES = {"CMakeLists.txt": "17", "horovod/torch/CMakeLists.txt": "20"}
+# the images whose Horovod is built from scripts/horovod_source.sh's patched sdist, and
+# whether they ask it for a PyTorch extension without CUDA (--cpu-torch: the CPU images with
+# PyTorch; the GPU images and the TensorFlow-only ones do not)
+HOROVOD_SOURCE = {"x86_64-onednn": True, "aarch64-acl": True, "aarch64-armpl": False,
+                  "x86_64-cuda": False, "x86_64-cuda-pytorch": False}
+SOURCE_SCRIPT = REPO / "scripts/horovod_source.sh"
 
 
 def test_every_architecture_ships_a_definition():
@@ -69,8 +74,8 @@ def test_shipped_definition_is_valid_and_matches_its_name(path):
 def test_x86_pins_match_the_verified_stack():
     d = c.parse_definition(next(p for p in DEFS if p.stem == "x86_64-onednn"))
     assert c.pinned_packages(d) == {
-        "tensorflow-cpu": "2.18.1", "tf-keras": "2.18.0", "torch": "2.14.1",
-        "torchvision": "0.29.1", "timm": "1.0.31", "horovod": "0.28.1"}
+        "tensorflow": "2.21.0", "tf-keras": "2.21.0", "torch": "2.15.0",
+        "torchvision": "0.29.2", "timm": "1.0.31", "horovod": "0.28.1"}
     assert d.environment["TF_ENABLE_ONEDNN_OPTS"] == "1"
 
 
@@ -93,21 +98,43 @@ def test_pytorch_images_pin_pyprojects_pytorch():
         assert {k: pins[k] for k in expected} == expected, stem
 
 
+def check_horovod_source(d: c.Definition, *, cpu_torch: bool) -> None:
+    """Horovod built from the source scripts/horovod_source.sh makes (the 0.28.1 sdist, each
+    patch checked there): the script copied in, run once (``--cpu-torch`` where asked), its
+    source tree installed once, and no patch of the image's own."""
+    assert c.files(d).get("/opt/archbench/horovod_source.sh") == "scripts/horovod_source.sh"
+    post = d.sections["post"]
+    runs = re.findall(r"^ *HVD_SRC=\$\(bash /opt/archbench/horovod_source.sh /tmp/horovod( --cpu-torch)?\)$",
+                      post, re.M)
+    assert runs == [" --cpu-torch" if cpu_torch else ""] and post.count("horovod_source.sh") == 1, runs
+    assert post.count('pip install --no-cache-dir --no-build-isolation "$HVD_SRC"') == 1
+    assert post.count("$HVD_SRC") == 1 and "rm -rf /tmp/horovod" in post
+    assert "CMAKE_CXX_STANDARD" not in post and "sed -i" not in post and "pip download" not in post
+    assert c.pinned_packages(d)["horovod"] == "0.28.1"  # the script's download, read by the parser
+
+
+@pytest.mark.parametrize("stem, cpu_torch", HOROVOD_SOURCE.items())
+def test_every_horovod_build_takes_the_one_patched_source(stem, cpu_torch):
+    check_horovod_source(shipped(stem), cpu_torch=cpu_torch)
+
+
+def test_only_the_ppc64le_image_builds_horovod_otherwise():
+    """ppc64le-vanilla's TensorFlow 2.14 needs none of the TensorFlow 2.19+ patches: the
+    plain sdist from the index; ppc64le-debian has no Horovod."""
+    builds = {d.stem for d in DEFS if "horovod" in c.pinned_packages(c.parse_definition(d))}
+    assert builds == {*HOROVOD_SOURCE, "ppc64le-vanilla"}
+    post = shipped("ppc64le-vanilla").sections["post"]
+    assert "pip install --no-cache-dir --no-build-isolation horovod==0.28.1" in post
+    assert "horovod_source.sh" not in post
+
+
 def check_one_horovod_for_both_frameworks(d: c.Definition) -> None:
-    """Horovod built once, with TensorFlow and PyTorch, from its sdist patched to C++17 (its
-    PyTorch extension to C++20), each patch checked, and both frameworks' bindings checked
-    by %test."""
+    """Horovod built once, with TensorFlow and PyTorch (without CUDA), from the patched source,
+    and both frameworks' bindings checked by %test."""
     env = c.install_env(d, "horovod")
     for flag in ("TENSORFLOW", "PYTORCH", "MPI", "GLOO"):
         assert env.get(f"HOROVOD_WITH_{flag}") == "1" and f"HOROVOD_WITHOUT_{flag}" not in env, env
-    post = d.sections["post"]
-    assert post.count("pip install --no-cache-dir --no-build-isolation /tmp/horovod/horovod-0.28.1") == 1
-    assert "--no-binary :all: --no-deps horovod==0.28.1" in post
-    for path, standard in CXX_PATCHES.items():
-        assert re.search(rf"sed -i 's/.*CMAKE_CXX_STANDARD 14.*/.*CMAKE_CXX_STANDARD {standard}.*' "
-                         rf"{re.escape(path)}$", post, re.M), path
-        assert re.search(rf"^ *grep -q '.*set\(CMAKE_CXX_STANDARD {standard}\)\$' {re.escape(path)}$",
-                         post, re.M), path
+    check_horovod_source(d, cpu_torch=True)
     assert "import horovod.tensorflow as hvd" in d.sections["test"]
     assert "import horovod.torch as hvd" in d.sections["test"]
 
@@ -117,29 +144,144 @@ def test_cpu_images_build_one_horovod_for_tensorflow_and_pytorch(stem):
     check_one_horovod_for_both_frameworks(shipped(stem))
 
 
+def mutated(tmp_path: Path, stem: str, old: str, new: str, count: int = 1) -> Path:
+    """A copy of containers/<stem>.def with ``old`` replaced, laid out as in the repository
+    (its scripts/ beside), so that %files' scripts are found."""
+    (tmp_path / "containers").mkdir(exist_ok=True)
+    if not (tmp_path / "scripts").exists():
+        (tmp_path / "scripts").symlink_to(REPO / "scripts")
+    text = (REPO / f"containers/{stem}.def").read_text()
+    assert old in text, old
+    path = tmp_path / "containers" / f"{stem}.def"
+    path.write_text(text.replace(old, new, count))
+    return path
+
+
 @pytest.mark.parametrize("old, new", [
     ("HOROVOD_WITH_PYTORCH=1", "HOROVOD_WITHOUT_PYTORCH=1"),
-    ("torch/CMakeLists.txt\n", "torch/CMakeLists.txt.orig\n"),  # patched the wrong file
-    ("    grep -q '^set(CMAKE_CXX_STANDARD 17)$' CMakeLists.txt\n", ""),  # a patch left unchecked
+    ("/tmp/horovod --cpu-torch)", "/tmp/horovod)"),  # the wrong patch: CUDA for the PyTorch extension
+    ("    scripts/horovod_source.sh /opt/archbench/horovod_source.sh\n", ""),  # the script not copied in
+    ('"$HVD_SRC"', "horovod==0.28.1"),  # the index's sdist, unpatched
 ])
-def test_a_horovod_without_pytorch_or_a_newer_cxx_fails_the_check(tmp_path, old, new):
-    path = tmp_path / "x86_64-onednn.def"
-    text = (REPO / "containers/x86_64-onednn.def").read_text()
-    assert old in text
-    path.write_text(text.replace(old, new, 1))
+def test_a_horovod_without_pytorch_or_the_patched_source_fails_the_check(tmp_path, old, new):
     with pytest.raises(AssertionError):
-        check_one_horovod_for_both_frameworks(c.parse_definition(path))
+        check_one_horovod_for_both_frameworks(c.parse_definition(mutated(tmp_path, "x86_64-onednn", old, new)))
+
+
+def test_a_gpu_image_asking_for_a_cpu_torch_extension_fails_the_check(tmp_path):
+    path = mutated(tmp_path, "x86_64-cuda-pytorch", "/tmp/horovod)", "/tmp/horovod --cpu-torch)")
+    with pytest.raises(AssertionError):
+        check_horovod_source(c.parse_definition(path), cpu_torch=False)
+
+
+# The patches scripts/horovod_source.sh applies: file of the sdist, what it must find, what it
+# writes (C++17; C++20 for the PyTorch extension; TensorFlow 2.19+'s XLA builder header, its
+# absl::StatusOr and the highwayhash/farmhash include dirs; with --cpu-torch no CUDA for torch)
+XLA_OPS = "${PROJECT_SOURCE_DIR}/horovod/tensorflow/xla_mpi_ops.cc"
+PATCHES = [
+    ("CMakeLists.txt", "set(CMAKE_CXX_STANDARD 14)\n", "set(CMAKE_CXX_STANDARD 17)\n"),
+    ("horovod/torch/CMakeLists.txt", "    set(CMAKE_CXX_STANDARD 14)\n", "    set(CMAKE_CXX_STANDARD 20)\n"),
+    ("horovod/tensorflow/xla_mpi_ops.cc", '#include "tensorflow/compiler/xla/client/xla_builder.h"\n',
+     '#include "tensorflow/compiler/xla/hlo/builder/xla_builder.h"\n'),
+    ("horovod/tensorflow/xla_mpi_ops.cc", "::xla::StatusOr<::xla::XlaOp> A();\n::xla::StatusOr<::xla::XlaOp> B();\n",
+     "absl::StatusOr<::xla::XlaOp> A();\nabsl::StatusOr<::xla::XlaOp> B();\n"),
+    ("horovod/tensorflow/CMakeLists.txt", f'list(APPEND TF_SOURCES "{XLA_OPS}")\n',
+     f'list(APPEND TF_SOURCES "{XLA_OPS}")\nset_source_files_properties("{XLA_OPS}" PROPERTIES INCLUDE_DIRECTORIES '
+     '"${Tensorflow_INCLUDE_DIRS}/external/highwayhash;${Tensorflow_INCLUDE_DIRS}/external/farmhash_archive/src")\n'),
+    ("cmake/Modules/FindPytorch.cmake",
+     '  "print(True if ((torch.version.cuda is not None) and (CUDA_HOME is not None)) else False)"\n',
+     '  "print(False)"\n'),
+]
+CPU_TORCH_ONLY = "cmake/Modules/FindPytorch.cmake"
+
+
+def test_the_source_script_holds_each_patch():
+    text = re.sub(r"\\\n\s*", " ", SOURCE_SCRIPT.read_text())
+    for pattern in ("'^set(CMAKE_CXX_STANDARD 14)$' 'set(CMAKE_CXX_STANDARD 17)'",
+                    "horovod/torch/CMakeLists.txt '^\\( *\\)set(CMAKE_CXX_STANDARD 14)$' "
+                    "'\\1set(CMAKE_CXX_STANDARD 20)'",
+                    "'#include \"tensorflow/compiler/xla/hlo/builder/xla_builder.h\"'",
+                    "'::xla::StatusOr<::xla::XlaOp>' 'absl::StatusOr<::xla::XlaOp>' g",
+                    "/external/highwayhash;", "/external/farmhash_archive/src"):
+        assert pattern in text, pattern
+    cpu_torch = text[text.index('if [ "$CPU_TORCH" = --cpu-torch ]'):]
+    assert re.match(r"if \[ \"\$CPU_TORCH\" = --cpu-torch \]; then\s+patch_source cmake/Modules/FindPytorch.cmake\s+"
+                    r"'print\(True if .*\) else False\)' 'print\(False\)'\s+elif", cpu_torch), cpu_torch
+    assert "horovod==0.28.1" in text and text.count("patch_source ") == len(PATCHES)
+
+
+def run_source_script(tmp_path: Path, tree: dict[str, str], *options: str) -> subprocess.CompletedProcess:
+    """scripts/horovod_source.sh on a fake sdist holding ``tree``, with a ``python`` on PATH
+    that stands in for ``pip download`` (it puts that sdist where ``-d`` says)."""
+    sdist = tmp_path / "horovod-0.28.1.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        for name, text in tree.items():
+            path = tmp_path / "tree" / "horovod-0.28.1" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        tar.add(tmp_path / "tree" / "horovod-0.28.1", arcname="horovod-0.28.1")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" > {tmp_path}/pip-args\n'
+        'while [ $# -gt 0 ]; do\n'
+        f'    if [ "$1" = -d ]; then mkdir -p "$2" && cp {sdist} "$2/"; fi\n'
+        '    shift\n'
+        'done\n')
+    (bin_dir / "python").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LC_ALL": "C"}
+    return subprocess.run(["bash", str(SOURCE_SCRIPT), str(tmp_path / "hvd"), *options],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def original_tree() -> dict[str, str]:
+    tree: dict[str, str] = {}
+    for name, before, _ in PATCHES:
+        tree[name] = tree.get(name, "# Horovod 0.28.1\n") + before
+    return tree
+
+
+@pytest.mark.parametrize("cpu_torch", [True, False])
+def test_the_source_script_patches_the_sdist_and_prints_its_folder(tmp_path, cpu_torch):
+    done = run_source_script(tmp_path, original_tree(), *(["--cpu-torch"] if cpu_torch else []))
+    assert done.returncode == 0, done.stderr
+    src = tmp_path / "hvd" / "horovod-0.28.1"
+    assert done.stdout == f"{src}\n"
+    assert "--no-binary :all: --no-deps horovod==0.28.1 -d" in (tmp_path / "pip-args").read_text()
+    for name, before, after in PATCHES:
+        text = (src / name).read_text()
+        patched = cpu_torch or name != CPU_TORCH_ONLY
+        assert (after in text) is patched and (before in text) is (not patched or before in after), name
+
+
+@pytest.mark.parametrize("index", range(len(PATCHES)), ids=lambda i: PATCHES[i][0].rsplit("/", 1)[-1] + str(i))
+def test_the_source_script_stops_where_a_pattern_is_missing(tmp_path, index):
+    tree = original_tree()
+    name, before, _ = PATCHES[index]
+    tree[name] = tree[name].replace(before, "")
+    done = run_source_script(tmp_path, tree, "--cpu-torch")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("horovod_source: Horovod source not as expected:"), done.stderr
+    assert done.stderr.strip().endswith(f"not in {name}") and done.stderr.count("\n") == 1
+
+
+def test_the_source_script_refuses_an_unknown_option(tmp_path):
+    done = run_source_script(tmp_path, original_tree(), "--gpu-torch")
+    assert done.returncode == 1 and done.stdout == "" and "unknown option --gpu-torch" in done.stderr
 
 
 def test_cpu_image_tensorflow_is_pyprojects():
-    assert c.pinned_packages(shipped("x86_64-onednn"))["tensorflow-cpu"] == pyproject_pins()["tensorflow-cpu"]
+    pins, pyproject = c.pinned_packages(shipped("x86_64-onednn")), pyproject_pins()
+    assert (pins["tensorflow"], pins["tf-keras"]) == (pyproject["tensorflow"], pyproject["tf-keras"])
+    assert "tensorflow-cpu" not in pins and "tensorflow-cpu" not in pyproject
 
 
 def check_cuda_matches_cpu(gpu_def: c.Definition, cpu_def: c.Definition) -> None:
     """GPU and CPU numbers compare one TensorFlow: the CUDA build of the CPU image's version
     (and of pyproject's), with the same tf_keras and Horovod."""
     cpu, gpu = c.pinned_packages(cpu_def), c.pinned_packages(gpu_def)
-    assert gpu["tensorflow"] == cpu["tensorflow-cpu"] == pyproject_pins()["tensorflow-cpu"]
+    assert gpu["tensorflow"] == cpu["tensorflow"] == pyproject_pins()["tensorflow"]
     assert (gpu["tf-keras"], gpu["horovod"]) == (cpu["tf-keras"], cpu["horovod"])
     assert "tensorflow-cpu" not in gpu  # the CPU wheel beside the CUDA one would shadow it
     assert f"'tensorflow[and-cuda]=={gpu['tensorflow']}'" in gpu_def.sections["post"]
@@ -150,13 +292,13 @@ def test_cuda_image_pins_the_cpu_images_tensorflow():
 
 
 @pytest.mark.parametrize("old, new", [
-    ("'tensorflow[and-cuda]==2.18.1'", "'tensorflow[and-cuda]==2.18.0'"),
-    ("'tensorflow[and-cuda]==2.18.1'", "tensorflow==2.18.1"),  # the CUDA libraries left out
-    ("horovod==0.28.1", "horovod==0.28.0"),
+    ("'tensorflow[and-cuda]==2.21.0'", "'tensorflow[and-cuda]==2.20.0'"),
+    ("'tensorflow[and-cuda]==2.21.0'", "tensorflow==2.21.0"),  # the CUDA libraries left out
+    ("tf_keras==2.21.0", "tf_keras==2.20.0"),
+    ('"$HVD_SRC"', "horovod==0.28.0"),
 ])
 def test_cuda_image_drifting_from_the_cpu_image_fails_the_check(tmp_path, old, new):
-    path = tmp_path / "x86_64-cuda.def"
-    path.write_text((REPO / "containers/x86_64-cuda.def").read_text().replace(old, new))
+    path = mutated(tmp_path, "x86_64-cuda", old, new)
     with pytest.raises(AssertionError):
         check_cuda_matches_cpu(c.parse_definition(path), shipped("x86_64-onednn"))
 
@@ -174,7 +316,14 @@ def test_cuda_image_builds_horovod_with_nccl_and_reports_the_cuda_stack():
     test = d.sections["test"]
     assert "tf.sysconfig.get_build_info()" in test and "is_cuda_build" in test
     assert "hvd.nccl_built()" in test
-    assert f'assert v == "{d.labels["nccl"]}"' in test  # the NCCL label is what is installed
+    # the NCCL and cuDNN labels are what is installed: TensorFlow asks lower bounds only, so
+    # %post pins the wheels at the labels' versions
+    assert f'm.version("nvidia-nccl-cu12"); assert v == "{d.labels["nccl"]}"' in test
+    assert f'm.version("nvidia-cudnn-cu12"); assert v == "{d.labels["cudnn"]}"' in test
+    pins = c.pinned_packages(d, names=("nvidia-nccl-cu12", "nvidia-cudnn-cu12", "nvidia-cuda-runtime-cu12"))
+    assert (pins["nvidia-nccl-cu12"], pins["nvidia-cudnn-cu12"]) == (d.labels["nccl"], d.labels["cudnn"])
+    assert pins["nvidia-cuda-runtime-cu12"] == "12.5.82"  # CUDA 12.5.1's runtime, as the base
+    assert d.header["From"] == f"nvidia/cuda:{d.labels['cuda']}-devel-ubuntu22.04"
     assert "p.accelerator_fields()" in test
 
 
@@ -191,10 +340,7 @@ def test_cuda_pytorch_image_builds_one_horovod_with_nccl_and_reports_the_cuda_st
     assert "NCCL=/opt/venv/lib/python3.11/site-packages/nvidia/nccl" in post
     assert "apt-get purge -y --allow-change-held-packages libnccl2 libnccl-dev" in post
     assert "nvidia/nccl/lib" in d.environment["LD_LIBRARY_PATH"]
-    assert post.count("pip install --no-cache-dir --no-build-isolation /tmp/horovod/horovod-0.28.1") == 1
-    for path, standard in CXX_PATCHES.items():
-        assert re.search(rf"^ *grep -q '.*set\(CMAKE_CXX_STANDARD {standard}\)\$' {re.escape(path)}$",
-                         post, re.M), path
+    check_horovod_source(d, cpu_torch=False)  # its PyTorch extension keeps CUDA
     # one list of compute capabilities: the label's, torch's (checked by %test), Horovod's kernels'
     capabilities = [x.replace(".", "") for x in d.labels["cuda_compute_capabilities"].split()]
     assert env["HOROVOD_BUILD_CUDA_CC_LIST"] == ",".join(capabilities)
@@ -266,7 +412,7 @@ def test_install_env_reads_the_assignments_before_pip():
     assert c.install_env(d, "horovod") == {
         "HOROVOD_WITH_TENSORFLOW": "1", "HOROVOD_WITH_PYTORCH": "1", "HOROVOD_WITH_MPI": "1",
         "HOROVOD_WITH_GLOO": "1", "HOROVOD_WITHOUT_MXNET": "1", "MAKEFLAGS": "-j$(nproc)"}
-    assert c.install_env(d, "tensorflow-cpu") == {}
+    assert c.install_env(d, "tensorflow") == {}
 
 
 def _write(tmp_path, post, labels="    arch x86_64\n    variant onednn\n", extra=""):
@@ -278,9 +424,9 @@ def _write(tmp_path, post, labels="    arch x86_64\n    variant onednn\n", extra
 
 
 @pytest.mark.parametrize("post, message", [
-    ("    pip install tensorflow-cpu", "without an exact version"),
-    ("    pip install tensorflow-cpu>=2.18 \\\n      horovod==0.28.1", "without an exact version"),
-    ("    pip install tensorflow-cpu==2.18.1 tf_keras", "tf_keras"),
+    ("    pip install tensorflow", "without an exact version"),
+    ("    pip install tensorflow>=2.21 \\\n      horovod==0.28.1", "without an exact version"),
+    ("    pip install tensorflow==2.21.0 tf_keras", "tf_keras"),
     ("    conda install -y tensorflow-cpu=2.14", "without an exact version"),
     ("    pip install numpy==1.26.4", "no pinned tensorflow"),
 ])
@@ -289,8 +435,16 @@ def test_unpinned_or_missing_framework_is_rejected(tmp_path, post, message):
         c.validate_definition(_write(tmp_path, post))
 
 
+def test_tf_keras_with_its_dependencies_beside_or_after_tensorflow_is_valid(tmp_path):
+    for post in ("    pip install tensorflow==2.21.0 tf_keras==2.21.0",
+                 "    pip install tensorflow==2.21.0\n    pip install tf_keras==2.21.0"):
+        d = c.validate_definition(_write(tmp_path, post, labels="    arch x86_64\n    variant onednn\n"
+                                         "    tensorflow 2.21.0\n"))
+        assert c.pinned_packages(d) == {"tensorflow": "2.21.0", "tf-keras": "2.21.0"}
+
+
 def test_missing_section_or_label_is_rejected(tmp_path):
-    good = "    pip install tensorflow-cpu==2.18.1"
+    good = "    pip install tensorflow==2.21.0"
     c.validate_definition(_write(tmp_path, good))
     with pytest.raises(ValueError, match="lacks 'variant'"):
         c.validate_definition(_write(tmp_path, good, labels="    arch x86_64\n"))
@@ -304,37 +458,37 @@ def test_missing_section_or_label_is_rejected(tmp_path):
 
 
 def test_label_must_match_pinned_version(tmp_path):
-    path = _write(tmp_path, "    pip install tensorflow-cpu==2.18.1",
+    path = _write(tmp_path, "    pip install tensorflow==2.21.0",
                   labels="    arch x86_64\n    variant onednn\n    tensorflow 2.17.0\n")
     with pytest.raises(ValueError, match="label tensorflow 2.17.0"):
         c.validate_definition(path)
-    path = _write(tmp_path, "    pip install tensorflow-cpu==2.18.1 torch==2.14.1",
+    path = _write(tmp_path, "    pip install tensorflow==2.21.0 torch==2.15.0",
                   labels="    arch x86_64\n    variant onednn\n    torch 2.14.0\n")
-    with pytest.raises(ValueError, match="label torch 2.14.0 but %post installs 2.14.1"):
+    with pytest.raises(ValueError, match="label torch 2.14.0 but %post installs 2.15.0"):
         c.validate_definition(path)
-    path = _write(tmp_path, "    pip install tensorflow-cpu==2.18.1",
+    path = _write(tmp_path, "    pip install tensorflow==2.21.0",
                   labels="    arch x86_64\n    variant onednn\n    timm 1.0.31\n")
     with pytest.raises(ValueError, match="label timm 1.0.31 but %post installs none"):
         c.validate_definition(path)
 
 
 def test_a_pytorch_only_image_is_valid_and_unpinned_torch_is_not(tmp_path):
-    c.validate_definition(_write(tmp_path, "    pip install torch==2.14.1 torchvision==0.29.1 timm==1.0.31"))
-    for post in ("    pip install torch", "    pip install torch==2.14.1 torchvision>=0.29",
-                 "    pip install torch==2.14.1 timm"):
+    c.validate_definition(_write(tmp_path, "    pip install torch==2.15.0 torchvision==0.29.2 timm==1.0.31"))
+    for post in ("    pip install torch", "    pip install torch==2.15.0 torchvision>=0.29",
+                 "    pip install torch==2.15.0 timm"):
         with pytest.raises(ValueError, match="without an exact version"):
             c.validate_definition(_write(tmp_path, post))
 
 
 def test_a_package_built_from_its_downloaded_source_is_pinned_by_both_commands(tmp_path):
     """Horovod's patched sdist: ``pip download name==X`` then ``pip install .../name-X``."""
-    post = ("    pip install tensorflow-cpu==2.18.1\n"
+    post = ("    pip install tensorflow==2.21.0\n"
             "    pip download --no-binary :all: --no-deps horovod==0.28.1 -d /tmp/horovod\n"
             "    HOROVOD_WITH_PYTORCH=1 \\\n"
             "        pip install --no-build-isolation /tmp/horovod/horovod-0.28.1/\n"
             "    pip install --no-deps /opt/archbench")
     d = c.validate_definition(_write(tmp_path, post))
-    assert c.pinned_packages(d) == {"tensorflow-cpu": "2.18.1", "horovod": "0.28.1"}
+    assert c.pinned_packages(d) == {"tensorflow": "2.21.0", "horovod": "0.28.1"}
     assert c.install_env(d, "horovod") == {"HOROVOD_WITH_PYTORCH": "1"}
     assert c.install_env(d, "archbench") == {}
     # a download without a version, or a source tree whose name carries none, is not a pin
@@ -343,6 +497,45 @@ def test_a_package_built_from_its_downloaded_source_is_pinned_by_both_commands(t
     d = c.parse_definition(_write(tmp_path, post.replace("horovod==0.28.1 ", "").replace(
         "/tmp/horovod/horovod-0.28.1/", "/tmp/horovod/src")))
     assert "horovod" not in c.pinned_packages(d)
+
+
+def test_a_source_tree_a_copied_script_prints_is_pinned_by_the_scripts_download(tmp_path):
+    """``SRC=$(bash <a %files script> ...)`` then ``pip install "$SRC"``: the package and
+    version of the script's one ``pip download``, the script read where %files copies it from
+    (the repository root, above containers/)."""
+    (tmp_path / "containers").mkdir()
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts/src.sh"
+    script.write_text('python -m pip download -q --no-binary :all: --no-deps horovod==0.28.1 -d "$1" >&2\n'
+                      'echo "$1/horovod-0.28.1"\n')
+    path = tmp_path / "containers/x86_64-onednn.def"
+
+    def write(files="    scripts/src.sh /opt/x/src.sh\n", run="SRC=$(bash /opt/x/src.sh /tmp/h --cpu-torch)"):
+        path.write_text("Bootstrap: docker\nFrom: debian:bookworm\n%labels\n    arch x86_64\n    variant onednn\n"
+                        f"    horovod 0.28.1\n%files\n{files}%environment\n    export A=1\n%post\n"
+                        f"    pip install tensorflow==2.21.0\n    {run}\n"
+                        '    HOROVOD_WITH_PYTORCH=1 \\\n        pip install --no-build-isolation "$SRC"\n'
+                        "%test\n    python -c 'import tensorflow'\n")
+        return path
+
+    d = c.validate_definition(write())
+    assert c.files(d) == {"/opt/x/src.sh": "scripts/src.sh"}
+    assert c.pinned_packages(d) == {"tensorflow": "2.21.0", "horovod": "0.28.1"}
+    assert c.install_env(d, "horovod") == {"HOROVOD_WITH_PYTORCH": "1"}
+    # a script %files does not copy in, or a variable set otherwise, installs no pin
+    for d in (c.parse_definition(write(files="")), c.parse_definition(write(run="SRC=/tmp/h/src"))):
+        assert "horovod" not in c.pinned_packages(d) and c.install_env(d, "horovod") == {}
+    with pytest.raises(ValueError, match="label horovod 0.28.1 but %post installs none"):
+        c.validate_definition(write(files=""))
+    # the script missing from the repository, or downloading no exact version: one line
+    script.write_text('python -m pip download --no-deps horovod -d "$1"\n')
+    with pytest.raises(ValueError, match=r"scripts/src.sh downloads no one package at an exact version") as err:
+        c.validate_definition(write())
+    assert "\n" not in str(err.value)
+    script.unlink()
+    with pytest.raises(ValueError, match="%post runs scripts/src.sh, not in") as err:
+        c.pinned_packages(c.parse_definition(write()))
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("runtime", ["apptainer", "singularity"])

@@ -66,6 +66,10 @@ _HEADER = re.compile(r"^(\w+):\s*(.*?)\s*$")
 _REQ = re.compile(r"^([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(.*)$")
 # a local source tree or sdist named <name>-<version> (pip install /tmp/x/horovod-0.28.1)
 _SOURCE = re.compile(r"^([A-Za-z0-9_.]+?)-(\d[\w.]*?)(\.tar\.gz|\.zip)?$")
+# a %post variable set to the source tree a script prints (HVD_SRC=$(bash /opt/x/horovod_source.sh DIR))
+_SCRIPT_SOURCE = re.compile(r"^\s*(\w+)=\$\((?:bash|sh)\s+(\S+)[^)]*\)\s*$")
+# a pip argument that is one variable ("$HVD_SRC", ${HVD_SRC})
+_VARIABLE = re.compile(r"^\$\{?(\w+)\}?$")
 
 
 @dataclass
@@ -144,12 +148,17 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _requirement(arg: str, tool: str) -> tuple[str, str] | None:
+def _requirement(arg: str, tool: str,
+                 sources: Mapping[str, tuple[str, str]] | None = None) -> tuple[str, str] | None:
     """(normalised name, version spec) of one package argument of ``pip`` or ``conda``;
     a local path whose last part is ``<name>-<version>`` (a patched sdist's source tree,
-    say) reads as ``<name>==<version>``; None for an option or a path without a version."""
+    say) reads as ``<name>==<version>``, a variable of ``sources`` (:func:`_script_sources`)
+    as the package its script downloads; None for an option or a path without a version."""
     if arg.startswith("-"):
         return None
+    variable = _VARIABLE.match(arg)
+    if tool == "pip" and variable:
+        return (sources or {}).get(variable.group(1))
     if tool == "pip" and "/" in arg:
         source = _SOURCE.match(arg.rstrip("/").rsplit("/", 1)[-1])
         return (_normalise(source.group(1)), f"=={source.group(2)}") if source else None
@@ -168,6 +177,43 @@ def _pip_or_conda(tokens: Sequence[str]) -> tuple[str, list[str]] | None:
             if verb in tokens:
                 return "conda", list(tokens[tokens.index(verb) + 1:])
     return None
+
+
+def files(definition: Definition) -> dict[str, str]:
+    """``%files``: destination in the image -> source (relative to the directory the image
+    is built from, the repository root)."""
+    copied: dict[str, str] = {}
+    for line in definition.sections.get("files", "").splitlines():
+        words = line.split("#", 1)[0].split()
+        if words:
+            copied[words[1] if len(words) > 1 else words[0]] = words[0]
+    return copied
+
+
+def _script_sources(definition: Definition) -> dict[str, tuple[str, str]]:
+    """The %post variables set to the package source tree a script of ``%files`` prints
+    (``HVD_SRC=$(bash /opt/archbench/horovod_source.sh /tmp/horovod)``): variable ->
+    (normalised name, ``==version``) of the one ``pip download`` in that script, read where
+    %files copies it from: the repository root, the folder above ``containers/``."""
+    copied, name, root = files(definition), definition.path.name, definition.path.parent.parent
+    sources: dict[str, tuple[str, str]] = {}
+    for line in re.sub(r"\\\n", " ", definition.sections.get("post", "")).splitlines():
+        match = _SCRIPT_SOURCE.match(line)
+        if not match or match.group(2) not in copied:
+            continue
+        script = root / copied[match.group(2)]
+        if not script.is_file():
+            raise ValueError(f"{name}: %post runs {copied[match.group(2)]}, not in {root}")
+        downloads = []
+        for tokens in _commands(script.read_text(encoding="utf-8")):
+            command = _pip_or_conda(tokens)
+            if command and command[0] == "pip" and "download" in tokens:
+                downloads += [r for r in (_requirement(a, "pip") for a in command[1]) if r]
+        if len(downloads) != 1 or not re.fullmatch(r"==\d[\w.]*", downloads[0][1]):
+            raise ValueError(f"{name}: {copied[match.group(2)]} downloads no one package at an exact "
+                             "version (==X.Y.Z)")
+        sources[match.group(1)] = downloads[0]
+    return sources
 
 
 # a Debian package version: [epoch:]upstream[+repack][-revision] (1.13.1+dfsg-4 -> 1.13.1)
@@ -197,13 +243,16 @@ def pinned_packages(definition: Definition, names: Sequence[str] | None = None) 
     """Versions of the packages ``names`` (default: the measured ones, :func:`pinned_names`) installed in
     ``%post``, by normalised name.
 
-    Reads ``pip install`` and ``pip download`` (``name==version``, or a local source tree
-    or sdist ``.../name-version``), ``conda create|install`` (``name=version``) and
+    Reads ``pip install`` and ``pip download`` (``name==version``, a local source tree or
+    sdist ``.../name-version``, or ``"$VAR"``, the source tree a script copied in by %files
+    makes of its ``pip download``: :func:`_script_sources`), ``conda create|install``
+    (``name=version``) and
     ``apt-get install`` of Debian's builds (``python3-<name>=<Debian version>``, read as
     the upstream version: ``python3-torch=1.13.1+dfsg-4`` is torch 1.13.1) commands.
     Raises ValueError for an unpinned one of them.
     """
     names = pinned_names() if names is None else names
+    sources = _script_sources(definition)
     pins: dict[str, str] = {}
     for tokens in _commands(definition.sections.get("post", "")):
         for arg in _apt_packages(tokens) or ():
@@ -220,7 +269,7 @@ def pinned_packages(definition: Definition, names: Sequence[str] | None = None) 
             continue
         tool, args = command
         for arg in args:
-            requirement = _requirement(arg, tool)
+            requirement = _requirement(arg, tool, sources)
             if requirement is None or requirement[0] not in names:
                 continue
             name, spec = requirement
@@ -238,11 +287,12 @@ def pinned_packages(definition: Definition, names: Sequence[str] | None = None) 
 def install_env(definition: Definition, package: str) -> dict[str, str]:
     """The ``NAME=value`` assignments that prefix the ``pip install`` of ``package`` in
     ``%post`` (e.g. Horovod's ``HOROVOD_GPU_OPERATIONS=NCCL``); {} when there are none."""
+    sources = _script_sources(definition)
     for tokens in _commands(definition.sections.get("post", "")):
         if "pip" not in tokens or "install" not in tokens:
             continue
         args = tokens[tokens.index("install") + 1:]
-        if any((_requirement(a, "pip") or ("",))[0] == _normalise(package) for a in args):
+        if any((_requirement(a, "pip", sources) or ("",))[0] == _normalise(package) for a in args):
             return dict(t.split("=", 1) for t in tokens[:tokens.index("pip")] if "=" in t)
     return {}
 

@@ -42,14 +42,13 @@ def check_slurm_extra(text: str) -> None:
     user-written ``text`` sets an option the plugin manages, one a system key sets, or one
     not in :data:`SLURM_EXTRA_ALLOWED`."""
     # imported here: images install archbench without the workflow's packages, and their
-    # workers import archbench.plan.systems (which checks systems through this module);
-    # `pip install .` leaves the plugin out too (setup_env.sh installs it without its deps)
+    # workers import archbench.plan.systems (which checks systems through this module)
     try:
         from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
     except ImportError as exc:
         raise ValueError("cannot be checked: the Slurm executor plugin is not installed "
-                         "(pip install --no-deps snakemake-executor-plugin-slurm, at the version "
-                         "pyproject.toml pins; scripts/setup_env.sh does)") from exc
+                         "(pip install snakemake-executor-plugin-slurm, at the version "
+                         "pyproject.toml pins)") from exc
     for pattern, name in get_forbidden_slurm_options().items():
         if re.search(pattern, text):
             key = PLUGIN_OPTION_KEYS.get(name)
