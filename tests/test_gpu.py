@@ -115,7 +115,7 @@ def test_the_plan_warns_of_gpus_the_cuda_image_cannot_run(monkeypatch):
     kth = load_campaign_file("config/campaigns/kth-ornl-2019.yaml")
     _, text = campaign_plan(kth.name, kth.measurements, kth.systems)
     warned = {line.split()[2] for line in text.splitlines() if line.startswith("**Warning:**")}
-    # Kepler (K420 3.0, K80 3.7) predates TensorFlow 2.18's CUDA build; the V100 does not
+    # Kepler (K420 3.0, K80 3.7) predates TensorFlow 2.21's CUDA build; the V100 does not
     assert warned == {"tegner-k420", "tegner-k80", "kebnekaise-k80"}, text
 
 

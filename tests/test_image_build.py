@@ -40,6 +40,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, copy_workflow, in_ci, snakemake
 
+from archbench.plan import containers
 from archbench.plan.containers import image_digest
 from archbench.workloads.training import vendor_evidence
 
@@ -105,7 +106,10 @@ def ch_run(image: str, *argv: str, timeout: float = 600, workdir: Path | None = 
 PYTORCH_TRAIN = ("python3", "-m", "archbench.train", "--framework", "pytorch", "--model", "small_cnn",
                  "--batch-per-process", "8", "--image-size", "32", "--warmup-steps", "1", "--steps", "3",
                  "--intra-threads", "1", "--output", "rec.json")
-TORCH_VERSION = "2.14.1"
+# what containers/x86_64-onednn.def pins (its test checks pyproject pins the same)
+X86_PINS = containers.pinned_packages(containers.parse_definition(REPO / "containers/x86_64-onednn.def"))
+TORCH_VERSION = X86_PINS["torch"]
+TORCH_STACK = (TORCH_VERSION, X86_PINS["torchvision"], X86_PINS["timm"])
 
 
 def pytorch_record(image: str, workdir: Path, *, arch: str, timeout: float,
@@ -162,7 +166,7 @@ def test_x86_image_ran_every_step_of_its_definition(x86_image):
                  "import os, horovod.tensorflow as hvd, tensorflow as tf, archbench; "
                  "print(os.environ['TF_USE_LEGACY_KERAS'], os.environ['TF_ENABLE_ONEDNN_OPTS'], "
                  "tf.__version__, hvd.mpi_built(), hvd.gloo_built(), archbench.__file__)")
-    assert out.split() == ["1", "1", "2.18.1", "True", "True",
+    assert out.split() == ["1", "1", X86_PINS["tensorflow"], "True", "True",
                            "/usr/local/lib/python3.11/site-packages/archbench/__init__.py"]
     # what the host lent the build stayed out of the image
     assert ch_run(image, "sh", "-c", "ls /etc/pip.conf /etc/xdg/pip 2>&1 || true").count("No such") == 2
@@ -171,16 +175,16 @@ def test_x86_image_ran_every_step_of_its_definition(x86_image):
 def test_x86_image_builds_pytorch_and_one_horovod_for_both_frameworks(x86_image):
     image = x86_image["image"]
     labels = json.loads(ch_run(image, "cat", "/.singularity.d/labels.json"))
-    assert (labels["torch"], labels["torchvision"], labels["timm"]) == (TORCH_VERSION, "0.29.1", "1.0.31")
+    assert (labels["torch"], labels["torchvision"], labels["timm"]) == TORCH_STACK
     out = ch_run(image, "python3", "-c",
                  "import torch, torchvision, timm, numpy, horovod.torch as hvd, horovod.tensorflow as htf; "
                  "print(torch.__version__, torchvision.__version__, timm.__version__, numpy.__version__, "
                  "torch.backends.mkldnn.is_available(), hvd.mpi_built(), hvd.gloo_built(), "
                  "htf.mpi_built(), hvd.__file__ == htf.__file__.replace('tensorflow', 'torch'))")
-    # the index's x86_64 torch and torchvision are CUDA builds (+cu130, see the definition);
-    # TensorFlow's NumPy stayed
-    assert [word.split("+")[0] for word in out.split()] == [
-        TORCH_VERSION, "0.29.1", "1.0.31", "1.26.4", "True", "True", "True", "True", "True"]
+    # the index's x86_64 torch and torchvision are CUDA builds (+cu132, see the definition)
+    words = [word.split("+")[0] for word in out.split()]
+    assert words[:3] + words[4:] == [*TORCH_STACK, "True", "True", "True", "True", "True"]
+    assert words[3].split(".")[0] == "2"  # NumPy 2, which both frameworks take
 
 
 def test_pytorch_training_runs_inside_the_x86_image_on_onednn(x86_image, tmp_path):

@@ -246,9 +246,9 @@ def pinned_packages(definition: Definition, names: Sequence[str] | None = None) 
     Reads ``pip install`` and ``pip download`` (``name==version``, a local source tree or
     sdist ``.../name-version``, or ``"$VAR"``, the source tree a script copied in by %files
     makes of its ``pip download``: :func:`_script_sources`), ``conda create|install``
-    (``name=version``) and
-    ``apt-get install`` of Debian's builds (``python3-<name>=<Debian version>``, read as
-    the upstream version: ``python3-torch=1.13.1+dfsg-4`` is torch 1.13.1) commands.
+    (``name=version``) and ``apt-get install`` of Debian's builds (``python3-<name>=<Debian
+    version>``, read as the upstream version: ``python3-torch=1.13.1+dfsg-4`` is torch
+    1.13.1) commands.
     Raises ValueError for an unpinned one of them.
     """
     names = pinned_names() if names is None else names
