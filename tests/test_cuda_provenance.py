@@ -1,8 +1,9 @@
 """CUDA provenance in records: CUDA, cuDNN and NCCL versions and GPU models, from TensorFlow's
 build info, the NVIDIA wheels and Horovod (TensorFlow's ``accelerators``, which
-archbench.core.provenance reads through the frameworks' registry). A CUDA build cannot run
-here: its build info is fed as TensorFlow 2.18.1's CUDA wheel returns it; this machine's
-own records (tensorflow-cpu, no GPU) are checked for the empty values."""
+archbench.core.provenance reads through the frameworks' registry). No GPU is here: a GPU
+process's build info is fed as TensorFlow 2.18.1's CUDA wheel returns it; this machine's
+`tensorflow` wheel is a CUDA build that sees no GPU, and its CPU records are checked for
+the empty values."""
 
 from __future__ import annotations
 
@@ -77,13 +78,17 @@ def test_a_process_without_tensorflow_records_nothing(monkeypatch):
     assert {k: p.host_fields()[k] for k in p.no_accelerator()} == p.no_accelerator()
 
 
-def test_this_machines_tensorflow_is_a_cpu_build(monkeypatch):
+def test_this_machines_tensorflow_is_a_cuda_build_that_sees_no_gpu(monkeypatch):
+    """The `tensorflow` wheel (pyproject's, for tf_keras) is a CUDA build: the process
+    reports the build's CUDA and cuDNN and no GPU; a CPU run's record states none of them
+    (the next test)."""
     import tensorflow as tf
     monkeypatch.delitem(sys.modules, "torch", raising=False)  # an earlier test's (a CUDA build)
-    assert not tf.sysconfig.get_build_info().get("is_cuda_build")
+    info = tf.sysconfig.get_build_info()
+    assert info.get("is_cuda_build")
     fields = p.accelerator_fields()
-    assert fields == {"cuda_version": None, "cudnn_version": None, "nccl_version": None,
-                      "gpu_models": []}
+    assert fields == {"cuda_version": info["cuda_version"], "cudnn_version": info["cudnn_version"],
+                      "nccl_version": None, "gpu_models": []}
     fields["gpu_models"].append("x")  # callers get their own list, never the cached one
     assert p.accelerator_fields()["gpu_models"] == []
 

@@ -325,6 +325,7 @@ def fake_cuda_torch() -> SimpleNamespace:
 def test_a_record_states_a_cuda_stack_only_for_a_gpu_run(device, stack, monkeypatch):
     """A CUDA build of PyTorch training on the CPU: its record says no CUDA, cuDNN, NCCL."""
     monkeypatch.setitem(sys.modules, "torch", fake_cuda_torch())
+    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)  # a PyTorch run's process
     fields = provenance.host_fields(device)
     assert {k: fields[k] for k in stack} == stack
 

@@ -103,7 +103,9 @@ TOP_LEVEL_LIMIT = 12
 
 def layer_of(module: str) -> int | None:
     """The rank of ``module``'s layer (execute and results share one), None at the top."""
-    part = module.split(".")[1] if module.count(".") >= 1 else ""
+    if "." not in module:  # the package's __init__ stands above the layers, as cli does
+        return None
+    part = module.split(".")[1]
     for rank, layer in enumerate(LAYERS):
         if part == layer or part in layer:
             return rank

@@ -181,7 +181,9 @@ def test_the_supervisor_adds_only_what_the_workflow_knows(tmp_path, monkeypatch)
     r = supervisor.supervise(m, LOCAL, output=out, log_path=tmp_path / "rep0.log")
     assert r == read_record(out) and r["status"] == "ok"
     added = {k for k in r if r[k] != written.get(k)}
-    assert added <= set(supervisor.WORKFLOW_FIELDS) | {"run_id", "config_hash", "log_path"}
+    # and what the supervisor measures around its worker: the machine's other load
+    assert added <= set(supervisor.WORKFLOW_FIELDS) | {"run_id", "config_hash", "log_path",
+                                                       "host_load", "host_busy"}
     assert r["vendor_library"] == "onednn-acl"  # the worker's, not the declared onednn
     assert (r["experiment"], r["system"], r["scaling_unit"]) == ("e", "local", "nodes")
     assert r["config_id"] == m["config_id"] and r["run_id"] == f"{m['config_id']}/rep0"
