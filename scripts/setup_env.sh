@@ -45,7 +45,8 @@ if command -v mpirun >/dev/null 2>&1 && ! horovod_ok; then
     echo "setup: building Horovod 0.28.1 with TensorFlow, PyTorch, MPI and Gloo (5 to 20 minutes on 2 cores)"
     HVD_TMP=$(mktemp -d)
     trap 'rm -rf "$HVD_TMP"' EXIT
-    HVD_SRC=$(PATH="$VENV/bin:$PATH" bash scripts/horovod_source.sh "$HVD_TMP" --cpu-torch)
+    # an absolute python: pip prepares the sdist's metadata from inside its folder
+    HVD_SRC=$(PATH="$(cd "$VENV/bin" && pwd):$PATH" bash scripts/horovod_source.sh "$HVD_TMP" --cpu-torch)
     HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
     HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS=${MAKEFLAGS:--j$(nproc)} \
         $PIP install -q --no-build-isolation "$HVD_SRC"
