@@ -9,7 +9,8 @@ SquashFS image), then archbench run inside them with Charliecloud's ch-run.
 - aarch64 (containers/aarch64-acl.def, HOROVOD=0) under qemu-user emulation: TensorFlow
   training with oneDNN on and off and one kernel; the records say arch aarch64, and the
   oneDNN-on run's vendor evidence names the Arm Compute Library and the share of reference
-  fallbacks; and one PyTorch training measurement, its evidence the Arm Compute Library too;
+  fallbacks; and one PyTorch training measurement, its evidence whichever library ran (torch
+  2.15.0's wheel showed oneDNN without ACL, 2.14.1's ran ACL);
   and one with math mode bf16 (ACL's fast math), whose evidence says whether bf16 kernels
   ran, checked against the emulated CPU's BF16 capability.
 - ppc64le (containers/ppc64le-debian.def) under emulation: Debian 12's own PyTorch 1.13.1
