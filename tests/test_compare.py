@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from archbench import cli
 from archbench.core import metrics
-from archbench.core.record import config_id, make_record, raw_path, schema, write_record
+from archbench.core.fields import config_id
+from archbench.core.record import make_record, raw_path, schema, write_record
 from archbench.core.validate import ConfigError
 from archbench.inputs import check_inputs
 from archbench.plan.campaign import load_campaign

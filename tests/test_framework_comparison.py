@@ -12,7 +12,7 @@ import pytest
 from test_compare import configuration, run_record
 from test_experiments import expand
 
-from archbench.core.record import config_id
+from archbench.core.fields import config_id
 from archbench.plan.campaign import ConfigError
 from archbench.plan.containers import pinned_names, version_labels
 from archbench.results import artifacts

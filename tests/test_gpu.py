@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from archbench.core.record import config_id, make_record
+from archbench.core.fields import config_id
+from archbench.core.record import make_record
 from archbench.workloads import gpu
 
 

@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from archbench.core.record import config_id, make_record, write_record
+from archbench.core.fields import config_id
+from archbench.core.record import make_record, write_record
 from archbench.plan.experiment_types import EXPERIMENT_TYPES
 from archbench.plan.experiment_types.base import expand_with_skips
 from archbench.results.collect import collect

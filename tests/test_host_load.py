@@ -19,7 +19,8 @@ from test_precision_speedup import BF16, FP32, runs
 from test_run import SYSTEM, measurement
 
 from archbench.core import hostload
-from archbench.core.record import config_id, read_record
+from archbench.core.fields import config_id
+from archbench.core.record import read_record
 from archbench.execute import supervisor
 from archbench.plan.jobs import job_resources
 from archbench.results.collect import record_files, records_to_frame

@@ -20,7 +20,8 @@ from conftest import copy_workflow, snakemake
 from test_compare import configuration, run_record, write_set
 
 from archbench.core import provenance
-from archbench.core.record import config_id, raw_path, write_record
+from archbench.core.fields import config_id
+from archbench.core.record import raw_path, write_record
 from archbench.results import compare as compare_cli
 from archbench.results.record_sets import read_side
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from archbench.core.fields import DEFAULT_FRAMEWORK
 from archbench.plan.campaign import load_campaign_file
 from archbench.results import claims as published
 from archbench.results import imports as importer
 from archbench.results.claim_check import planned_runs
 from archbench.results.imports import ImportFormatError, read_import
 from archbench.results.tables import build_table
-from archbench.workloads.training import frameworks
 from archbench.workloads.training import settings as training_settings
 from archbench.workloads.training.settings import Setting
 
@@ -48,15 +48,15 @@ def test_a_framework_column_reads_as_that_frameworks_row(tmp_path):
     path = import_file(tmp_path, HEADER + ",framework",
                        "s,resnet50,32,1,10,img/s,pytorch", "s,resnet50,32,2,19,img/s,")
     frame = read_import(path)
-    assert frame["framework"].tolist() == ["pytorch", frameworks.DEFAULT]
+    assert frame["framework"].tolist() == ["pytorch", DEFAULT_FRAMEWORK]
     claims = published.import_claims(path)
-    assert claims["framework"].tolist() == ["pytorch", frameworks.DEFAULT]
+    assert claims["framework"].tolist() == ["pytorch", DEFAULT_FRAMEWORK]
 
 
 def test_a_row_without_a_framework_is_the_registrys_default(tmp_path):
     frame = read_import(import_file(tmp_path, HEADER, "s,resnet50,32,1,10,img/s"))
-    assert frame["framework"].tolist() == [frameworks.DEFAULT] == ["tensorflow"]
-    assert importer.default_of("framework") == frameworks.DEFAULT
+    assert frame["framework"].tolist() == [DEFAULT_FRAMEWORK] == ["tensorflow"]
+    assert importer.default_of("framework") == DEFAULT_FRAMEWORK
     # the columns a paper may leave unstated stay unstated, not the training defaults
     assert frame[["intra_threads", "inter_threads", "vendor_library_enabled", "data"]].isna().all().all()
 

@@ -346,7 +346,7 @@ def test_stream_memory_host_is_a_gpu_only_setting():
     assert argv[argv.index("--device") + 1] == "gpu" and argv[argv.index("--memory") + 1] == "host"
     device = expand({**experiment, "memory": "device"}, gpu_box(2))
     assert {c.get("device") for c in device} == {None, "gpu"}  # device memory: CPUs too
-    from archbench.core.record import config_id
+    from archbench.core.fields import config_id
     assert len({config_id(c) for c in device + confs}) == 3
     with pytest.raises(ConfigError, match="memory"):
         load_campaign(campaign({"kernels": ["stream"], "sizes": [8], "memory": "gpu"}))

@@ -23,6 +23,7 @@ from conftest import count_input
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from archbench.core.fields import DEFAULT_FRAMEWORK
 from archbench.results import claims as published
 from archbench.results.claims import check_imports
 from archbench.results.imports import (
@@ -38,7 +39,7 @@ from archbench.results.imports import (
     read_values,
 )
 from archbench.workloads.names import registered
-from archbench.workloads.training.frameworks import DEFAULT, strategies_of
+from archbench.workloads.training.frameworks import strategies_of
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data" / "published"
@@ -166,7 +167,7 @@ def cell(draw: st.DrawFn, column: str, columns: list[str]) -> str:
         unit = draw(st.sampled_from(sorted(UNITS)))
         return draw(st.sampled_from([unit, unit.lower(), unit.upper(), f" {unit} "]))
     if column == "strategy":  # a parameter_server row scales over workers: only beside them
-        runs = strategies_of(DEFAULT) if "model" in columns else registered("strategy")  # TF's row
+        runs = strategies_of(DEFAULT_FRAMEWORK) if "model" in columns else registered("strategy")  # TF's row
         return draw(st.sampled_from([s for s in runs
                                      if s != "parameter_server" or "workers" in columns]))
     if column == "scaling_unit":

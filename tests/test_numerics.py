@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from archbench.core.record import config_id, read_record
+from archbench.core.fields import config_id
+from archbench.core.record import read_record
 from archbench.core.validate import ConfigError
 from archbench.plan.campaign import load_campaign
 from archbench.workloads.training import benchmark as train

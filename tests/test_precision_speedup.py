@@ -9,7 +9,7 @@ import pytest
 from test_compare import ONEDNN, configuration, run_record
 
 from archbench.core import metrics
-from archbench.core.record import config_id
+from archbench.core.fields import config_id
 from archbench.results.collect import records_to_frame
 from archbench.results.figures import FIGURES, build_figure
 from archbench.results.tables import TABLES, build_table

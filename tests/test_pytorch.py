@@ -14,7 +14,8 @@ import sys
 import numpy as np
 import pytest
 
-from archbench.core.record import config_id, read_record
+from archbench.core.fields import config_id
+from archbench.core.record import read_record
 from archbench.workloads import sense
 from archbench.workloads.training import benchmark as train
 from archbench.workloads.training import frameworks

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from archbench.core.record import config_id, make_record
+from archbench.core.fields import config_id
+from archbench.core.record import make_record
 from archbench.plan.experiment_types import feeding
 from archbench.plan.systems import resolve_system
 from archbench.results import tables

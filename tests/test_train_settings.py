@@ -13,7 +13,8 @@ import pytest
 from test_run import SYSTEM as LOCAL
 from test_run import measurement
 
-from archbench.core.record import config_id, make_record, read_record, schema
+from archbench.core.fields import config_id
+from archbench.core.record import make_record, read_record, schema
 from archbench.execute import supervisor
 from archbench.plan.campaign import load_campaign
 from archbench.workloads.training import benchmark as train

@@ -6,7 +6,6 @@ every value (``throughput`` + ``throughput_unit``; ``metrics[name] = {value, uni
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -18,46 +17,23 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
+from archbench.core.fields import RECORD_DEFAULTS
 from archbench.core.files import MAX_RECORD_BYTES, UnsafeFile, atomic_path, read_regular
 from archbench.core.storage import Unwritable
 
 SCHEMA_VERSION = 1
-# The framework of a record or configuration that names none (those older than the field
-# ran TensorFlow); the framework registry's DEFAULT is this name.
-DEFAULT_FRAMEWORK = "tensorflow"
-# The numerics of a training record or configuration that names none (those older than the
-# fields trained so): the defaults of the settings of the same names; the id names the others.
-NUMERICS_DEFAULTS = {"precision": "fp32", "math_mode": "strict", "graph": "eager"}
-NUMERICS_ID = {"precision": "{}", "math_mode": "math{}", "graph": "{}"}  # id part of a value
-
-# Fields every configuration identity is built from (repetition excluded).
-CONFIG_FIELDS = (
-    "experiment", "experiment_type", "system", "arch", "kind", "model", "kernel", "data",
-    "strategy", "nodes", "processes_per_node", "workers", "intra_threads",
-    "inter_threads", "batch_per_process", "global_batch", "image_size", "problem_size",
-    "tile_size", "vendor_library", "vendor_library_enabled",
-    "device",  # cpu | gpu (tables read records before the field as cpu)
-    "framework",  # a registered framework (records before the field: DEFAULT_FRAMEWORK)
-    *NUMERICS_DEFAULTS,  # precision, math_mode, graph (records before them: the defaults)
-)
-
+# What a record that does not state a field holds: the identity fields' declarations
+# (archbench.core.fields), then the rest.
 DEFAULTS: dict[str, Any] = {
-    "schema_version": SCHEMA_VERSION, "experiment_type": None, "image": "host",
-    "image_sha256": None, "framework": DEFAULT_FRAMEWORK, "framework_version": "",
-    "cuda_version": None, "cudnn_version": None, "nccl_version": None, "gpu_models": [],
-    "vendor_library": None, "vendor_library_enabled": None, "vendor_evidence": None,
-    "vendor_mismatch": "", "model": None,
-    "kernel": None, "data": None, "strategy": None, "nodes": 1, "processes_per_node": 1,
-    "workers": 1, "gpus": None, "gpus_per_node": None, "device": None, "devices": [], "parameter_servers": None,
-    "variable_update": None, "scaling_unit": None, "intra_threads": 0, "inter_threads": 0, "batch_per_process": None,
-    "global_batch": None, "image_size": None, "problem_size": None, "tile_size": None,
+    **RECORD_DEFAULTS,
+    "schema_version": SCHEMA_VERSION, "image": "host", "image_sha256": None,
+    "framework_version": "", "cuda_version": None, "cudnn_version": None, "nccl_version": None,
+    "gpu_models": [], "vendor_evidence": None, "vendor_mismatch": "", "devices": [],
     "warmup_steps": None, "measured_steps": None, "step_times_s": [],
     "throughput": None, "throughput_unit": "", "metrics": {}, "loss_first": None,
     "loss_last": None, "loss_decreased": None, "status": "ok", "reason": "",
     "log_path": None, "env": {}, "hosts": [], "cpu_model": "", "slurm_job_id": None,
-    "slurm_nodes": None,
-    "git_commit": None, "config_hash": None, "precision": None, "math_mode": None, "graph": None,
-    "losses": [], "trial": None,
+    "slurm_nodes": None, "git_commit": None, "config_hash": None, "losses": [], "trial": None,
 }
 
 
@@ -70,37 +46,6 @@ def schema() -> dict:
     """The JSON schema of a result record."""
     text = resources.files("archbench").joinpath("schemas/record.schema.json").read_text()
     return json.loads(text)
-
-
-def config_id(configuration: dict) -> str:
-    """A readable, unique directory name for a configuration (repetition excluded): its
-    identifying fields, plus a hash of its ``tuning`` and ``env`` settings when it has any."""
-    c = configuration
-    if c["kind"] == "kernel":
-        parts = [c["kernel"], f"n{c.get('problem_size')}", f"t{c.get('tile_size') or 0}",
-                 f"w{c['workers']}", f"N{c['nodes']}"]
-    else:
-        vendor = {True: "vlon", False: "vloff", None: "vlna"}[c.get("vendor_library_enabled")]
-        parts = [c["model"], f"b{c['batch_per_process']}", f"N{c['nodes']}",
-                 f"p{c['processes_per_node']}", f"t{c['intra_threads']}",
-                 f"i{c['inter_threads']}", vendor, c["data"], c["strategy"]]
-        if c.get("parameter_servers"):
-            parts.append(f"ps{c['parameter_servers']}")
-        if c.get("variable_update"):  # records before the field (asynchronous) keep their ids
-            parts.append(c["variable_update"])
-    for name, default in NUMERICS_DEFAULTS.items():  # fp32 strict eager runs keep their ids
-        if c.get(name) not in (None, default):
-            parts.append(NUMERICS_ID[name].format(c[name]))
-    if c.get("framework", DEFAULT_FRAMEWORK) != DEFAULT_FRAMEWORK:  # the default's runs keep their ids
-        parts.append(c["framework"])
-    if c.get("device") == "gpu":  # CPU runs (and records before the field) keep their ids
-        parts.append(f"gpu{c.get('gpus_per_node') or ''}")
-    extra = dict(sorted(c.get("tuning", {}).items()))
-    if c.get("env"):
-        extra["env"] = c["env"]
-    if extra:
-        parts.append(hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:8])
-    return "_".join(str(p) for p in parts)
 
 
 def make_record(**fields: Any) -> dict:

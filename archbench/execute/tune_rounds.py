@@ -18,7 +18,8 @@ from typing import Mapping
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
-from archbench.core.record import NUMERICS_DEFAULTS, RecordError, raw_path, read_record
+from archbench.core.fields import NUMERICS_DEFAULTS
+from archbench.core.record import RecordError, raw_path, read_record
 from archbench.plan.experiment_types.tune import plan_of, point_fields, study_key
 from archbench.plan.placeholders import choice_file, study_dir
 from archbench.plan.tuner import StudyMismatch, Tuner, key

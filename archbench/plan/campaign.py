@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from archbench.core.fields import config_id
 from archbench.core.hardware import hardware_threads
-from archbench.core.record import config_id, raw_path
+from archbench.core.record import raw_path
 from archbench.core.validate import ConfigError, check, key_path, load_schema, schema_error
 from archbench.core.yamlio import check_values, load_yaml_file
 from archbench.plan.containers import image_keys, image_name, parse_definition

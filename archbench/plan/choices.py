@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from archbench.core.record import NUMERICS_DEFAULTS
+from archbench.core.fields import NUMERICS_DEFAULTS
 from archbench.plan.experiment_types.tune import searched_settings
 
 # The layout a choice makes: counts (the best layout's fields, and what follows from them).

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from archbench.core import fields
 from archbench.workloads.training.frameworks import FRAMEWORKS
 
 RUNTIMES = ("apptainer", "singularity", "charliecloud", "none")
@@ -511,9 +512,9 @@ def shell_join(argv: Sequence[str]) -> str:
 
 
 # what an image's %labels may restrict, each to the values it lists (space-separated): the
-# numerics settings (NUMERICS_DEFAULTS) and the strategy. An image that names none of a
+# numerics settings (archbench.core.fields.NUMERICS) and the strategy. An image that names none of a
 # setting runs every value its frameworks declare (frameworks.Framework.runs).
-CAPABILITY_LABELS = ("precision", "math_mode", "graph", "strategy")
+CAPABILITY_LABELS = (*fields.NUMERICS, "strategy")
 
 
 def image_frameworks(definition: Definition) -> dict[str, str]:
@@ -529,11 +530,10 @@ def image_lacks(definition: Definition, measurement: Mapping) -> str:
     for kernels): a framework it does not hold (:func:`image_frameworks`), Horovod where it
     has none (no ``horovod`` label), or a value of a :data:`CAPABILITY_LABELS` setting its
     label does not list (Debian's PyTorch 1.13: eager only, no fp32_precision math modes)."""
-    from archbench.core.record import DEFAULT_FRAMEWORK, NUMERICS_DEFAULTS
     if measurement.get("kind", "train") != "train":
         return ""
     held = image_frameworks(definition)
-    name = measurement.get("framework") or DEFAULT_FRAMEWORK
+    name = measurement.get("framework") or fields.DEFAULT_FRAMEWORK
     label = FRAMEWORKS[name].label if name in FRAMEWORKS else name
     if name not in held:
         has = ", ".join(f"{FRAMEWORKS[f].label} {v}" for f, v in held.items()) or "none"
@@ -541,7 +541,7 @@ def image_lacks(definition: Definition, measurement: Mapping) -> str:
     strategy = measurement.get("strategy", "single")
     if strategy == "horovod" and not definition.labels.get("horovod"):
         return f"has no Horovod (strategy horovod; its {label} is {held[name]})"
-    defaults = {**NUMERICS_DEFAULTS, "strategy": "single"}
+    defaults = {**fields.NUMERICS_DEFAULTS, "strategy": "single"}
     for key in CAPABILITY_LABELS:
         allowed = definition.labels.get(key, "").split()
         value = measurement.get(key) or defaults[key]

@@ -33,16 +33,13 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from archbench.core.fields import CONFIG_FIELDS, READ_AS
 from archbench.core.provenance import config_hash
-from archbench.core.record import CONFIG_FIELDS, DEFAULTS, NUMERICS_DEFAULTS, raw_path, schema
+from archbench.core.record import DEFAULTS, raw_path, schema
 from archbench.plan.placeholders import choice_file, is_placeholder
 from archbench.workloads.kernels import KERNELS
-from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
 from archbench.workloads.training.outcome import THROUGHPUT_UNIT
 
-# What an unstated identity field means (records before the field ran on CPUs, in TensorFlow,
-# in fp32, strict, eager).
-READ_AS = {"device": "cpu", "framework": DEFAULT_FRAMEWORK, **NUMERICS_DEFAULTS}
 # A record's environment holds the planned variables and the host's: compared one by one.
 ENV = "env"
 # Planned fields a record states as found: the vendor library that ran (the probe's
@@ -61,7 +58,7 @@ def throughput_unit(record: Mapping[str, Any]) -> str | None:
 
 def compared_fields(measurement: Mapping[str, Any]) -> list[str]:
     """The record fields a measurement fixes: the identity fields (``CONFIG_FIELDS``) it
-    states or that have a meaning unstated (:data:`READ_AS`), then every other record
+    states or that have a meaning unstated (:data:`archbench.core.fields.READ_AS`), then every other record
     field it states (its environment apart), but those it states as found (:data:`FOUND`)."""
     known = schema()["properties"]
     identity = [f for f in CONFIG_FIELDS if (f in measurement or f in READ_AS) and f not in FOUND]

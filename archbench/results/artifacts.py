@@ -19,7 +19,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from archbench.core import escape
+from archbench.core import escape, fields
 from archbench.core.files import atomic_path, atomic_write_text
 from archbench.workloads.training.frameworks import FRAMEWORKS
 
@@ -33,13 +33,10 @@ FIGURE_METADATA = {
 }
 FAILED_STATUSES = ("oom", "timeout", "failed")
 # Human-readable headers of the Markdown and LaTeX tables (CSV keeps the column names).
+# The identity fields' headers are theirs (archbench.core.fields.HEADERS).
 LABELS = {
-    "batch_per_process": "batch per process", "processes_per_node": "proc/node",
-    "vendor_library": "vendor lib", "vendor_library_enabled": "vendor", "img_s": "img/s",
-    "intra_threads": "intra", "inter_threads": "inter", "global_batch": "global batch",
-    "problem_size": "size", "tile_size": "tile", "experiment_type": "type",
-    "io_overhead_percent": "I/O overhead %", "bandwidth_gb_s": "GB/s", "gflops": "GFLOP/s",
-    "math_mode": "math mode", "img_s_twin": "twin img/s", "n_twin": "twin n",
+    **fields.HEADERS, "img_s": "img/s", "io_overhead_percent": "I/O overhead %",
+    "bandwidth_gb_s": "GB/s", "gflops": "GFLOP/s", "img_s_twin": "twin img/s", "n_twin": "twin n",
     "loss_tail": "loss", "loss_tail_twin": "twin loss", "quality_flag": "loss departs",
 }
 # framework_comparison: each framework's side, headed by its short label ("TF img/s")

@@ -25,7 +25,7 @@ import pandas as pd
 
 from archbench.core.csvfile import ImportFormatError, show
 from archbench.core.metrics import global_batch
-from archbench.core.record import config_id
+from archbench.core.fields import config_id
 from archbench.plan.experiment_types.node_scaling import best_sources
 from archbench.results.claims import METRICS, identity_of, is_claims_file, read_claims
 from archbench.results.collect import env_text, mkl_env_text

@@ -36,7 +36,7 @@ count its series lack) is refused (:mod:`archbench.results.claim_check`). The
 settings an import row defaults are the exception
 (:func:`archbench.results.imports.setting_defaults`, today the framework): a claim (or an
 imported throughput) that names none is TensorFlow's
-(:data:`archbench.workloads.training.frameworks.DEFAULT`), as every
+(:data:`archbench.core.fields.DEFAULT_FRAMEWORK`), as every
 claim was before PyTorch ran beside it; a PyTorch claim says ``framework`` ``pytorch``.
 
 A malformed file raises :class:`archbench.results.imports.ImportFormatError` with one line naming

@@ -14,9 +14,11 @@ import math
 from typing import Iterator
 
 from archbench.core.metrics import global_batch
-from archbench.core.record import config_id, make_record
+from archbench.core.fields import config_id
+from archbench.core.record import make_record
 from archbench.workloads.kernels import KERNELS
-from archbench.workloads.training.frameworks import DEFAULT, FRAMEWORKS, strategies_of
+from archbench.core.fields import DEFAULT_FRAMEWORK
+from archbench.workloads.training.frameworks import FRAMEWORKS, strategies_of
 
 # Repetition factors: the mean of NOISE[:reps] is 1 for reps 1..5, the spread 4% of the mean.
 NOISE = {1: (1.0,), 2: (0.98, 1.02), 3: (0.98, 1.0, 1.02), 4: (0.98, 0.99, 1.01, 1.02),
@@ -59,7 +61,7 @@ def true_throughput(conf: dict) -> float:
         if conf["kernel"] == "stream":
             return 10.0 * speed * (1 + math.log2(conf["problem_size"]) / 30)  # GB/s
         return 8.0 * speed * conf["workers"] ** 0.9 * (conf["problem_size"] / 1024) ** 0.1
-    p = BASE_IMG_S[conf["model"]] * speed * framework_speed(conf.get("framework", DEFAULT))
+    p = BASE_IMG_S[conf["model"]] * speed * framework_speed(conf.get("framework", DEFAULT_FRAMEWORK))
     p *= conf["intra_threads"] ** 0.85 * conf["processes_per_node"] ** 0.9
     p *= 1.0 + conf["batch_per_process"] / 256
     p *= 1.3 if conf["vendor_library_enabled"] else 1.0
@@ -410,7 +412,7 @@ def axis_configurations() -> list[dict]:
     for (system, model), data in _grid((("sysa", "resnet50"), ("sysb", "alexnet")),
                                        ("synthetic", "real")):
         confs += [{**conf, "framework": other}
-                  for other in FRAMEWORKS if other != DEFAULT
+                  for other in FRAMEWORKS if other != DEFAULT_FRAMEWORK
                   for conf in _training_axes(system, model, vendor=True, data=data)
                   if conf["strategy"] in strategies_of(other)]
     for system, framework, (precision, math_mode, graph) in _grid(AXIS_SYSTEMS, tuple(FRAMEWORKS), (

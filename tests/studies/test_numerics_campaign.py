@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from archbench.core.record import NUMERICS_DEFAULTS
+from archbench.core.fields import NUMERICS_DEFAULTS
 from archbench.plan.campaign import load_campaign
 from archbench.workloads.training.models import MODELS
 

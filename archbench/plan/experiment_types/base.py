@@ -17,14 +17,13 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
+from archbench.core.fields import DEFAULT_FRAMEWORK, NUMERICS, config_id, filled
 from archbench.core.hardware import cores_of
 from archbench.core.metrics import global_batch
-from archbench.core.record import config_id
 from archbench.core.validate import ConfigError
 from archbench.workloads.training import settings
 from archbench.workloads.training.datasets import batch_beyond_data
-from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
-from archbench.workloads.training.frameworks import FRAMEWORKS, NUMERICS, cannot_run
+from archbench.workloads.training.frameworks import FRAMEWORKS, cannot_run
 from archbench.workloads.training.matrix import lacks
 from archbench.workloads.training.models import spec
 from archbench.workloads.training.settings import TUNING, Setting
@@ -235,11 +234,12 @@ def per_framework(experiment: dict, configurations: list[dict]) -> list[dict]:
         kept, dropped = [], []
         for conf in training:
             check_batch_fits_data(conf)
+            device = filled(conf)["device"]
             why = lacks(name, model=conf["model"], strategy=conf["strategy"],
-                        variable_update=conf.get("variable_update"), device=conf.get("device") or "cpu")
+                        variable_update=conf.get("variable_update"), device=device)
             if why:
                 raise ConfigError(f"framework: {why}")
-            why = cannot_run(name, device=conf.get("device") or "cpu", strategy=conf["strategy"],
+            why = cannot_run(name, device=device, strategy=conf["strategy"],
                              values={s.name: conf[s.planned] for s in settings.axes()
                                      if s.planned in conf})
             if why:

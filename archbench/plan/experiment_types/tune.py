@@ -15,6 +15,7 @@ import hashlib
 import json
 from dataclasses import astuple, dataclass
 
+from archbench.core.fields import NUMERICS
 from archbench.core.hardware import cores_of
 from archbench.core.metrics import global_batch
 from archbench.core.validate import ConfigError
@@ -30,7 +31,7 @@ from archbench.plan.experiment_types.base import (
 from archbench.plan.experiment_types.hybrid import hybrid_layouts
 from archbench.plan.tuning_plan import Round, Space, plan_rounds, rounds_cost, unit_cost
 from archbench.workloads.training import settings
-from archbench.workloads.training.frameworks import NUMERICS, cannot_run
+from archbench.workloads.training.frameworks import cannot_run
 from archbench.workloads.training.matrix import outside_matrix
 from archbench.workloads.training.settings import TUNING
 

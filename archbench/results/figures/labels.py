@@ -13,6 +13,8 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from archbench.core import fields
+from archbench.core.fields import NUMERICS
 from archbench.workloads.training import frameworks, strategies
 
 VENDOR_NAMES = {"onednn": "oneDNN", "mkl": "MKL", "mkldnn": "MKL-DNN", "mkl-dnn": "MKL-DNN",
@@ -59,41 +61,31 @@ def on_off(name: str) -> Callable[[object], str]:
     return text
 
 
+def _legend(field: fields.Field) -> Callable[[object], str]:
+    """The legend text of ``field``'s values (its declared ``legend``)."""
+    return lambda v: field.legend.format(number(v) if field.kind is int else v)
+
+
+# The identity fields' texts are theirs (archbench.core.fields: ``legend``); here the rest,
+# and the fields whose text needs a registry or a plural.
 FORMATS: dict[str, Callable[[object], str]] = {
-    "experiment": str,
-    "system": str,
+    **{f.name: _legend(f) for f in fields.FIELDS if f.legend},
     "device": lambda v: "GPU" if v == "gpu" else "CPU",
     "framework": lambda v: frameworks.label(str(v)),  # the registry's ``Framework.label``
-    "model": str,
-    "precision": str,  # fp32, bf16, fp16
-    "math_mode": lambda v: f"math {v}",  # fp32 math mode: strict, bf16, tf32
-    "graph": str,  # eager, compiled
-    "kernel": str,
     "series": str,
     "layout": str,
     "axis": str,
-    "data": lambda v: f"{v} data",
     "strategy": lambda v: strategies.label(str(v)),  # the registry's ``Strategy.label``
-    "batch_per_process": lambda v: f"batch {number(v)}",
-    "global_batch": lambda v: f"global batch {number(v)}",
-    "processes_per_node": lambda v: f"{number(v)} ppn",
     "gpus_per_node": lambda v: f"{number(v)} GPU{'' if number(v) == '1' else 's'}/node",
-    "intra_threads": lambda v: f"intra {number(v)}",
-    "inter_threads": lambda v: f"inter {number(v)}",
     "threads": _plural("thread"),
     "cores": _plural("core"),
     "nodes": _plural("node"),
     "workers": _plural("worker"),
     "gpus": lambda v: f"{number(v)} GPU{'' if number(v) == '1' else 's'}",
-    "parameter_servers": lambda v: f"{number(v)} PS",
-    "variable_update": lambda v: f"{v} update",
-    "scaling_unit": lambda v: f"over {v}",
     "mkl_settings": on_off("MKL settings"),
     "inter_setting": lambda v: f"inter-op {_setting(v)}",
     "intra_setting": lambda v: f"intra-op {_setting(v)}",
     "variant": lambda v: f"settings {v}",
-    "problem_size": lambda v: f"N={number(v)}",
-    "tile_size": lambda v: f"tile {number(v)}",
     "fusion_threshold_mb": lambda v: "no fusion" if float(v) == 0 else f"fusion {number(v)} MiB",
     "cycle_time_ms": lambda v: f"cycle {number(v)} ms",
     "n_choices": lambda v: f"{number(v)} choices",
@@ -103,7 +95,7 @@ FORMATS: dict[str, Callable[[object], str]] = {
 NAMED = ("framework",)
 # every column a figure may split by, in the order labels list them
 IDENTITY = (
-    "experiment", "system", "device", "framework", "precision", "math_mode", "graph", "model",
+    "experiment", "system", "device", "framework", *NUMERICS, "model",
     "kernel", "data",
     "vendor_library_enabled", "strategy", "series", "layout", "mkl_settings", "inter_setting",
     "intra_setting", "processes_per_node", "gpus_per_node", "intra_threads", "inter_threads", "threads", "cores", "batch_per_process",

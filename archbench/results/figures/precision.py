@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
+from archbench.core.fields import NUMERICS
 from archbench.results.figures.labels import label, varying
 from archbench.results.figures.plot import Layout, bar_figure
 from archbench.results.figures.style import Panel, in_order, no_data
@@ -14,7 +15,7 @@ from archbench.results.tables.precision import precision_speedup as speedup_tabl
 
 PANELS = ["system", "device"]
 # what names a configuration on the x axis: always these, then whatever else varies
-ALWAYS = ["model", "precision", "math_mode", "graph"]
+ALWAYS = ["model", *NUMERICS]
 OTHERS = ["experiment", "data", "strategy", "vendor_library_enabled", "nodes",
           "processes_per_node", "gpus_per_node", "intra_threads", "inter_threads",
           "batch_per_process", "image_size", "variant"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from archbench.core.fields import NUMERICS
 from archbench.core import metrics
 from archbench.results.tables.common import (
     of_kind,
@@ -19,7 +20,7 @@ from archbench.results.tables.common import (
 )
 
 GROUP = (
-    "experiment", "system", "framework", "precision", "math_mode", "graph",
+    "experiment", "system", "framework", *NUMERICS,
     "model", "data", "vendor_library_enabled", "nodes",
     "processes_per_node", "intra_threads", "inter_threads",
 )

@@ -14,12 +14,13 @@ from __future__ import annotations
 import pandas as pd
 
 from archbench.core.metrics import global_batch
-from archbench.core.record import config_id, raw_path
+from archbench.core.fields import NUMERICS, config_id
+from archbench.core.record import raw_path
 from archbench.plan.experiment_types.node_scaling import best_sources
 from archbench.results.tables.common import empty, sort_rows, summary_of
 from archbench.results.tables.training import best_per_group, hybrid_configurations
 
-GROUP = ("experiment", "system", "framework", "precision", "math_mode", "graph", "model", "data",
+GROUP = ("experiment", "system", "framework", *NUMERICS, "model", "data",
          "vendor_library_enabled")
 LAYOUT_FIELDS = ("processes_per_node", "intra_threads", "inter_threads", "batch_per_process")
 BEST_HYBRID_COLUMNS = (
@@ -49,7 +50,7 @@ def best_layout(best: pd.DataFrame, measurement: dict) -> dict | None:
     sources = best_sources(measurement["best_of"])
     rows = best[best["status"].eq("ok") & best["experiment"].isin(sources)
                 & best["system"].eq(measurement["system"]) & best["model"].eq(measurement["model"])]
-    for column in ("framework", "precision", "math_mode", "graph", "data", "vendor_library_enabled"):
+    for column in ("framework", *NUMERICS, "data", "vendor_library_enabled"):
         value = measurement.get(column)
         same = rows[column].eq(value).fillna(False).astype(bool)
         if value is not None and same.any():

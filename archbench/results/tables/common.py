@@ -14,27 +14,20 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from archbench.core import metrics
-from archbench.core.record import CONFIG_FIELDS, NUMERICS_DEFAULTS
+from archbench.core import fields, metrics
 from archbench.workloads.energy import KEYS as ENERGY_KEYS
-from archbench.workloads.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK
 from archbench.plan.experiment_types import feeding
 
 FAILURE_STATUSES = ("oom", "timeout", "failed")
 HAS_MEAN = ("ok", "partial")  # summary statuses whose mean is a measurement
 
+# one dtype per column: the identity fields' (archbench.core.fields), then the rest
 STRING_FIELDS = (
-    "experiment", "experiment_type", "system", "arch", "kind", "model", "kernel", "data",
-    "strategy", "vendor_library", "status", "reason", "throughput_unit", "config_id",
-    "run_id", "source", "variable_update", "scaling_unit", "env", "mkl_env", "kmp_read_by",
-    "device", "devices", "framework", *NUMERICS_DEFAULTS, "executed_precision", "evidence_label",
+    *fields.of_kind(str), "status", "reason", "throughput_unit", "config_id", "run_id", "source",
+    "env", "mkl_env", "kmp_read_by", "devices", "executed_precision", "evidence_label",
 )
-INT_FIELDS = (
-    "nodes", "processes_per_node", "workers", "intra_threads", "inter_threads",
-    "batch_per_process", "global_batch", "image_size", "problem_size", "tile_size",
-    "repetition", "gpus", "gpus_per_node", "parameter_servers",
-)
-BOOL_FIELDS = ("vendor_library_enabled", "host_busy")
+INT_FIELDS = (*fields.of_kind(int), "repetition")
+BOOL_FIELDS = (*fields.of_kind(bool), "host_busy")
 # record metrics a configuration's summary carries, by summary column: measured ones as
 # the mean over its ok runs, settings from any run (failure records name them too)
 MEASURED_METRICS = {
@@ -77,15 +70,13 @@ FLOAT_FIELDS = ("throughput", "reported_error", "measured_window_s", "host_other
 _BOOL_TEXT = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False,
               "yes": True, "no": False}
 
-# The identity of a configuration: the record's CONFIG_FIELDS (the device and framework
-# among them: a GPU and a CPU run, or a TensorFlow and a PyTorch run, never share a row),
-# what GPU and parameter-
-# server studies add (GPUs, the parameter-server count, the variable update) and the
-# scaling unit, plus the variant, the hash suffix campaign.config_id appends when a
-# configuration carries tuning or environment settings (e.g. MKL settings on/off); those
-# are not record fields of their own.
-SERIES_FIELDS = ("gpus", "gpus_per_node", "parameter_servers", "variable_update", "scaling_unit")
-KEYS = tuple(CONFIG_FIELDS) + SERIES_FIELDS + ("variant",)
+# The identity of a configuration: the record's configuration fields (the device and
+# framework among them: a GPU and a CPU run, or a TensorFlow and a PyTorch run, never share a
+# row) and the series fields GPU, parameter-server and scaling studies add
+# (archbench.core.fields), plus the variant, the hash suffix config_id appends when a
+# configuration carries tuning or environment settings (e.g. MKL settings on/off), which is
+# not a record field of its own.
+KEYS = fields.CONFIG_FIELDS + fields.SERIES_FIELDS + ("variant",)
 
 STATISTICS = tuple(metrics.STATISTIC_OF)  # what a campaign's tables report (``statistic:``)
 SUMMARY_STATS = (
@@ -136,11 +127,10 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
         if name not in out:
             out[name] = np.nan
         out[name] = pd.to_numeric(out[name], errors="raise").astype(float)
-    # records written before the fields ran on CPUs, in TensorFlow: one configuration, old or new
-    out["device"] = out["device"].fillna("cpu")
-    out["framework"] = out["framework"].fillna(DEFAULT_FRAMEWORK)
-    for name, default in NUMERICS_DEFAULTS.items():  # and in fp32, strict, eager
-        out[name] = out[name].fillna(default)
+    # records written before a field ran at its read_as (CPUs, TensorFlow, fp32, strict,
+    # eager): one configuration, old or new
+    for name, value in fields.READ_AS.items():
+        out[name] = out[name].fillna(value)
     variant = out["config_id"].str.extract(r"_([0-9a-f]{8})$", expand=False)
     out["variant"] = variant.fillna("").astype("string")
     return out

@@ -1,6 +1,6 @@
 """Framework against framework (docs/metrics.md, "Framework ratio"): every configuration
 run in two registered frameworks, side by side, each framework against the base its
-experiment names (``framework_base``; :data:`DEFAULT`, TensorFlow, unless named), e.g.
+experiment names (``framework_base``; :data:`DEFAULT_FRAMEWORK`, TensorFlow, unless named), e.g.
 PyTorch against TensorFlow.
 
 Two configurations are twins when their identity (:data:`common.KEYS`) agrees in all but
@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from archbench.core import metrics
-from archbench.workloads.training.frameworks import DEFAULT, FRAMEWORKS
+from archbench.core.fields import DEFAULT_FRAMEWORK, NUMERICS
+from archbench.workloads.training.frameworks import FRAMEWORKS
 from archbench.results.tables.common import (
     KEYS,
     empty,
@@ -39,14 +40,14 @@ from archbench.results.tables.common import (
 # recorded settings that stand for the variant (summary columns)
 SETTINGS = ("cores", "horovod_cycle_time_ms", "horovod_fusion_threshold_bytes", "mkl_env")
 IDENTITY = (
-    "experiment", "system", "device", "model", "precision", "math_mode", "graph",
+    "experiment", "system", "device", "model", *NUMERICS,
     "data", "strategy", "vendor_library",
     "vendor_library_enabled", "layout", "nodes", "processes_per_node", "gpus_per_node",
     "workers", "intra_threads", "inter_threads", "batch_per_process", "global_batch",
     "image_size", "cores", "variant",
 )
 SIDE = ("n", "img_s", "img_s_min", "img_s_max", "cv")
-ORDER = ("experiment", "system", "device", "model", "precision", "math_mode", "graph", "data", "strategy",
+ORDER = ("experiment", "system", "device", "model", *NUMERICS, "data", "strategy",
          "vendor_library_enabled", "nodes", "processes_per_node", "gpus_per_node",
          "intra_threads", "inter_threads", "batch_per_process", "cores", "variant")
 
@@ -178,7 +179,7 @@ def framework_comparison(df: pd.DataFrame, statistic: str | None = None,
     s = s[s["framework"].isin(list(FRAMEWORKS)).fillna(False).astype(bool)]
     if s.empty:
         return empty(columns())
-    base_of = s["experiment"].map(lambda e: bases.get(e, DEFAULT))
+    base_of = s["experiment"].map(lambda e: bases.get(e, DEFAULT_FRAMEWORK))
     values = _run_values(runs)
     parts = [_pairs(s[base_of.eq(base)], base, other, values)
              for base in FRAMEWORKS for other in FRAMEWORKS if other != base]

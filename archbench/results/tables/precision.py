@@ -3,7 +3,7 @@
 or graph, against its twin that runs fp32, strict, eager and is the same otherwise.
 
 Two configurations are twins when their identity (:data:`common.KEYS`) agrees in all but
-the three numerics settings (:data:`archbench.core.record.NUMERICS_DEFAULTS`): experiment,
+the three numerics settings (:data:`archbench.core.fields.NUMERICS`): experiment,
 system, device, framework, model, data, strategy, vendor setting, layout, threads, batch,
 image size and variant (the tuning and environment hash, which the numerics settings do not
 enter). Each row carries what the vendor probe saw execute (``executed_precision``) and the
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from archbench.core import metrics
-from archbench.core.record import NUMERICS_DEFAULTS
+from archbench.core.fields import NUMERICS, NUMERICS_DEFAULTS
 from archbench.results.tables.common import (
     KEYS,
     empty,
@@ -32,7 +32,6 @@ from archbench.results.tables.common import (
 )
 from archbench.results.tables.frameworks import _identity, _interval, _run_values
 
-NUMERICS = tuple(NUMERICS_DEFAULTS)  # precision, math_mode, graph
 COLUMNS = (
     "experiment", "system", "device", "framework", "model", "data", "strategy",
     "vendor_library_enabled", "nodes", "processes_per_node", "gpus_per_node", "intra_threads",

@@ -18,11 +18,10 @@ import numpy as np
 import pandas as pd
 
 from archbench.core import metrics
-from archbench.core.record import NUMERICS_DEFAULTS
+from archbench.core.fields import NUMERICS
 from archbench.results.tables.common import _to_bool, check_statistic, empty, normalise, of_kind, sort_rows
 
 GROUP = ("experiment", "system", "device", "framework", "model", "data")
-NUMERICS = tuple(NUMERICS_DEFAULTS)  # precision, math_mode, graph
 # the axes a configuration of the tuner's space is told apart by, as the table names them
 CONFIG = ("processes_per_node", "intra_threads", "inter_threads", "batch_per_process")
 HOROVOD = {"horovod_cycle_time_ms": "metric_horovod_cycle_time",

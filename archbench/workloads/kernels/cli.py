@@ -25,8 +25,9 @@ from typing import Sequence
 
 from archbench.core import provenance, storage
 from archbench.core.failures import exception_failure
+from archbench.core.fields import config_id
 from archbench.core.marks import mark
-from archbench.core.record import config_id, make_record, write_record
+from archbench.core.record import make_record, write_record
 from archbench.workloads import gpu
 from archbench.workloads.kernels import KERNELS
 from archbench.workloads.kernels import cluster as workers

@@ -26,7 +26,7 @@ import sys
 import traceback
 from typing import Sequence
 
-from archbench.core import provenance, storage
+from archbench.core import fields, provenance, storage
 from archbench.core.failures import exception_failure
 from archbench.core.marks import mark
 from archbench.core.record import write_record
@@ -70,7 +70,7 @@ def check(config: TrainRun) -> None:
     why = matrix.lacks(config.framework, model=config.model, strategy=config.strategy,
                            variable_update=config.variable_update, device=config.device,
                            values={name: getattr(config, name)
-                                   for name in (*frameworks.NUMERICS, "onednn")})
+                                   for name in (*fields.NUMERICS, "onednn")})
     if why:
         raise ValueError(f"--framework {config.framework}: {why}")
     for key in tuning_refused(config):

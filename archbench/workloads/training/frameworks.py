@@ -29,7 +29,7 @@ from importlib import metadata
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from archbench.core.record import DEFAULT_FRAMEWORK, NUMERICS_DEFAULTS
+from archbench.core.fields import NUMERICS
 from archbench.workloads.tfcluster import LaunchError
 from archbench.workloads.training.settings import SETTINGS
 
@@ -193,8 +193,6 @@ def add_plugins(value: str | None) -> None:
             FRAMEWORKS[name] = entry
 
 
-DEFAULT = DEFAULT_FRAMEWORK  # records and configurations older than the field ran TensorFlow
-
 
 def framework(name: str) -> Framework:
     """The registered framework ``name``; LaunchError naming the known ones otherwise."""
@@ -262,8 +260,6 @@ def cannot_run(name: str, *, device: str = "cpu", strategy: str | None = None,
     return numerics_conflict(values)
 
 
-# the settings whose values each framework declares it runs (``Framework.runs``)
-NUMERICS = tuple(NUMERICS_DEFAULTS)
 
 
 def numerics_conflict(values: Mapping[str, Any]) -> str:

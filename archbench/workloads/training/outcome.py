@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from archbench.core import metrics, provenance
-from archbench.core.record import config_id, make_record
+from archbench.core.fields import config_id
+from archbench.core.record import make_record
 from archbench.workloads.training import frameworks, settings, strategies
 from archbench.workloads.training.settings import TrainRun
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
-from archbench.core.record import DEFAULT_FRAMEWORK, NUMERICS_DEFAULTS
+from archbench.core.fields import BY_NAME
 from archbench.workloads import gpu
 from archbench.workloads.training.models import MODELS, spec
 
@@ -41,7 +41,7 @@ class Setting:
     worker writes it to the record field of that name. ``words``: planned (and recorded)
     values whose command-line word differs, e.g. True -> "on". ``probe``: the vendor-probe
     child takes it. ``identity``: it is part of the configuration id
-    (:func:`archbench.core.record.config_id` names it, or hashes it with the ``tuning``):
+    (:func:`archbench.core.fields.config_id` names it, or hashes it with the ``tuning``):
     runs differing in it are different configurations.
     ``omit_default``: a planned configuration leaves it out at its default (as a value
     under ``tuning``), so its id, hash and probe settings stay those of configurations
@@ -107,62 +107,65 @@ class Setting:
         return measurement.get(self.planned, ABSENT)
 
 
+def field_setting(name: str, *, swept: bool = False, **options: Any) -> Setting:
+    """The setting of identity field ``name`` (:data:`archbench.core.fields.FIELDS`): planned
+    and recorded under its name, part of the configuration id, defaulting to what an unstated
+    value reads as (the field's ``read_as``, where it declares one), and, ``swept``, an axis of
+    the same name."""
+    declared = {"planned": name, "recorded": True, "identity": True, "axis": name if swept else None}
+    if BY_NAME[name].read_as is not None:
+        declared["default"] = BY_NAME[name].read_as
+    return Setting(name=name, **{**declared, **options})
+
+
 ON_OFF = ("on", "off")
 ENABLED = {True: "on", False: "off"}
 
 SETTINGS: tuple[Setting, ...] = (
     # choices: the frameworks registry (benchmark.parser)
-    Setting(name="framework", default=DEFAULT_FRAMEWORK,
-            help="training framework (archbench/workloads/training/frameworks.py)",
-            planned="framework", recorded=True, probe=True, identity=True),
-    Setting(name="model", required=True, choices=lambda: sorted(MODELS), help="model to train",
-            planned="model", recorded=True, probe=True, identity=True),
-    Setting(name="batch_per_process", type=int, required=True, minimum=1, maximum=2**20,
-            help="images per step of one process", planned="batch_per_process", recorded=True,
-            probe=True, identity=True, axis="batch_per_process",
-            axis_help="Images per step of one process (at most 2^20), an axis."),
-    Setting(name="intra_threads", type=int, default=0, minimum=0,
-            help="intra-op threads (0 = the framework's default)",
-            planned="intra_threads", recorded=True, probe=True, identity=True),
-    Setting(name="inter_threads", type=int, default=1, minimum=0,
-            help="inter-op threads (0 = the framework's default)",
-            planned="inter_threads", recorded=True, probe=True, identity=True),
+    field_setting("framework", help="training framework (archbench/workloads/training/frameworks.py)",
+                  probe=True),
+    field_setting("model", required=True, choices=lambda: sorted(MODELS), help="model to train",
+                  probe=True),
+    field_setting("batch_per_process", swept=True, type=int, required=True, minimum=1, maximum=2**20,
+                  help="images per step of one process", probe=True,
+                  axis_help="Images per step of one process (at most 2^20), an axis."),
+    field_setting("intra_threads", type=int, default=0, minimum=0,
+                  help="intra-op threads (0 = the framework's default)", probe=True),
+    field_setting("inter_threads", type=int, default=1, minimum=0,
+                  help="inter-op threads (0 = the framework's default)", probe=True),
     Setting(name="onednn", default="on", choices=ON_OFF,
             help="vendor library: TF_ENABLE_ONEDNN_OPTS before TensorFlow loads; torch.backends.mkldnn in PyTorch",
             planned="vendor_library_enabled", words=ENABLED, recorded=True, probe=True,
             identity=True, axis="vendor_library",
             axis_help="Vendor math library (oneDNN on x86; in PyTorch its oneDNN, "
                       "torch.backends.mkldnn) on and/or off, an axis."),
-    Setting(name="data", default="synthetic", choices=("synthetic", "real"),
-            help="real = TFRecords of --data-dir (ImageNet models) or scikit-learn's digits "
-                 "(digits_cnn)",
-            planned="data", recorded=True, identity=True, axis="data",
-            axis_help="Input data, an axis: synthetic and/or real."),
+    field_setting("data", swept=True, default="synthetic", choices=("synthetic", "real"),
+                  help="real = TFRecords of --data-dir (ImageNet models) or scikit-learn's digits "
+                       "(digits_cnn)",
+                  axis_help="Input data, an axis: synthetic and/or real."),
     # numerics: each framework declares the values it runs on each device (its registry
     # entry's ``runs``); a planned configuration leaves them out at their defaults
-    Setting(name="precision", default=NUMERICS_DEFAULTS["precision"], choices=("fp32", "bf16", "fp16"),
-            help="arithmetic of the forward pass and the loss: fp32; bf16 or fp16 mixed "
-                 "precision (fp32 weights, torch.autocast / Keras mixed_bfloat16, "
-                 "mixed_float16; fp16 with loss scaling, GPUs only)",
-            planned="precision", recorded=True, probe=True, identity=True, axis="precision",
-            omit_default=True,
-            axis_help="Precision of the forward pass, an axis: fp32, bf16 and/or fp16 "
-                      "(mixed: fp32 weights; fp16 with loss scaling, GPUs only)."),
-    Setting(name="math_mode", default=NUMERICS_DEFAULTS["math_mode"], choices=("strict", "bf16", "tf32"),
-            help="how fp32 tensors are computed: strict fp32; bf16 inside the vendor "
-                 "library (oneDNN's fpmath mode, CPUs); tf32 (GPUs)",
-            planned="math_mode", recorded=True, probe=True, identity=True, axis="math_mode",
-            omit_default=True,
-            axis_help="fp32 math mode, an axis: strict, bf16 (fp32 tensors computed in bf16 "
-                      "by oneDNN, CPUs) and/or tf32 (GPUs); only with precision fp32."),
-    Setting(name="graph", default=NUMERICS_DEFAULTS["graph"], choices=("eager", "compiled"),
-            help="the step as the framework runs it by default (PyTorch eager, TensorFlow "
-                 "tf.function) or compiled (torch.compile, XLA jit_compile); the first "
-                 "step, which compiles, is timed apart (metric compile_s)",
-            planned="graph", recorded=True, probe=True, identity=True, axis="graph",
-            omit_default=True,
-            axis_help="How the step runs, an axis: eager (the framework's default) and/or "
-                      "compiled (torch.compile, XLA)."),
+    field_setting("precision", swept=True, choices=("fp32", "bf16", "fp16"),
+                  help="arithmetic of the forward pass and the loss: fp32; bf16 or fp16 mixed "
+                       "precision (fp32 weights, torch.autocast / Keras mixed_bfloat16, "
+                       "mixed_float16; fp16 with loss scaling, GPUs only)",
+                  probe=True, omit_default=True,
+                  axis_help="Precision of the forward pass, an axis: fp32, bf16 and/or fp16 "
+                            "(mixed: fp32 weights; fp16 with loss scaling, GPUs only)."),
+    field_setting("math_mode", swept=True, choices=("strict", "bf16", "tf32"),
+                  help="how fp32 tensors are computed: strict fp32; bf16 inside the vendor "
+                       "library (oneDNN's fpmath mode, CPUs); tf32 (GPUs)",
+                  probe=True, omit_default=True,
+                  axis_help="fp32 math mode, an axis: strict, bf16 (fp32 tensors computed in bf16 "
+                            "by oneDNN, CPUs) and/or tf32 (GPUs); only with precision fp32."),
+    field_setting("graph", swept=True, choices=("eager", "compiled"),
+                  help="the step as the framework runs it by default (PyTorch eager, TensorFlow "
+                       "tf.function) or compiled (torch.compile, XLA jit_compile); the first "
+                       "step, which compiles, is timed apart (metric compile_s)",
+                  probe=True, omit_default=True,
+                  axis_help="How the step runs, an axis: eager (the framework's default) and/or "
+                            "compiled (torch.compile, XLA)."),
     # the quality gate (experiment type quality): train until a validation accuracy
     Setting(name="target_accuracy", type=float, maximum=1,
             help="train until the validation accuracy reaches this fraction (real digits, "
@@ -184,10 +187,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(name="data_format", default="NHWC", choices=("NHWC", "NCHW"),
             help="tensor layout (NCHW fails clearly where the backend lacks it)",
             planned="data_format", probe=True),
-    Setting(name="device", default="cpu", choices=gpu.DEVICES,
-            help="gpu: each process trains on the GPU of its local rank and fails with "
-                 f"'{gpu.NO_GPU}' when it has none; cpu hides every GPU",
-            planned="device", recorded=True, identity=True),
+    field_setting("device", choices=gpu.DEVICES,
+                  help="gpu: each process trains on the GPU of its local rank and fails with "
+                       f"'{gpu.NO_GPU}' when it has none; cpu hides every GPU"),
     Setting(name="warmup_steps", type=int, default=10, minimum=0,
             help="untimed steps before the measured window (per worker)",
             planned="warmup_steps", recorded=True),
@@ -204,8 +206,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(name="seed", type=int, default=1234, help="random seed of the weights and the data",
             probe=True),
     # choices and help: the strategies registry (benchmark.parser)
-    Setting(name="strategy", default="single", help="the training strategy",
-            planned="strategy", recorded=True, identity=True),
+    field_setting("strategy", default="single", help="the training strategy"),
     # the record's nodes and processes per node are the layout the run found: these when given
     Setting(name="nodes", type=int, minimum=1,
             help="nodes of the run as planned (default: counted from the workers' hosts)",

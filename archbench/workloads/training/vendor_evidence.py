@@ -70,9 +70,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Callable, Sequence
 
+from archbench.core.fields import NUMERICS_DEFAULTS
 from archbench.core.files import MAX_RECORD_BYTES, atomic_write_text, read_regular
 from archbench.core.provenance import PERFORMANCE_ENV
-from archbench.core.record import NUMERICS_DEFAULTS
 from archbench.workloads.training.settings import command_line
 
 PROBE_BEGIN = "archbench-vendor-probe-begin"
@@ -241,7 +241,7 @@ def dtype_name(onednn: str) -> str:
     """A oneDNN data type (``f32``) in archbench's vocabulary (``fp32``)."""
     return DTYPE_NAMES.get(onednn, onednn)
 # the record fields that state what precision a run asked for, and their defaults (records
-# written before them ran fp32, strict, eager): core.record's NUMERICS_DEFAULTS
+# written before them ran fp32, strict, eager): core.fields' NUMERICS_DEFAULTS
 PRECISION_FIELD, MATH_MODE_FIELD, GRAPH_FIELD = NUMERICS_DEFAULTS
 DEFAULT_PRECISION, DEFAULT_MATH_MODE, DEFAULT_GRAPH = NUMERICS_DEFAULTS.values()
 # the record fields a numerics configuration is told apart by, each with what its absence means

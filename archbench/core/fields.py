@@ -1,0 +1,165 @@
+"""The identity fields of a configuration, each declared once in :data:`FIELDS`.
+
+A :class:`Field` is at once a record field (``record_default``: what a record that does not
+state it holds), a column of the tidy table and of every summary (``kind``: its dtype), a
+part of a configuration's identity (runs differing in it never share a summary row), the
+value a record, plan or import without it stands for (``read_as``: those written before
+the field existed ran so; filled once where they are loaded, left out where an id is made),
+a token of the configuration id (``token``) and a table header (``header``).
+
+The configuration id is :data:`TRAINING_ID` or :data:`KERNEL_ID` (the tokens of a run's
+kind, in a fixed order: ids are directory names of records already written), then
+:data:`ID_TAIL` (tokens left out at their ``read_as``, so older ids stay as they were),
+then a hash of the configuration's tuning and environment (:func:`config_id`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+MISSING = object()  # a field the configuration does not state
+
+
+@dataclass(frozen=True, kw_only=True)
+class Field:
+    """One identity field. ``kind``: str, int or bool. ``config``: part of the record's
+    configuration (:data:`CONFIG_FIELDS`); otherwise a series field, an identity column the
+    studies of GPUs, parameter servers and scaling add to tables. ``token``: its part of the
+    configuration id, a format of the value (``"b{}"``) or a function of the value (or
+    :data:`MISSING`) and the configuration giving the part, or None to leave it out.
+    ``numerics``: one of the numerics settings (:data:`NUMERICS`). ``required``: every
+    record states it (it has no ``record_default``). ``header``: its table header (else its
+    name); ``legend``: how a figure's series label names a value (``"batch {}"``; counts as
+    whole numbers), where a function of the figures does not (archbench.results.figures.labels)."""
+
+    name: str
+    kind: type = str
+    config: bool = True
+    required: bool = False
+    record_default: Any = None
+    read_as: Any = None
+    token: str | Callable[[Any, Mapping], str | None] | None = None
+    numerics: bool = False
+    header: str | None = None
+    legend: str | None = None
+
+    def id_part(self, configuration: Mapping) -> str | None:
+        """This field's token of ``configuration``'s id (None: left out)."""
+        if isinstance(self.token, str):
+            return self.token.format(configuration[self.name])
+        return self.token(configuration.get(self.name, MISSING), configuration)
+
+
+def _unless_read_as(default: Any, text: str = "{}") -> Callable[[Any, Mapping], str | None]:
+    """A token left out where the value is unset or the field's ``read_as``."""
+    return lambda value, _: None if value in (MISSING, None, default) else text.format(value)
+
+
+def _when_set(text: str = "{}") -> Callable[[Any, Mapping], str | None]:
+    """A token only where the value is set (ids planned before the field keep their form)."""
+    return lambda value, _: text.format(value) if value not in (MISSING, None, 0, "") else None
+
+
+VENDOR_TOKENS = {True: "vlon", False: "vloff", None: "vlna", MISSING: "vlna"}
+DEFAULT_FRAMEWORK = "tensorflow"  # what a record or configuration naming none ran
+
+FIELDS: tuple[Field, ...] = (
+    Field(name="experiment", required=True, legend="{}"),
+    Field(name="experiment_type", header="type"),
+    Field(name="system", required=True, legend="{}"),
+    Field(name="arch", required=True),
+    Field(name="kind", required=True),
+    Field(name="model", token="{}", legend="{}"),
+    Field(name="kernel", token="{}", legend="{}"),
+    Field(name="data", token="{}", legend="{} data"),
+    Field(name="strategy", token="{}"),
+    Field(name="nodes", kind=int, record_default=1, token="N{}"),
+    Field(name="processes_per_node", kind=int, record_default=1, token="p{}", header="proc/node",
+          legend="{} ppn"),
+    Field(name="workers", kind=int, record_default=1, token="w{}"),
+    Field(name="intra_threads", kind=int, record_default=0, token="t{}", header="intra", legend="intra {}"),
+    Field(name="inter_threads", kind=int, record_default=0, token="i{}", header="inter", legend="inter {}"),
+    Field(name="batch_per_process", kind=int, token="b{}", header="batch per process",
+          legend="batch {}"),
+    Field(name="global_batch", kind=int, header="global batch", legend="global batch {}"),
+    Field(name="image_size", kind=int),
+    Field(name="problem_size", kind=int, token=lambda value, _: f"n{None if value is MISSING else value}",
+          header="size", legend="N={}"),
+    Field(name="tile_size", kind=int, token=lambda value, _: f"t{(None if value is MISSING else value) or 0}",
+          header="tile", legend="tile {}"),
+    Field(name="vendor_library", header="vendor lib"),
+    Field(name="vendor_library_enabled", kind=bool, token=lambda value, _: VENDOR_TOKENS[value],
+          header="vendor"),
+    # a GPU run's token counts its GPUs per node; CPU runs (and records before the field) keep theirs
+    Field(name="device", read_as="cpu",
+          token=lambda value, c: f"gpu{c.get('gpus_per_node') or ''}" if value == "gpu" else None),
+    # a registered framework; the default's runs keep their ids (a stated None is named)
+    Field(name="framework", record_default=DEFAULT_FRAMEWORK, read_as=DEFAULT_FRAMEWORK,
+          token=lambda value, _: None if value in (MISSING, DEFAULT_FRAMEWORK) else str(value)),
+    # numerics: runs in fp32, strict, eager (and records before the fields) keep their ids
+    Field(name="precision", read_as="fp32", token=_unless_read_as("fp32"), numerics=True,
+          legend="{}"),
+    Field(name="math_mode", read_as="strict", token=_unless_read_as("strict", "math{}"),
+          numerics=True, header="math mode", legend="math {}"),
+    Field(name="graph", read_as="eager", token=_unless_read_as("eager"), numerics=True,
+          legend="{}"),
+    # series fields: identity columns of tables, not of the configuration id
+    Field(name="gpus", kind=int, config=False),
+    Field(name="gpus_per_node", kind=int, config=False),
+    Field(name="parameter_servers", kind=int, config=False, token=_when_set("ps{}"),
+          legend="{} PS"),
+    Field(name="variable_update", config=False, token=_when_set(), legend="{} update"),
+    Field(name="scaling_unit", config=False, legend="over {}"),
+)
+
+BY_NAME: Mapping[str, Field] = MappingProxyType({f.name: f for f in FIELDS})
+CONFIG_FIELDS = tuple(f.name for f in FIELDS if f.config)  # a record's configuration
+SERIES_FIELDS = tuple(f.name for f in FIELDS if not f.config)
+NUMERICS = tuple(f.name for f in FIELDS if f.numerics)  # precision, math_mode, graph
+READ_AS: Mapping[str, Any] = MappingProxyType({f.name: f.read_as for f in FIELDS if f.read_as is not None})
+NUMERICS_DEFAULTS: Mapping[str, str] = MappingProxyType({n: READ_AS[n] for n in NUMERICS})
+HEADERS: Mapping[str, str] = MappingProxyType({f.name: f.header for f in FIELDS if f.header})
+LEGENDS: Mapping[str, str] = MappingProxyType({f.name: f.legend for f in FIELDS if f.legend})
+RECORD_DEFAULTS: Mapping[str, Any] = MappingProxyType({f.name: f.record_default for f in FIELDS
+                                                      if not f.required})
+
+
+def of_kind(kind: type) -> tuple[str, ...]:
+    """The identity fields whose values are of ``kind`` (str, int or bool)."""
+    return tuple(f.name for f in FIELDS if f.kind is kind)
+
+
+TRAINING_ID = ("model", "batch_per_process", "nodes", "processes_per_node", "intra_threads",
+               "inter_threads", "vendor_library_enabled", "data", "strategy", "parameter_servers",
+               "variable_update")
+KERNEL_ID = ("kernel", "problem_size", "tile_size", "workers", "nodes")
+ID_TAIL = (*NUMERICS, "framework", "device")
+
+
+def filled(configuration: Mapping) -> dict:
+    """``configuration`` with every identity field it leaves unset (absent or None) at its
+    ``read_as``: what a record, plan or import written before the field stands for."""
+    out = dict(configuration)
+    for name, value in READ_AS.items():
+        if out.get(name) is None:
+            out[name] = value
+    return out
+
+
+def config_id(configuration: Mapping) -> str:
+    """A readable, unique directory name for a configuration (repetition excluded): its
+    tokens (:data:`TRAINING_ID` or :data:`KERNEL_ID`, then :data:`ID_TAIL`), plus a hash of
+    its ``tuning`` and ``env`` settings when it has any."""
+    c = configuration
+    names = (KERNEL_ID if c["kind"] == "kernel" else TRAINING_ID) + ID_TAIL
+    parts = [part for part in (BY_NAME[n].id_part(c) for n in names) if part is not None]
+    extra = dict(sorted(c.get("tuning", {}).items()))
+    if c.get("env"):
+        extra["env"] = c["env"]
+    if extra:
+        parts.append(hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:8])
+    return "_".join(parts)
