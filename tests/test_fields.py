@@ -8,12 +8,14 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+from importlib import resources
+from unittest.mock import ANY
 
 import pandas as pd
 import pytest
 
 from archbench.core import fields
-from archbench.core.record import DEFAULTS, schema
+from archbench.core.record import DEFAULTS, RecordError, make_record, schema
 from archbench.plan.campaign import load_campaign_file
 from archbench.plan.plan_match import mismatch
 from archbench.results import fabricated
@@ -53,6 +55,10 @@ def frozen_config_id(c: dict) -> str:
     return "_".join(str(p) for p in parts)
 
 
+RECORD = {"schema_version": 1, "run_id": "c/rep0", "config_id": "c", "repetition": 0,
+          "experiment": "e", "system": "s", "arch": "x86_64", "kind": "train",
+          "status": "failed", "reason": "r", "throughput": None, "throughput_unit": "img/s",
+          "start_time": "t", "end_time": "t"}
 CAMPAIGNS = sorted(glob.glob("config/campaigns/*.yaml")) + ["config/config.yaml"] + sorted(
     p for p in glob.glob("tests/campaigns/*.yaml") if "emulated" not in p)
 
@@ -84,20 +90,26 @@ def test_ids_of_edge_and_fabricated_configurations_keep_their_form(configuration
     assert fields.config_id(configuration) == frozen_config_id(configuration)
 
 
-def test_the_record_schema_types_each_field_as_declared():
+def test_the_record_schema_takes_each_field_from_its_declaration_alone():
+    text = resources.files("archbench").joinpath("schemas/record.schema.json").read_text()
+    assert not set(json.loads(text)["properties"]) & set(fields.BY_NAME)  # declared once
     properties, required = schema()["properties"], set(schema()["required"])
-    json_type = {str: "string", int: "integer", bool: "boolean"}
     for f in fields.FIELDS:
         prop = properties[f.name]
-        types = prop["type"] if isinstance(prop.get("type"), list) else [prop.get("type")]
+        assert prop == f.schema()
         if "enum" in prop:
             assert all(v is None or isinstance(v, f.kind) for v in prop["enum"]), f.name
             assert f.read_as is None or f.read_as in prop["enum"], f.name
-        else:
-            assert json_type[f.kind] in types, f.name
         assert (f.name in required) == f.required, f.name
         if not f.required:
             assert DEFAULTS[f.name] == f.record_default, f.name
+    assert properties["precision"] == {"enum": ["fp32", "bf16", "fp16", None], "description": ANY}
+    assert properties["nodes"] == {"type": "integer", "minimum": 1, "maximum": 10**6, "description": ANY}
+    with pytest.raises(RecordError, match="precision"):
+        make_record(**RECORD, precision="fp8")
+    with pytest.raises(RecordError, match="batch_per_process"):
+        make_record(**RECORD, batch_per_process=2**20 + 1)
+    make_record(**RECORD, precision=None, batch_per_process=2**20)
 
 
 def test_tables_type_and_head_each_field_as_declared():
@@ -108,10 +120,14 @@ def test_tables_type_and_head_each_field_as_declared():
         assert header(f.name) == (f.header or f.name)
 
 
-def test_a_setting_of_an_identity_field_defaults_to_what_an_unstated_value_reads_as():
+def test_a_setting_of_an_identity_field_takes_its_default_and_choices_from_the_field():
     by_name = {s.name: s for s in SETTINGS}
     for name, value in fields.READ_AS.items():
         assert by_name[name].default == value, name
+    for f in fields.FIELDS:
+        if f.name in by_name and f.choices:
+            assert by_name[f.name].choices == f.choices, f.name
+    assert by_name["precision"].axis == "precision" and by_name["precision"].recorded
 
 
 def test_tables_and_the_plan_check_read_an_unstated_field_as_its_read_as():

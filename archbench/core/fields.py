@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 MISSING = object()  # a field the configuration does not state
+JSON_TYPES = {str: "string", int: "integer", bool: "boolean"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,7 +33,8 @@ class Field:
     configuration id, a format of the value (``"b{}"``) or a function of the value (or
     :data:`MISSING`) and the configuration giving the part, or None to leave it out.
     ``numerics``: one of the numerics settings (:data:`NUMERICS`). ``required``: every
-    record states it (it has no ``record_default``). ``header``: its table header (else its
+    record states it (it has no ``record_default``). ``choices``, ``minimum``, ``maximum``,
+    ``description``: its record schema property (:meth:`schema`). ``header``: its table header (else its
     name); ``legend``: how a figure's series label names a value (``"batch {}"``; counts as
     whole numbers), where a function of the figures does not (archbench.results.figures.labels)."""
 
@@ -46,6 +48,26 @@ class Field:
     numerics: bool = False
     header: str | None = None
     legend: str | None = None
+    choices: tuple[str, ...] | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+    description: str | None = None
+
+    @property
+    def nullable(self) -> bool:
+        """Whether a record may state it as null (an unset value: not required, no default)."""
+        return not self.required and self.record_default is None
+
+    def schema(self) -> dict:
+        """Its property in the record schema: its ``choices`` (an enum) or its JSON type,
+        null where :attr:`nullable`, its bounds and ``description``."""
+        if self.choices is not None:
+            prop: dict[str, Any] = {"enum": [*self.choices, *([None] if self.nullable else [])]}
+        else:
+            kind = JSON_TYPES[self.kind]
+            prop = {"type": [kind, "null"] if self.nullable else kind}
+        bounds = {"minimum": self.minimum, "maximum": self.maximum, "description": self.description}
+        return {**prop, **{k: v for k, v in bounds.items() if v is not None}}
 
     def id_part(self, configuration: Mapping) -> str | None:
         """This field's token of ``configuration``'s id (None: left out)."""
@@ -67,53 +89,91 @@ def _when_set(text: str = "{}") -> Callable[[Any, Mapping], str | None]:
 VENDOR_TOKENS = {True: "vlon", False: "vloff", None: "vlna", MISSING: "vlna"}
 DEFAULT_FRAMEWORK = "tensorflow"  # what a record or configuration naming none ran
 
+COUNT = 10**6  # the bound of every count (as in imports)
+
 FIELDS: tuple[Field, ...] = (
     Field(name="experiment", required=True, legend="{}"),
     Field(name="experiment_type", header="type"),
     Field(name="system", required=True, legend="{}"),
     Field(name="arch", required=True),
-    Field(name="kind", required=True),
-    Field(name="model", token="{}", legend="{}"),
-    Field(name="kernel", token="{}", legend="{}"),
-    Field(name="data", token="{}", legend="{} data"),
-    Field(name="strategy", token="{}"),
-    Field(name="nodes", kind=int, record_default=1, token="N{}"),
-    Field(name="processes_per_node", kind=int, record_default=1, token="p{}", header="proc/node",
-          legend="{} ppn"),
-    Field(name="workers", kind=int, record_default=1, token="w{}"),
-    Field(name="intra_threads", kind=int, record_default=0, token="t{}", header="intra", legend="intra {}"),
-    Field(name="inter_threads", kind=int, record_default=0, token="i{}", header="inter", legend="inter {}"),
-    Field(name="batch_per_process", kind=int, token="b{}", header="batch per process",
-          legend="batch {}"),
-    Field(name="global_batch", kind=int, header="global batch", legend="global batch {}"),
-    Field(name="image_size", kind=int),
-    Field(name="problem_size", kind=int, token=lambda value, _: f"n{None if value is MISSING else value}",
-          header="size", legend="N={}"),
-    Field(name="tile_size", kind=int, token=lambda value, _: f"t{(None if value is MISSING else value) or 0}",
-          header="tile", legend="tile {}"),
-    Field(name="vendor_library", header="vendor lib"),
+    Field(name="kind", required=True, choices=("train", "kernel")),
+    Field(name="model", token="{}", legend="{}",
+          description="a registered model (archbench/workloads/training/models.py); the name is "
+                      "checked where records are counted (archbench/workloads/names.py), not here"),
+    Field(name="kernel", token="{}", legend="{}",
+          description="a registered kernel (archbench/workloads/kernels/__init__.py), checked as model"),
+    Field(name="data", choices=("synthetic", "real"), token="{}", legend="{} data"),
+    Field(name="strategy", token="{}",
+          description="a registered training strategy (archbench/workloads/training/strategies/"
+                      "__init__.py), or workers (a kernel), checked as model"),
+    Field(name="nodes", kind=int, record_default=1, minimum=1, maximum=COUNT, token="N{}",
+          description="nodes of the run; like every count here, at most 1,000,000 (as in imports)"),
+    Field(name="processes_per_node", kind=int, record_default=1, minimum=1, maximum=COUNT,
+          token="p{}", header="proc/node", legend="{} ppn"),
+    Field(name="workers", kind=int, record_default=1, minimum=1, maximum=COUNT, token="w{}",
+          description="training workers (processes that compute gradients), or a kernel's worker tasks"),
+    Field(name="intra_threads", kind=int, record_default=0, minimum=0, maximum=COUNT, token="t{}",
+          header="intra", legend="intra {}",
+          description="intra-op threads per process (0: the framework's default)"),
+    Field(name="inter_threads", kind=int, record_default=0, minimum=0, maximum=COUNT, token="i{}",
+          header="inter", legend="inter {}"),
+    Field(name="batch_per_process", kind=int, minimum=1, maximum=2**20, token="b{}",
+          header="batch per process", legend="batch {}",
+          description="images per step of one worker, at most 2**20"),
+    Field(name="global_batch", kind=int, minimum=1, maximum=2**40, header="global batch",
+          legend="global batch {}",
+          description="images per step of all workers: batch_per_process x workers, at most 2**40"),
+    Field(name="image_size", kind=int, minimum=1, maximum=2**16,
+          description="edge of the square input images in pixels, at most 2**16"),
+    Field(name="problem_size", kind=int, minimum=1, maximum=2**50,
+          token=lambda value, _: f"n{None if value is MISSING else value}", header="size", legend="N={}",
+          description="a kernel's problem size (N, elements, MiB), at most 2**50"),
+    Field(name="tile_size", kind=int, minimum=1, maximum=2**50,
+          token=lambda value, _: f"t{(None if value is MISSING else value) or 0}", header="tile",
+          legend="tile {}", description="a tiled kernel's tile size, at most 2**50"),
+    Field(name="vendor_library", header="vendor lib",
+          description="the vendor library the system DECLARES (config/systems: onednn | onednn-acl | "
+                      "mkl | armpl); what really ran is vendor_evidence.library"),
     Field(name="vendor_library_enabled", kind=bool, token=lambda value, _: VENDOR_TOKENS[value],
           header="vendor"),
     # a GPU run's token counts its GPUs per node; CPU runs (and records before the field) keep theirs
-    Field(name="device", read_as="cpu",
-          token=lambda value, c: f"gpu{c.get('gpus_per_node') or ''}" if value == "gpu" else None),
+    Field(name="device", choices=("cpu", "gpu"), read_as="cpu",
+          token=lambda value, c: f"gpu{c.get('gpus_per_node') or ''}" if value == "gpu" else None,
+          description="the device the measurement asked for (null: records before the field, CPU runs)"),
     # a registered framework; the default's runs keep their ids (a stated None is named)
     Field(name="framework", record_default=DEFAULT_FRAMEWORK, read_as=DEFAULT_FRAMEWORK,
-          token=lambda value, _: None if value in (MISSING, DEFAULT_FRAMEWORK) else str(value)),
+          token=lambda value, _: None if value in (MISSING, DEFAULT_FRAMEWORK) else str(value),
+          description="the training framework that ran (a registered one: tensorflow, pytorch); "
+                      "kernels run TensorFlow"),
     # numerics: runs in fp32, strict, eager (and records before the fields) keep their ids
-    Field(name="precision", read_as="fp32", token=_unless_read_as("fp32"), numerics=True,
-          legend="{}"),
-    Field(name="math_mode", read_as="strict", token=_unless_read_as("strict", "math{}"),
-          numerics=True, header="math mode", legend="math {}"),
-    Field(name="graph", read_as="eager", token=_unless_read_as("eager"), numerics=True,
-          legend="{}"),
+    Field(name="precision", choices=("fp32", "bf16", "fp16"), read_as="fp32",
+          token=_unless_read_as("fp32"), numerics=True, legend="{}",
+          description="the precision the run asked for: fp32, or bf16/fp16 mixed precision (fp32 "
+                      "weights); null: records before the field (fp32)"),
+    Field(name="math_mode", choices=("strict", "bf16", "tf32"), read_as="strict",
+          token=_unless_read_as("strict", "math{}"), numerics=True, header="math mode",
+          legend="math {}",
+          description="the fp32 math mode the run asked for: strict, bf16 (oneDNN fpmath, CPUs), "
+                      "tf32 (GPUs); null: records before the field (strict). What executed is the "
+                      "vendor evidence's"),
+    Field(name="graph", choices=("eager", "compiled"), read_as="eager",
+          token=_unless_read_as("eager"), numerics=True, legend="{}",
+          description="how the step ran as asked: eager (the framework's default: PyTorch eager, "
+                      "TensorFlow tf.function) or compiled (torch.compile, XLA; metric compile_s "
+                      "times the first step apart); null: records before the field (eager)"),
     # series fields: identity columns of tables, not of the configuration id
-    Field(name="gpus", kind=int, config=False),
-    Field(name="gpus_per_node", kind=int, config=False),
-    Field(name="parameter_servers", kind=int, config=False, token=_when_set("ps{}"),
-          legend="{} PS"),
-    Field(name="variable_update", config=False, token=_when_set(), legend="{} update"),
-    Field(name="scaling_unit", config=False, legend="over {}"),
+    Field(name="gpus", kind=int, config=False, minimum=1, maximum=COUNT,
+          description="GPUs used in total (null: a CPU run)"),
+    Field(name="gpus_per_node", kind=int, config=False, minimum=1, maximum=COUNT),
+    Field(name="parameter_servers", kind=int, config=False, minimum=0, maximum=COUNT,
+          token=_when_set("ps{}"), legend="{} PS",
+          description="parameter-server tasks (strategy parameter_server)"),
+    Field(name="variable_update", config=False, token=_when_set(), legend="{} update",
+          description="how variables are updated: a variable update of a registered strategy (its "
+                      "variable_updates), checked as model"),
+    Field(name="scaling_unit", config=False, choices=("nodes", "workers", "gpus"), legend="over {}",
+          description="what a scaling series of this measurement counts (null: not a scaling "
+                      "measurement)"),
 )
 
 BY_NAME: Mapping[str, Field] = MappingProxyType({f.name: f for f in FIELDS})

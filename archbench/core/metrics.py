@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 SPREAD_LIMIT = 0.10  # a configuration whose (max - min) exceeds 10% of its mean is flagged
 # a measured window shorter than this is too short to time (docs/metrics.md, "Repetitions
@@ -22,6 +22,13 @@ STATISTIC_OF = {"mean": statistics.fmean, "median": statistics.median}
 def global_batch(batch_per_process: int, workers: int) -> int:
     """Images per synchronous step of all workers: global batch = batch per process x workers."""
     return batch_per_process * workers
+
+
+def layout_counts(configuration: Mapping[str, Any]) -> dict[str, int]:
+    """The counts a planned layout fixes: ``workers`` (nodes x processes per node) and
+    ``global_batch`` (:func:`global_batch`)."""
+    workers = configuration["nodes"] * configuration["processes_per_node"]
+    return {"workers": workers, "global_batch": global_batch(configuration["batch_per_process"], workers)}
 
 
 def training_throughput(images_per_step: int, step_times_s: Sequence[float]) -> float:

@@ -1,6 +1,7 @@
 """Result records: one JSON file per run, validated, written atomically, read back strictly.
 
-A record is a flat dict following ``schemas/record.schema.json``. The unit travels with
+A record is a flat dict following :func:`schema` (``schemas/record.schema.json`` and the
+identity fields of :mod:`archbench.core.fields`). The unit travels with
 every value (``throughput`` + ``throughput_unit``; ``metrics[name] = {value, unit}``).
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 
-from archbench.core.fields import RECORD_DEFAULTS
+from archbench.core.fields import FIELDS, RECORD_DEFAULTS
 from archbench.core.files import MAX_RECORD_BYTES, UnsafeFile, atomic_path, read_regular
 from archbench.core.storage import Unwritable
 
@@ -43,9 +44,14 @@ class RecordError(ValueError):
 
 @lru_cache(maxsize=1)
 def schema() -> dict:
-    """The JSON schema of a result record."""
+    """The JSON schema of a result record: ``schemas/record.schema.json`` with the property
+    of every identity field (:meth:`archbench.core.fields.Field.schema`), required where the
+    field is."""
     text = resources.files("archbench").joinpath("schemas/record.schema.json").read_text()
-    return json.loads(text)
+    loaded = json.loads(text)
+    properties = {**{f.name: f.schema() for f in FIELDS}, **loaded["properties"]}
+    required = [*loaded["required"], *(f.name for f in FIELDS if f.required)]
+    return {**loaded, "required": required, "properties": properties}
 
 
 def make_record(**fields: Any) -> dict:

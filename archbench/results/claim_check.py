@@ -24,7 +24,7 @@ from typing import Iterable
 import pandas as pd
 
 from archbench.core.csvfile import ImportFormatError, show
-from archbench.core.metrics import global_batch
+from archbench.core.metrics import layout_counts
 from archbench.core.fields import config_id
 from archbench.plan.experiment_types.node_scaling import best_sources
 from archbench.results.claims import METRICS, identity_of, is_claims_file, read_claims
@@ -73,8 +73,7 @@ def _layouts(m: dict, measurements: list[dict]) -> list[dict]:
     out = []
     for layout in sorted(layouts):
         resolved = {**m, **dict(zip(LAYOUT_FIELDS, layout))}
-        resolved["workers"] = resolved["nodes"] * resolved["processes_per_node"]
-        resolved["global_batch"] = global_batch(resolved["batch_per_process"], resolved["workers"])
+        resolved.update(layout_counts(resolved))
         resolved["config_id"] = config_id(resolved)
         out.append(resolved)
     return out

@@ -19,7 +19,7 @@ import yaml
 
 from archbench.core.fields import DEFAULT_FRAMEWORK, NUMERICS, config_id, filled
 from archbench.core.hardware import cores_of
-from archbench.core.metrics import global_batch
+from archbench.core.metrics import layout_counts
 from archbench.core.validate import ConfigError
 from archbench.workloads.training import settings
 from archbench.workloads.training.datasets import batch_beyond_data
@@ -366,8 +366,7 @@ def training_configuration(experiment: dict, system: dict, **values: Any) -> dic
         conf["tuning"] = tuning
     if conf["vendor_library"] is None:  # nothing to toggle: every run is the vanilla build
         conf["vendor_library_enabled"] = False
-    conf["workers"] = conf["nodes"] * conf["processes_per_node"]
-    conf["global_batch"] = global_batch(conf["batch_per_process"], conf["workers"])
+    conf.update(layout_counts(conf))
     return conf
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from archbench.core.metrics import global_batch
+from archbench.core.metrics import layout_counts
 from archbench.core.fields import NUMERICS, config_id
 from archbench.core.record import raw_path
 from archbench.plan.experiment_types.node_scaling import best_sources
@@ -89,8 +89,7 @@ def resolve_best(measurements: list[dict], df: pd.DataFrame, *, on_missing: str 
         resolved = {k: v for k, v in m.items() if k != "best_of"}
         resolved.update({k: best[k] for k in LAYOUT_FIELDS})
         resolved["tuning"] = {**(m.get("tuning") or {}), "best_of": name}
-        resolved["workers"] = resolved["nodes"] * resolved["processes_per_node"]
-        resolved["global_batch"] = global_batch(resolved["batch_per_process"], resolved["workers"])
+        resolved.update(layout_counts(resolved))
         resolved["config_id"] = config_id(resolved)
         out.append(resolved)
     return out

@@ -110,11 +110,14 @@ class Setting:
 def field_setting(name: str, *, swept: bool = False, **options: Any) -> Setting:
     """The setting of identity field ``name`` (:data:`archbench.core.fields.FIELDS`): planned
     and recorded under its name, part of the configuration id, defaulting to what an unstated
-    value reads as (the field's ``read_as``, where it declares one), and, ``swept``, an axis of
-    the same name."""
+    value reads as (the field's ``read_as``, where it declares one), taking the field's
+    ``choices``, and, ``swept``, an axis of the same name."""
+    field = BY_NAME[name]
     declared = {"planned": name, "recorded": True, "identity": True, "axis": name if swept else None}
-    if BY_NAME[name].read_as is not None:
-        declared["default"] = BY_NAME[name].read_as
+    if field.read_as is not None:
+        declared["default"] = field.read_as
+    if field.choices is not None:
+        declared["choices"] = field.choices
     return Setting(name=name, **{**declared, **options})
 
 
@@ -140,26 +143,26 @@ SETTINGS: tuple[Setting, ...] = (
             identity=True, axis="vendor_library",
             axis_help="Vendor math library (oneDNN on x86; in PyTorch its oneDNN, "
                       "torch.backends.mkldnn) on and/or off, an axis."),
-    field_setting("data", swept=True, default="synthetic", choices=("synthetic", "real"),
+    field_setting("data", swept=True, default="synthetic",
                   help="real = TFRecords of --data-dir (ImageNet models) or scikit-learn's digits "
                        "(digits_cnn)",
                   axis_help="Input data, an axis: synthetic and/or real."),
     # numerics: each framework declares the values it runs on each device (its registry
     # entry's ``runs``); a planned configuration leaves them out at their defaults
-    field_setting("precision", swept=True, choices=("fp32", "bf16", "fp16"),
+    field_setting("precision", swept=True,
                   help="arithmetic of the forward pass and the loss: fp32; bf16 or fp16 mixed "
                        "precision (fp32 weights, torch.autocast / Keras mixed_bfloat16, "
                        "mixed_float16; fp16 with loss scaling, GPUs only)",
                   probe=True, omit_default=True,
                   axis_help="Precision of the forward pass, an axis: fp32, bf16 and/or fp16 "
                             "(mixed: fp32 weights; fp16 with loss scaling, GPUs only)."),
-    field_setting("math_mode", swept=True, choices=("strict", "bf16", "tf32"),
+    field_setting("math_mode", swept=True,
                   help="how fp32 tensors are computed: strict fp32; bf16 inside the vendor "
                        "library (oneDNN's fpmath mode, CPUs); tf32 (GPUs)",
                   probe=True, omit_default=True,
                   axis_help="fp32 math mode, an axis: strict, bf16 (fp32 tensors computed in bf16 "
                             "by oneDNN, CPUs) and/or tf32 (GPUs); only with precision fp32."),
-    field_setting("graph", swept=True, choices=("eager", "compiled"),
+    field_setting("graph", swept=True,
                   help="the step as the framework runs it by default (PyTorch eager, TensorFlow "
                        "tf.function) or compiled (torch.compile, XLA jit_compile); the first "
                        "step, which compiles, is timed apart (metric compile_s)",
@@ -187,7 +190,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(name="data_format", default="NHWC", choices=("NHWC", "NCHW"),
             help="tensor layout (NCHW fails clearly where the backend lacks it)",
             planned="data_format", probe=True),
-    field_setting("device", choices=gpu.DEVICES,
+    field_setting("device",
                   help="gpu: each process trains on the GPU of its local rank and fails with "
                        f"'{gpu.NO_GPU}' when it has none; cpu hides every GPU"),
     Setting(name="warmup_steps", type=int, default=10, minimum=0,
