@@ -24,7 +24,7 @@ import pytest
 from archbench.core.marks import ENV as MARKS_ENV
 from archbench.core.marks import read_marks
 from archbench.core.record import read_record
-from archbench.workloads import tfcluster
+from archbench.workloads.launch import RANK_VARIABLES
 from archbench.workloads.tfenv import FRAMEWORK_ENV
 from archbench.workloads.training import benchmark as train
 from archbench.workloads.training import pinning as distributed
@@ -225,7 +225,7 @@ def test_synchronous_parameter_servers_two_workers_on_real_data_shards(tmp_path)
 # ---------------------------------------------------------------- process identity
 
 def test_launch_rank_from_the_environment(monkeypatch):
-    for name in tfcluster.RANK_VARIABLES + ("TF_CONFIG",):
+    for name in RANK_VARIABLES + ("TF_CONFIG",):
         monkeypatch.delenv(name, raising=False)
     assert strategies.launch_rank("horovod") == 0
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "3")

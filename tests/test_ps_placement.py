@@ -51,7 +51,7 @@ def test_round_robin_alternates_and_greedy_balances_bytes():
 
 
 def test_an_unknown_placement_is_refused():
-    from archbench.workloads.tfcluster import LaunchError
+    from archbench.workloads.launch import LaunchError
     from archbench.workloads.training.tensorflow.sync_ps import ps_device_setter
     with pytest.raises(LaunchError, match="unknown variable placement 'random'"):
         ps_device_setter(None, 2, "random", worker_device="/job:worker/task:0")

@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-from archbench.workloads.tfcluster import local_rank
+from archbench.workloads.launch import local_rank
 
 DEVICES = ("cpu", "gpu")
 NO_GPU = "no GPU visible to TensorFlow"

@@ -5,7 +5,7 @@ ports, each with its TF_CONFIG, for the tf.distribute strategies on one node::
 
 The parameter servers and workers of a ParameterServer run serve until the chief is done,
 then the spawner stops them. On a Slurm system, srun starts the tasks instead and each
-finds the cluster from the job step (``archbench.workloads.tfcluster``); the launcher argv of every
+finds the cluster from the job step (``archbench.workloads.training.tensorflow.cluster``); the launcher argv of every
 strategy is built in ``archbench.workloads.training.strategies``.
 """
 

@@ -21,7 +21,7 @@ import sys
 from archbench.core.hardware import cpus_per_process
 from archbench.workloads.kernels import cg, fft, matmul, stream
 from archbench.workloads.kernels.spec import KernelSpec, option_flag
-from archbench.workloads.srun import srun_argv
+from archbench.workloads.launch import srun_argv
 
 KERNELS: dict[str, KernelSpec] = {spec.name: spec for spec in (
     stream.STREAM,
@@ -58,7 +58,7 @@ def command_for(measurement: dict, system: dict) -> list[str]:
     ``--output PATH``.
 
     On a system whose launcher is srun, a configuration on more than one node runs under
-    ``srun`` (``archbench.workloads.srun.srun_argv``) with one task per worker. Otherwise the
+    ``srun`` (``archbench.workloads.launch.srun_argv``) with one task per worker. Otherwise the
     command spawns its workers locally (``--workers``).
     """
     m, spec = measurement, spec_of(measurement["kernel"])

@@ -9,8 +9,9 @@ TensorFlow's gRPC runtime.
 - Local (``--workers N``): this process spawns N-1 servers on 127.0.0.1 free ports, server
   i with local rank i (``ARCHBENCH_LOCAL_RANK``).
 - Slurm (``srun --ntasks=N python -m archbench.kernels ...``): every task runs the same
-  command; the cluster comes from ``SlurmClusterResolver``; task 0 continues as the client,
-  the other tasks serve and exit when task 0 is done.
+  command; the cluster comes from the job step (every task a worker on its node, at its own
+  port: :func:`slurm_spec`); task 0 continues as the client, the other tasks serve and exit
+  when task 0 is done.
 
 Workers connect back to a plain TCP *control* socket on the client after their server is
 up (the readiness signal) and exit when it closes, so no server outlives its client.
@@ -38,8 +39,7 @@ from dataclasses import dataclass, field
 from typing import NoReturn, Sequence
 
 from archbench.core.net import free_ports
-from archbench.workloads import gpu
-from archbench.workloads import srun as slurm
+from archbench.workloads import gpu, launch
 
 LOCAL_CPU = "/device:CPU:0"
 LOCAL_GPU = "/device:GPU:0"
@@ -191,7 +191,7 @@ def start(workers: int, *, threads: int = 0, mode: str = "auto", device: str = "
         raise ValueError(f"device must be one of {', '.join(gpu.DEVICES)}, got {device!r}")
     prepare_environment()
     if mode == "auto":
-        mode = "slurm" if slurm.step_tasks() else "local"
+        mode = "slurm" if launch.step_tasks() else "local"
     if mode == "slurm":
         return _slurm_cluster(workers, threads=threads, timeout_s=timeout_s, device=device)
     threads = threads or default_threads(workers)
@@ -331,17 +331,19 @@ def _local_cluster(workers: int, *, threads: int, timeout_s: float, device: str,
 
 
 def slurm_spec(tasks: int) -> tuple[dict, list[str], int, int]:
-    """(cluster spec, node name per task, this task's rank, control port) of the Slurm step:
-    the step's tasks as workers, each on its own port (``tfcluster.slurm_tf_config``); the
-    control port is the one after the workers'."""
-    from archbench.workloads.tfcluster import slurm_tf_config
-    config = slurm_tf_config({"worker": tasks})
-    return (config["cluster"], slurm.task_nodes(), config["task"]["index"],
-            slurm.port_base() + tasks)
+    """(cluster spec, node name per task, this task's rank, control port) of the Slurm step
+    of ``tasks`` tasks: every task a worker, on its own port
+    (:func:`archbench.workloads.launch.task_addresses`); the control port is the one after
+    the workers'."""
+    names = launch.task_nodes()
+    if len(names) != tasks:
+        raise ValueError(f"the Slurm step places {len(names)} tasks, not {tasks}")
+    return ({"worker": launch.task_addresses(names)}, names, int(os.environ["SLURM_PROCID"]),
+            launch.port_base() + tasks)
 
 
 def _slurm_cluster(workers: int, *, threads: int, timeout_s: float, device: str) -> Cluster:
-    tasks = slurm.step_tasks() or 1
+    tasks = launch.step_tasks() or 1
     if tasks != workers:
         raise ValueError(f"--workers {workers} but the Slurm step has {tasks} tasks")
     spec, names, rank, control_port = slurm_spec(tasks)

@@ -30,7 +30,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from archbench.core.fields import NUMERICS
-from archbench.workloads.tfcluster import LaunchError
+from archbench.workloads.launch import LaunchError
 from archbench.workloads.training.settings import SETTINGS
 
 PACKAGE = "archbench.workloads.training"

@@ -10,7 +10,7 @@ import datetime
 import os
 import socket
 
-from archbench.workloads.tfcluster import local_rank, process_count, process_rank
+from archbench.workloads.launch import local_rank, process_count, process_rank
 from archbench.workloads.training.settings import TrainRun
 from archbench.workloads.training.strategies import ddp
 from archbench.workloads.training.strategies.base import Backend, unique

@@ -26,7 +26,7 @@ from typing import Callable
 from archbench.core import provenance
 from archbench.core.marks import mark
 from archbench.workloads import gpu
-from archbench.workloads.tfcluster import local_rank
+from archbench.workloads.launch import local_rank
 from archbench.workloads.training import outcome
 from archbench.workloads.training.models import spec
 from archbench.workloads.training.pinning import pin_cores

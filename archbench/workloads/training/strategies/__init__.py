@@ -22,7 +22,7 @@ importer's choices and the figures' labels (``Strategy.label``).
 
 from __future__ import annotations
 
-from archbench.workloads.tfcluster import LaunchError
+from archbench.workloads.launch import LaunchError
 from archbench.workloads.training.settings import TrainRun
 from archbench.workloads.training.strategies import ddp, horovod, mirrored, parameter_server, single
 from archbench.workloads.training.strategies.base import Backend, Launch, Strategy

@@ -24,7 +24,7 @@ import numpy as np
 from archbench.core.hardware import cpus_per_process
 from archbench.core.marks import mark
 from archbench.workloads import energy as energy_meters
-from archbench.workloads.tfcluster import LaunchError, local_rank
+from archbench.workloads.launch import LaunchError, local_rank
 from archbench.workloads.training.settings import TrainRun
 
 

@@ -4,7 +4,7 @@
 Ranks are started by the same launchers as Horovod's (mpirun, or srun on a Slurm
 system); each finds the others through a TCP store on rank 0's host (``env://``
 rendezvous): under srun the first node of the job step at the job's port base
-(:func:`archbench.workloads.srun.port_base`), under mpirun the host that runs mpirun (where
+(:func:`archbench.workloads.launch.port_base`), under mpirun the host that runs mpirun (where
 rank 0 is placed, first in the allocation) at a port free there when the command is built.
 The framework's process group does not use MPI: mpirun only starts the processes.
 """
@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 
-from archbench.workloads.srun import node_address, port_base, srun_argv
-from archbench.workloads.tfcluster import process_rank
+from archbench.workloads.launch import hostnames, node_address, port_base, process_rank, srun_argv
 from archbench.workloads.training.strategies.base import Launch, Strategy
 from archbench.workloads.training.strategies.horovod import mpirun_env
 
@@ -39,9 +37,7 @@ def rendezvous() -> tuple[str, int]:
         return host, int(port)
     nodes = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST")
     if nodes and "SLURM_PROCID" in os.environ:
-        first = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True,
-                               text=True, timeout=30, check=True).stdout.split()[0]
-        return node_address(first), port_base()
+        return node_address(hostnames(nodes)[0]), port_base()
     return "127.0.0.1", free_port()
 
 

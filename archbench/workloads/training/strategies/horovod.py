@@ -11,8 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from archbench.workloads.srun import srun_argv
-from archbench.workloads.tfcluster import LaunchError, process_rank
+from archbench.workloads.launch import LaunchError, process_rank, srun_argv
 from archbench.workloads.tfenv import FRAMEWORK_ENV
 from archbench.workloads.training.strategies.base import Launch, Strategy
 

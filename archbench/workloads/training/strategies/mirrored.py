@@ -3,9 +3,9 @@ all-reduce across worker processes (a TF cluster of workers, see ``tfdistribute`
 
 from __future__ import annotations
 
-from archbench.workloads.tfcluster import tf_task_rank
 from archbench.workloads.training.strategies.base import Launch, Strategy
 from archbench.workloads.training.strategies.tfdistribute import tf_cluster_launch
+from archbench.workloads.training.tensorflow.cluster import tf_task_rank
 
 
 def launch(plan: Launch) -> list[str]:

@@ -17,15 +17,11 @@ workers and the rest parameter servers, beside the workers (``--overcommit``) or
 
 from __future__ import annotations
 
-from archbench.workloads.srun import srun_argv
-from archbench.workloads.tfcluster import (
-    LaunchError,
-    planned_task_type,
-    tf_task_rank,
-)
+from archbench.workloads.launch import LaunchError, srun_argv
 from archbench.workloads.training.settings import TrainRun
 from archbench.workloads.training.strategies.base import Launch, Strategy
 from archbench.workloads.training.strategies.tfdistribute import tf_cluster_launch
+from archbench.workloads.training.tensorflow.cluster import planned_task_type, tf_task_rank
 
 ASYNC = "ps_async"
 
@@ -52,7 +48,7 @@ def launch(plan: Launch) -> list[str]:
                               f"not {plan.launcher}")
         return tf_cluster_launch(plan, parameter_servers=servers)
     # block distribution, balanced over the nodes: each node's first processes_per_node
-    # tasks are its workers (tfcluster.slurm_tf_config); the others parameter servers
+    # tasks are its workers (tensorflow.cluster.slurm_tf_config); the others parameter servers
     argv = srun_argv(nodes=plan.nodes + plan.ps_nodes, tasks=plan.ranks + servers,
                      cpus_per_task=plan.cpus_per_process)
     if not plan.ps_nodes:  # the parameter servers share the workers' cores

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from archbench.workloads.tfcluster import LaunchError
+from archbench.workloads.launch import LaunchError
 from archbench.workloads.training.strategies.base import Launch, Strategy
 
 

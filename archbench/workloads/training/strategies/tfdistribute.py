@@ -5,9 +5,8 @@ and the per-example loss their replica steps reduce themselves.
 
 from __future__ import annotations
 
+from archbench.workloads.launch import LaunchError, srun_argv
 from archbench.workloads.spawn import SERVER_GRACE_S, spawn_argv
-from archbench.workloads.srun import srun_argv
-from archbench.workloads.tfcluster import LaunchError
 from archbench.workloads.training.strategies.base import Launch
 
 

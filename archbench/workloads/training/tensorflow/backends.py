@@ -26,11 +26,12 @@ import numpy as np
 from archbench.core import metrics
 from archbench.core.net import hostname_of
 from archbench.workloads import gpu
-from archbench.workloads.tfcluster import LaunchError, cluster_resolver, serve
+from archbench.workloads.launch import LaunchError
 from archbench.workloads.training.horovod_timeline import AllreduceCount, count_allreduces, settled_events
 from archbench.workloads.training.settings import TrainRun
 from archbench.workloads.training.strategies.base import Backend, unique
 from archbench.workloads.training.strategies.horovod import BARRIER, PROBE_STEPS, horovod_knobs
+from archbench.workloads.training.tensorflow.cluster import cluster_resolver, serve
 from archbench.workloads.training.tensorflow.models import keras
 
 

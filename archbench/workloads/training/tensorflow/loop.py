@@ -9,7 +9,7 @@ from typing import Callable
 from archbench.core import provenance
 from archbench.core.marks import mark
 from archbench.workloads import gpu
-from archbench.workloads.tfcluster import local_rank
+from archbench.workloads.launch import local_rank
 from archbench.workloads.training import outcome, strategies
 from archbench.workloads.training.datasets import accuracy
 from archbench.workloads.training.models import spec

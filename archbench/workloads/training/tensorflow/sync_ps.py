@@ -33,11 +33,12 @@ import numpy as np
 
 from archbench.core.net import hostname_of
 from archbench.workloads import energy, gpu
-from archbench.workloads.tfcluster import LaunchError, cluster_resolver, serve
+from archbench.workloads.launch import LaunchError
 from archbench.workloads.training.settings import TrainRun
 from archbench.workloads.training.strategies.base import unique
 from archbench.workloads.training.strategies.parameter_server import ASYNC
 from archbench.workloads.training.tensorflow.backends import AsyncParameterServer, Single, per_example_loss
+from archbench.workloads.training.tensorflow.cluster import cluster_resolver, serve
 
 ROUND_ROBIN, GREEDY = "round_robin", "greedy"
 PLACEMENTS = (ROUND_ROBIN, GREEDY)  # how variables are spread over parameter servers

@@ -1,10 +1,8 @@
-"""A multi-process run as one of its processes sees it: who am I (rank, local rank, the
-task that writes the record), where are the others (TF_CONFIG, or the Slurm job step), and
-serving as a non-chief task of a TF cluster.
-
-Starting the processes is ``archbench.workloads.training.strategies`` (launcher argv) and ``archbench.workloads.spawn``
-(the local TF-cluster spawner); the training backends that use this are in
-``archbench.workloads.training.strategies``.
+"""A TensorFlow cluster as one of its tasks sees it: TF_CONFIG (set by the local spawner,
+``archbench.workloads.spawn``, or built here from the Slurm job step), the task that
+writes the record, the cluster resolver of the tf.distribute strategies, and serving as a
+non-chief task. Only :func:`cluster_resolver` imports TensorFlow (when called); the
+framework-neutral launch helpers are :mod:`archbench.workloads.launch`.
 """
 
 from __future__ import annotations
@@ -16,19 +14,8 @@ import threading
 import time
 
 from archbench.core.net import reachable
-from archbench.workloads import srun as slurm
-
-RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
-LOCAL_RANK_VARIABLES = ("ARCHBENCH_LOCAL_RANK", "HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                        "SLURM_LOCALID")
-
-
-SIZE_VARIABLES = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS",
-                  "SLURM_NTASKS")
-
-
-class LaunchError(ValueError):
-    """A configuration that the chosen launcher cannot start."""
+from archbench.workloads import launch
+from archbench.workloads.launch import LaunchError
 
 
 def tf_config() -> dict:
@@ -50,30 +37,6 @@ def tf_task_rank() -> int:
     return 0 if chief else 1
 
 
-def process_rank() -> int:
-    """This process's rank as MPI or Slurm set it (0 when not launched by either)."""
-    for name in RANK_VARIABLES:
-        if os.environ.get(name, "").isdigit():
-            return int(os.environ[name])
-    return 0
-
-
-def process_count() -> int:
-    """Processes of this run as MPI or Slurm counted them (1 when not launched by either)."""
-    for name in SIZE_VARIABLES:
-        if os.environ.get(name, "").isdigit():
-            return int(os.environ[name])
-    return 1
-
-
-def local_rank() -> int:
-    """This process's index among the processes of its node (0 when not launched)."""
-    for name in LOCAL_RANK_VARIABLES:
-        if os.environ.get(name, "").isdigit():
-            return int(os.environ[name])
-    return 0
-
-
 def slurm_tf_config(jobs: dict[str, int], *, workers_per_node: int | None = None) -> dict:
     """TF_CONFIG of this task of a Slurm job step whose tasks form a cluster of ``jobs``.
 
@@ -83,12 +46,10 @@ def slurm_tf_config(jobs: dict[str, int], *, workers_per_node: int | None = None
     (:func:`_roles_by_node`: worker 0 is task 0, the one that writes the record). Unlike
     that resolver (which divides GPUs among tasks and fails with "range() arg 3 must not
     be zero" on nodes without GPUs, and gives tasks on different nodes the same port),
-    every task gets its own port (:func:`archbench.workloads.srun.port_base` plus the task number).
+    every task gets its own port (:func:`archbench.workloads.launch.task_addresses`).
     """
-    nodes = slurm.task_nodes()
-    addresses = {node: slurm.node_address(node) for node in set(nodes)}
-    places = [addresses[node] for node in nodes]
-    base = slurm.port_base()
+    nodes = launch.task_nodes()
+    places = launch.task_addresses(nodes)
     if sum(jobs.values()) != len(places):
         raise LaunchError(f"the job step has {len(places)} tasks, the cluster needs "
                           f"{sum(jobs.values())}")
@@ -97,10 +58,10 @@ def slurm_tf_config(jobs: dict[str, int], *, workers_per_node: int | None = None
              else [job for job in sorted(jobs) for _ in range(jobs[job])])
     cluster: dict[str, list[str]] = {job: [] for job in sorted(jobs)}
     task = {}
-    for number, (job, host) in enumerate(zip(roles, places)):
+    for number, (job, address) in enumerate(zip(roles, places)):
         if number == rank:
             task = {"type": job, "index": len(cluster[job])}
-        cluster[job].append(f"{host}:{base + number}")
+        cluster[job].append(address)
     return {"cluster": cluster, "task": task}
 
 
@@ -144,7 +105,7 @@ def planned_task_type(*, chief: bool = False, parameter_servers: int = 0,
     config = tf_config()
     if config:
         return config.get("task", {}).get("type", "worker")
-    ntasks = slurm.step_tasks()
+    ntasks = launch.step_tasks()
     if ntasks:
         config = slurm_tf_config(_slurm_jobs(ntasks, chief, parameter_servers),
                                  workers_per_node=workers_per_node)
@@ -161,7 +122,7 @@ def cluster_resolver(*, chief: bool = False, parameter_servers: int = 0,
     import tensorflow as tf
     if os.environ.get("TF_CONFIG"):
         return tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    ntasks = slurm.step_tasks()
+    ntasks = launch.step_tasks()
     if ntasks:
         os.environ["TF_CONFIG"] = json.dumps(slurm_tf_config(
             _slurm_jobs(ntasks, chief, parameter_servers), workers_per_node=workers_per_node))
