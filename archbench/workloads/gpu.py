@@ -16,9 +16,10 @@ import os
 import re
 import sys
 
+from archbench.core.fields import BY_NAME
 from archbench.workloads.launch import local_rank
 
-DEVICES = ("cpu", "gpu")
+DEVICES = BY_NAME["device"].choices  # cpu, gpu
 NO_GPU = "no GPU visible to TensorFlow"
 
 
