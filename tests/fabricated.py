@@ -1,7 +1,8 @@
 """Test data: fabricated result records of every experiment kind, with known values.
 
-Not used by the workflow. It lives in the package (not in tests/) because the benchmark
-script ``scripts/bench_aggregate.py`` needs it as well as the tests. Every record is a
+Not used by the workflow. The tests import it, and so do the benchmark scripts
+``scripts/bench_aggregate.py`` and ``scripts/bench_tuner.py``, with ``tests/`` on their
+``sys.path`` as pytest puts it on the tests'. Every record is a
 valid record (``archbench.core.record.make_record``), and its throughput follows
 :func:`true_throughput` times a repetition factor from ``NOISE`` whose mean is exactly 1,
 so the mean of a configuration is known in closed form. A few configurations fail on
