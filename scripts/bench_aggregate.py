@@ -1,6 +1,6 @@
 """Aggregation speed: collecting 10,000 result records and rebuilding every table.
 
-Generates ``--records`` fabricated records (``archbench.results.fabricated``) as JSON files in
+Generates ``--records`` fabricated records (``tests/fabricated.py``) as JSON files in
 a temporary directory laid out like ``results/raw``, then times, in one run:
 
   (a) ``archbench.results.collect.collect(paths)``: read + schema-validate + flatten every record;
@@ -27,11 +27,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))  # fabricated.py, the tests' records
 
+import fabricated as fabricate  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from archbench.core import record as record_module  # noqa: E402
-from archbench.results import fabricated as fabricate
 from archbench.results.artifacts import write_table  # noqa: E402
 from archbench.results.collect import collect, records_to_frame  # noqa: E402
 from archbench.results.tables import build_tables  # noqa: E402

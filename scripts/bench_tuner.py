@@ -24,7 +24,7 @@ The spaces:
    repetition, img/s). On 2 cores these spaces are tiny (4 to 8 points): the plan cannot
    afford much, and a budget that buys no plan is reported as such ("-").
 2. ``<campaign>/<sweep>@<system>``: a study campaign's sweep expanded on its system by the
-   campaign planner, values from :func:`archbench.results.fabricated.true_throughput` times
+   campaign planner, values from :func:`fabricated.true_throughput` (``tests/fabricated.py``) times
    the fabricated repetition factors (``NOISE``: 0.98, 1.00, 1.02 for 3 repetitions). The
    fabricated surface is monotone in every axis (threads^0.85, batch, vendor library on):
    the best is a corner, an easy surface for any model-based sampler.
@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "tests"))  # fabricated.py (space 2)
 
 from archbench.plan.tuner import Tuner, key  # noqa: E402
 from archbench.plan.tuning_plan import Space, plan_rounds, rounds_cost  # noqa: E402
@@ -183,8 +184,9 @@ def record_rows(results: Path, sweeps: tuple[str, ...] = ("hybrid", "threads", "
 def study_oracle(campaign_file: str, experiment: str, system: str) -> Oracle:
     """A study campaign's sweep on one system, values from the fabricated surface times
     the fabricated repetition factors of its repetitions."""
+    from fabricated import NOISE, true_throughput
+
     from archbench.plan.campaign import load_campaign_file
-    from archbench.results.fabricated import NOISE, true_throughput
 
     campaign = load_campaign_file(REPO / campaign_file)
     runs = [m for m in campaign.measurements if m["experiment"] == experiment and m["system"] == system]

@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fabricated as fabricate
 import pandas as pd
 
-from archbench.results import fabricated as fabricate
 from archbench.results.artifacts import save_figure, write_table
 from archbench.results.collect import flatten
 from archbench.results.figures import FIGURES, build_figure

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from test_distributed import TINY, horovod_ready, launch, require
 
-from archbench.workloads.training import vendor_evidence
+from archbench.workloads.training.vendor_evidence import precision
 
 
 def expected_execution(record: dict) -> str | None:
@@ -74,15 +74,15 @@ def test_two_ranks_run_and_record_a_bf16_request(tmp_path, framework, strategy, 
         # bf16 tensors on a CPU without AVX-512 (an AVX2-only EPYC): no oneDNN primitive
         # ran, the framework's own kernels did, unseen by the probe, and the record says so
         assert expected_execution(r) is None and "precision" in numerics, evidence
-        assert vendor_evidence.record_precision_label(r) == "bf16 requested, not recorded"
+        assert precision.record_precision_label(r) == "bf16 requested, not recorded"
         return
     assert evidence["library"] == "onednn", evidence
     for name in numerics:  # the probe's command line, e.g. "... --precision bf16 ..."
         assert f"--{name.replace('_', '-')} bf16" in evidence["settings"], evidence["settings"]
     if "math_mode" in numerics:
         assert "bf16" in evidence["fpmath"], evidence  # the hint reached oneDNN's primitives
-    ran = vendor_evidence.executed_precision(evidence)
-    label = vendor_evidence.record_precision_label(r)
+    ran = precision.executed_precision(evidence)
+    label = precision.record_precision_label(r)
     expected = expected_execution(r)
     if expected is not None:
         assert ran == expected, evidence

@@ -333,9 +333,9 @@ def test_each_measured_source_is_a_row_of_joules_per_image_and_images_per_kwh(tm
 
 def test_fabricated_energy_follows_its_power():
     """The fabricated CPU packages draw known watts: J/img is W / (img/s) run by run."""
+    import fabricated
     import pandas as pd
 
-    from archbench.results import fabricated
     from archbench.results.collect import flatten
     from archbench.results.tables import build_table
     records = [r for r in fabricated.fabricate_records(repetitions=2) if r["kind"] == "train"]

@@ -11,6 +11,7 @@ import json
 from importlib import resources
 from unittest.mock import ANY
 
+import fabricated
 import pandas as pd
 import pytest
 
@@ -18,7 +19,6 @@ from archbench.core import fields
 from archbench.core.record import DEFAULTS, RecordError, make_record, schema
 from archbench.plan.campaign import load_campaign_file
 from archbench.plan.plan_match import mismatch
-from archbench.results import fabricated
 from archbench.results.artifacts import header
 from archbench.results.tables.common import BOOL_FIELDS, INT_FIELDS, KEYS, STRING_FIELDS, normalise
 from archbench.workloads.training.settings import SETTINGS

@@ -5,11 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import fabricated as fabricate
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from archbench.results import fabricated as fabricate
 from archbench.results.artifacts import save_figure
 from archbench.results.collect import flatten
 from archbench.results.figures import FIGURES, NO_DATA, build_figure

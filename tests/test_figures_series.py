@@ -1,5 +1,5 @@
 """No figure merges two series: built from a campaign with two values on every axis its
-table varies (``archbench.results.fabricated.axis_configurations``: system, model, data, vendor
+table varies (``fabricated.axis_configurations``: system, model, data, vendor
 library on/off, batch, threads, inter-op threads, processes per node, nodes, strategy and
 parameter servers, MKL settings, cores, Horovod knobs, two experiments of a type, the
 framework, precision, math mode and graph, ...),
@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import fabricated as fabricate
 import pandas as pd
 import pytest
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 
-from archbench.results import fabricated as fabricate
 from archbench.results.collect import flatten
 from archbench.results.figures import FIGURES, build_figure
 from archbench.results.figures.plot import of_figure

@@ -9,6 +9,7 @@ import dataclasses
 
 import pandas as pd
 import pytest
+from fabricated import framework_speed
 from test_compare import configuration, run_record
 from test_experiments import expand
 
@@ -17,7 +18,6 @@ from archbench.plan.campaign import ConfigError
 from archbench.plan.containers import pinned_names, version_labels
 from archbench.results import artifacts
 from archbench.results.collect import records_to_frame
-from archbench.results.fabricated import framework_speed
 from archbench.results.figures import build_figure
 from archbench.results.tables import build_table
 from archbench.workloads.training import frameworks

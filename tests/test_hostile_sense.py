@@ -440,7 +440,7 @@ def test_repetitions_that_disagree_on_energy_say_so(joules, status):
 def test_a_worker_passes_over_a_fifo_or_device_beside_its_record(tmp_path):
     """A worker looks for another repetition's vendor evidence among its siblings: a FIFO
     there would block it forever, a link to /dev/zero fill its memory."""
-    from archbench.workloads.training.vendor_evidence import earlier_record
+    from archbench.workloads.training.vendor_evidence.reuse import earlier_record
     os.mkfifo(tmp_path / "rep1.json")
     (tmp_path / "rep2.json").symlink_to("/dev/zero")
     signal.signal(signal.SIGALRM, hang)

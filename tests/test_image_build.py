@@ -43,7 +43,7 @@ from conftest import REPO, copy_workflow, in_ci, snakemake
 
 from archbench.plan import containers
 from archbench.plan.containers import image_digest
-from archbench.workloads.training import vendor_evidence
+from archbench.workloads.training.vendor_evidence import library, precision
 
 pytestmark = pytest.mark.images
 TIMES: dict[str, float] = {}  # step -> seconds, printed at the end of the module
@@ -221,8 +221,8 @@ def test_pytorch_compiled_bf16_training_runs_inside_the_x86_image(x86_image, tmp
     evidence = record["vendor_evidence"]
     assert evidence["library"] == "onednn" and evidence["error"] == "", evidence
     ran = expected_bf16_execution(record["cpu_isa"])
-    assert vendor_evidence.executed_precision(evidence) == ran, evidence
-    label = vendor_evidence.record_precision_label(record)
+    assert precision.executed_precision(evidence) == ran, evidence
+    label = precision.record_precision_label(record)
     assert label == {"bf16": "", "bf16 emulated": "bf16 requested, bf16 emulated",
                      "not recorded": "bf16 requested, not recorded"}[ran]
     if ran != "not recorded":  # oneDNN's bf16 primitives ran under inductor
@@ -314,7 +314,7 @@ def test_pytorch_training_under_emulation_shows_acl(aarch64_image, tmp_path):
     acl_ran = any(name.endswith(":acl") or name == "acl" for name in evidence["implementations"])
     assert evidence["library"] == ("onednn+acl" if acl_ran else "onednn"), evidence
     # what ran (the command declared the default, onednn)
-    assert record["vendor_library"] == vendor_evidence.RECORDED_NAMES[evidence["library"]]
+    assert record["vendor_library"] == library.RECORDED_NAMES[evidence["library"]]
     TIMES[f"aarch64 pytorch vendor library: {evidence['library']}"] = 0.0
     TIMES["aarch64 pytorch oneDNN reference share"] = evidence["reference_share"] or 0.0
 
@@ -346,8 +346,8 @@ def test_pytorch_bf16_math_mode_under_emulation_names_what_ran(aarch64_image, tm
     assert evidence["library"] in ("onednn", "onednn+acl") and evidence["error"] == "", evidence
     if evidence["library"] == "onednn+acl":  # the hint reached oneDNN: fpmath bf16, on ACL
         assert "bf16" in evidence["fpmath"] and "acl" in evidence["kernel_isa"], evidence
-    ran = vendor_evidence.executed_precision(evidence)
-    label = vendor_evidence.record_precision_label(record)
+    ran = precision.executed_precision(evidence)
+    label = precision.record_precision_label(record)
     bf16_kernels = [name for name in evidence["external_kernels"] if "bf16" in name.lower()]
     if bf16_kernels:  # ACL's kernels say bf16: fast math ran (needs BF16 in the CPU)
         assert has_bf16 and ran == "bf16 fast math" and label == "", evidence
@@ -360,7 +360,7 @@ def test_pytorch_bf16_math_mode_under_emulation_names_what_ran(aarch64_image, tm
         # the other half; ACL primitives with unnamed kernels "not recorded"), and the
         # label follows the largest share: none when bf16 ran, else it says what did
         assert evidence["kernel_dtypes"].get("fp32", 0) > 0, evidence
-        assert ran in ("bf16", "fp32", vendor_evidence.NOT_RECORDED), evidence
+        assert ran in ("bf16", "fp32", precision.NOT_RECORDED), evidence
         if ran == "bf16":
             assert evidence["kernel_dtypes"].get("bf16", 0) > 0 and label == "", (label, evidence)
         else:

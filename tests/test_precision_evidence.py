@@ -16,7 +16,24 @@ from archbench.core.record import make_record, read_record, validate, write_reco
 from archbench.results.collect import flatten, records_to_frame
 from archbench.results.tables import build_table
 from archbench.results.tables.common import summarise
-from archbench.workloads.training import vendor_evidence as ve
+from archbench.workloads.training.vendor_evidence import probing, reuse
+from archbench.workloads.training.vendor_evidence.onednn_verbose import (
+    _fields,
+    compute_entry,
+    descriptors,
+    fpmath_of,
+    parse_verbose,
+    precision_evidence,
+)
+from archbench.workloads.training.vendor_evidence.precision import (
+    GRAPH_FIELD,
+    MATH_MODE_FIELD,
+    PRECISION_FIELD,
+    compute_class,
+    isa_tokens,
+    precision_label,
+    requested_precision,
+)
 
 DATA = Path(__file__).parent / "data"
 
@@ -34,19 +51,19 @@ def section(name: str) -> str:
 
 
 def evidence(name: str) -> dict:
-    return ve.parse_verbose(section(name))
+    return parse_verbose(section(name))
 
 
 # ------------------------------------------------------------------ one line
 def test_descriptors_of_both_onednn_syntaxes():
     torch_line = "src:bf16:a:blocked:abcd::f0 wei:bf16:ap:blocked:AcdB16a2b::f0 bia:bf16:a:blocked:a::f0 dst:bf16:ap:blocked:aBcd16b::f0"
     tf_line = "src_bf16::blocked:acdb::f0 wei_bf16:ap:blocked:AcdB16a2b::f0 bia_undef::undef::: dst_bf16::blocked:acdb::f0"
-    assert ve.descriptors(torch_line) == {"src": "bf16", "wei": "bf16", "bia": "bf16", "dst": "bf16"}
-    assert ve.descriptors(tf_line) == {"src": "bf16", "wei": "bf16", "bia": "undef", "dst": "bf16"}
-    assert ve.descriptors("diff_src_f32::blocked:acdb::f0 src_layer:f16::blocked:abc::f0") == {
+    assert descriptors(torch_line) == {"src": "bf16", "wei": "bf16", "bia": "bf16", "dst": "bf16"}
+    assert descriptors(tf_line) == {"src": "bf16", "wei": "bf16", "bia": "undef", "dst": "bf16"}
+    assert descriptors("diff_src_f32::blocked:acdb::f0 src_layer:f16::blocked:abc::f0") == {
         "diff_src": "f32", "src_layer": "f16"}
-    assert ve.fpmath_of("attr-scratchpad:user attr-fpmath:bf16 attr-post-ops:sum") == "bf16"
-    assert ve.fpmath_of("attr-fpmath:bf16:true") == "bf16" and ve.fpmath_of("attr-scratchpad:user") == ""
+    assert fpmath_of("attr-scratchpad:user attr-fpmath:bf16 attr-post-ops:sum") == "bf16"
+    assert fpmath_of("attr-fpmath:bf16:true") == "bf16" and fpmath_of("attr-scratchpad:user") == ""
 
 
 @pytest.mark.parametrize("impl, isas", [
@@ -56,7 +73,7 @@ def test_descriptors_of_both_onednn_syntaxes():
     ("gemm:acl", ["acl"]), ("brg:sve_256", ["sve_256"]), ("jit:uni", ["uni"]),
     ("brg_matmul:avx512_core_amx", ["avx512_core_amx"])])
 def test_isa_of_an_implementation(impl, isas):
-    assert ve.isa_tokens(impl) == isas
+    assert isa_tokens(impl) == isas
 
 
 def test_a_torch_and_a_tf_line_give_the_same_entry():
@@ -68,10 +85,10 @@ def test_a_torch_and_a_tf_line_give_the_same_entry():
                "attr-scratchpad:user attr-fpmath:bf16,,8x64:64x64,0.25")
     want = {"kind": "matmul", "implementation": "brg_matmul:avx512_core_bf16", "src": "bf16",
             "wei": "bf16", "dst": "bf16", "fpmath": "bf16", "ms": 0.25}
-    assert ve.compute_entry(ve._fields(torch_line)) == want == ve.compute_entry(ve._fields(tf_line))
+    assert compute_entry(_fields(torch_line)) == want == compute_entry(_fields(tf_line))
     reorder = "onednn_verbose,v1,primitive,exec,cpu,reorder,jit:uni,undef,src:bf16::blocked:a::f0 dst:bf16::blocked:a::f0,,,8,0.1"
     gemm_api = "onednn_verbose,primitive,exec,cpu,gemm_api,,undef,src_f32::blocked:ab:f0 wei_f32::blocked:ab:f0 dst_f32::blocked:ab:f0,,,64x64:64x64,4.0"
-    assert ve.compute_entry(ve._fields(reorder)) is None and ve.compute_entry(ve._fields(gemm_api)) is None
+    assert compute_entry(_fields(reorder)) is None and compute_entry(_fields(gemm_api)) is None
 
 
 @pytest.mark.parametrize("entry, info, external, cls", [
@@ -97,7 +114,7 @@ def test_a_torch_and_a_tf_line_give_the_same_entry():
     ({"implementation": "brg_matmul:avx512_core_vnni", "src": "u8", "wei": "s8"}, None, (), "int8"),
 ])
 def test_compute_class(entry, info, external, cls):
-    assert ve.compute_class(entry, info_isa=info, external=external) == cls
+    assert compute_class(entry, info_isa=info, external=external) == cls
 
 
 # ------------------------------------------------------------------ captured steps
@@ -156,27 +173,27 @@ def test_the_oneDNN_version_and_the_kernels_of_each_syntax():
     ("fp32", "strict", "torch-bf16", "fp32 requested, bf16 executed"),
 ])
 def test_precision_label(precision, mode, name, label):
-    assert ve.precision_label(precision, mode, evidence(name)) == label
+    assert precision_label(precision, mode, evidence(name)) == label
 
 
 def test_label_without_evidence():
-    assert ve.precision_label("bf16", "strict", None) == "bf16 requested, not recorded"
-    assert ve.precision_label("bf16", "strict", ve.failed_evidence("probe exited 1")) == \
+    assert precision_label("bf16", "strict", None) == "bf16 requested, not recorded"
+    assert precision_label("bf16", "strict", probing.failed_evidence("probe exited 1")) == \
         "bf16 requested, not recorded"
-    assert ve.precision_label("fp16", "strict", None) == "fp16 requested, not recorded"  # a GPU run
-    assert ve.precision_label("fp32", "tf32", None) == "tf32 requested, not recorded"
-    assert ve.precision_label("fp32", "strict", None) == ""
+    assert precision_label("fp16", "strict", None) == "fp16 requested, not recorded"  # a GPU run
+    assert precision_label("fp32", "tf32", None) == "tf32 requested, not recorded"
+    assert precision_label("fp32", "strict", None) == ""
     # evidence from before the precision was kept: not recorded, never "fp32 executed"
-    old = {k: v for k, v in evidence("torch-fpmath-bf16").items() if k not in ve.precision_evidence([])}
-    assert ve.precision_label("fp32", "bf16", old) == "bf16 requested, not recorded"
+    old = {k: v for k, v in evidence("torch-fpmath-bf16").items() if k not in precision_evidence([])}
+    assert precision_label("fp32", "bf16", old) == "bf16 requested, not recorded"
 
 
 def test_requested_precision_of_a_record():
-    assert ve.requested_precision({}) == "fp32"  # records from before the fields
-    assert ve.requested_precision({ve.PRECISION_FIELD: "bf16"}) == "bf16"
-    assert ve.requested_precision({ve.MATH_MODE_FIELD: "bf16"}) == "bf16"
-    assert ve.requested_precision({ve.PRECISION_FIELD: "fp16", ve.MATH_MODE_FIELD: "strict"}) == "fp16"
-    assert ve.requested_precision({ve.PRECISION_FIELD: "fp32", ve.MATH_MODE_FIELD: "tf32"}) == "tf32"
+    assert requested_precision({}) == "fp32"  # records from before the fields
+    assert requested_precision({PRECISION_FIELD: "bf16"}) == "bf16"
+    assert requested_precision({MATH_MODE_FIELD: "bf16"}) == "bf16"
+    assert requested_precision({PRECISION_FIELD: "fp16", MATH_MODE_FIELD: "strict"}) == "fp16"
+    assert requested_precision({PRECISION_FIELD: "fp32", MATH_MODE_FIELD: "tf32"}) == "tf32"
 
 
 # ------------------------------------------------------------------ the node's ISA
@@ -291,10 +308,10 @@ def record(k: int, name: str | None, *, config: str = "c", **fields) -> dict:
 def test_a_record_with_precision_evidence_is_valid_and_flattens():
     r = record(0, "tf-bf16")
     validate(r)
-    row = flatten({**r, ve.PRECISION_FIELD: "fp32", ve.MATH_MODE_FIELD: "bf16"})
+    row = flatten({**r, PRECISION_FIELD: "fp32", MATH_MODE_FIELD: "bf16"})
     assert row["executed_precision"] == "bf16" and row["evidence_label"] is None
     assert row["vendor_kernel_dtypes"] == "bf16=6" and row["vendor_kernel_isa"] == "avx512_core_bf16"
-    row = flatten(record(0, "torch-fpmath-bf16", **{ve.MATH_MODE_FIELD: "bf16"}))
+    row = flatten(record(0, "torch-fpmath-bf16", **{MATH_MODE_FIELD: "bf16"}))
     assert (row["requested_precision"], row["executed_precision"], row["evidence_label"]) == (
         "bf16", "fp32", "bf16 requested, fp32 executed")
     assert row["vendor_fpmath"] == "bf16"
@@ -303,7 +320,7 @@ def test_a_record_with_precision_evidence_is_valid_and_flattens():
 
 
 def test_the_summary_carries_the_label_per_configuration():
-    rows = [record(k, "torch-fpmath-bf16", config="bf", **{ve.MATH_MODE_FIELD: "bf16"}) for k in range(2)]
+    rows = [record(k, "torch-fpmath-bf16", config="bf", **{MATH_MODE_FIELD: "bf16"}) for k in range(2)]
     rows += [record(k, "torch-fp32-strict", config="fp") for k in range(2)]
     rows = [{**r, "model": "resnet50" if r["config_id"] == "bf" else "alexnet"} for r in rows]
     summary = summarise(records_to_frame(rows))
@@ -315,11 +332,11 @@ def test_the_summary_carries_the_label_per_configuration():
 
 
 def test_the_vendor_evidence_table_shows_what_precision_ran():
-    rows = [record(0, "torch-bf16", config="b", **{ve.PRECISION_FIELD: "bf16"}),
-            record(1, "torch-bf16", config="b", **{ve.PRECISION_FIELD: "bf16"}),
-            record(0, "torch-fpmath-bf16", config="m", **{ve.MATH_MODE_FIELD: "bf16"}),
+    rows = [record(0, "torch-bf16", config="b", **{PRECISION_FIELD: "bf16"}),
+            record(1, "torch-bf16", config="b", **{PRECISION_FIELD: "bf16"}),
+            record(0, "torch-fpmath-bf16", config="m", **{MATH_MODE_FIELD: "bf16"}),
             record(0, "torch-fp32-strict", config="f"),
-            record(0, None, config="n", **{ve.PRECISION_FIELD: "bf16", "model": "old"})]
+            record(0, None, config="n", **{PRECISION_FIELD: "bf16", "model": "old"})]
     t = build_table("vendor_evidence", records_to_frame(rows))
     assert len(t) == 4  # each requested precision its own row (the old one another model)
     got = {(r.model, r.precision, r.math_mode): r for r in t.itertuples()}
@@ -350,7 +367,7 @@ def test_a_real_probe_of_a_bf16_matmul_under_autocast():
         out.float().sum().backward()
 
     step()  # creates the primitives
-    e = ve.probe_in_process(step, lambda: torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON))
+    e = probing.probe_in_process(step, lambda: torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON))
     assert e["error"] == ""
     isa = provenance.cpu_isa() or []
     if platform.machine() != "x86_64" or "avx512f" not in isa:
@@ -359,7 +376,7 @@ def test_a_real_probe_of_a_bf16_matmul_under_autocast():
     if "avx512_bf16" in isa or "amx_bf16" in isa:
         assert e["executed_precision"] == "bf16", e
         assert any("bf16" in i or "amx" in i for i in e["kernel_isa"])
-        assert ve.precision_label("bf16", "strict", e) == ""
+        assert precision_label("bf16", "strict", e) == ""
     else:
         assert e["executed_precision"] == "bf16 emulated", e
     assert e["kernel_dtypes"].get("bf16", 0) >= 1
@@ -377,7 +394,7 @@ def test_the_probe_child_takes_every_probe_setting_it_is_given():
     argv = command_line(run, probe=True)
     child = parse_probe_args(argv)
     assert command_line(child, probe=True) == argv
-    assert ve.probe_settings(child) == ve.probe_settings(run)
+    assert probing.probe_settings(child) == probing.probe_settings(run)
 
 
 def test_evidence_is_not_stated_across_requested_numerics(tmp_path):
@@ -385,14 +402,14 @@ def test_evidence_is_not_stated_across_requested_numerics(tmp_path):
     earlier = train_record(run_id="c/rep0", vendor_evidence=evidence("torch-bf16"))
     path = tmp_path / "rep0.json"
     write_record(path, earlier)
-    fields = {k: earlier.get(k) for k in ve.SAME_FOR_EVIDENCE} | {"env": dict(earlier["env"])}
-    assert ve.shared_evidence(path, fields) is not None
+    fields = {k: earlier.get(k) for k in reuse.SAME_FOR_EVIDENCE} | {"env": dict(earlier["env"])}
+    assert reuse.shared_evidence(path, fields) is not None
     # fields a run states as their defaults read the same as absent ones (older records)
-    assert ve.why_not_shared(earlier, {**fields, ve.PRECISION_FIELD: "fp32",
-                                       ve.MATH_MODE_FIELD: "strict", ve.GRAPH_FIELD: "eager"}) == ""
-    why = ve.why_not_shared(earlier, {**fields, ve.MATH_MODE_FIELD: "bf16"})
+    assert reuse.why_not_shared(earlier, {**fields, PRECISION_FIELD: "fp32",
+                                       MATH_MODE_FIELD: "strict", GRAPH_FIELD: "eager"}) == ""
+    why = reuse.why_not_shared(earlier, {**fields, MATH_MODE_FIELD: "bf16"})
     assert why == "its math_mode 'strict' is not this run's 'bf16'"
-    assert ve.why_not_shared({**earlier, ve.PRECISION_FIELD: "bf16"}, fields).startswith("its precision")
+    assert reuse.why_not_shared({**earlier, PRECISION_FIELD: "bf16"}, fields).startswith("its precision")
 
 
 def test_a_kernel_record_has_no_precision_columns():

@@ -65,16 +65,16 @@ def test_a_one_process_run_probes_a_step_of_its_own_as_the_child_would(tmp_path)
     step of its own and starts no probe child (here a child would fail), and sees the same
     implementations, as often, as the probe child of the same configuration."""
     out = tmp_path / "r.json"
-    script = ("import sys; from archbench.workloads.training import vendor_evidence as ve; "
-              "ve.probe_argv = lambda c: [sys.executable, '-c', 'raise SystemExit(9)']; "
+    script = ("import sys; from archbench.workloads.training.vendor_evidence import probing; "
+              "probing.probe_argv = lambda c: [sys.executable, '-c', 'raise SystemExit(9)']; "
               "from archbench.workloads.training.benchmark import main; sys.exit(main(sys.argv[1:]))")
     done = subprocess.run([sys.executable, "-c", script, *TINY, "--output", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     here = read_record(out)["vendor_evidence"]
     assert here["library"] == "onednn" and here["error"] == "" and "source" not in here
-    from archbench.workloads.training import vendor_evidence
-    child = vendor_evidence.probe(train.parse_args([*TINY, "--output", str(out)]))
+    from archbench.workloads.training.vendor_evidence import probing
+    child = probing.probe(train.parse_args([*TINY, "--output", str(out)]))
     assert child["library"] == "onednn", child
     assert {k: v["calls"] for k, v in here["implementations"].items()} == \
         {k: v["calls"] for k, v in child["implementations"].items()}

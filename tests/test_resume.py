@@ -23,7 +23,7 @@ from conftest import copy_workflow, default_signals, snakemake, tool_env
 
 from archbench.execute.lifeline import MARK, STOP_GRACE_S
 from archbench.plan.campaign import load_campaign_file, raw_path
-from archbench.workloads.training import vendor_evidence
+from archbench.workloads.training.vendor_evidence import reuse
 
 pytestmark = pytest.mark.workflow
 
@@ -140,9 +140,9 @@ def test_kill_at_random_points_then_resume_loses_nothing(tmp_path):
     expected = {raw_path(m) for m in load_campaign_file(workdir / "tiny.yaml").measurements}
     raw = workdir / "results/raw"
     on_disk = {str(p.relative_to(workdir / "results")) for p in raw.rglob("*.json")
-               if vendor_evidence.PROBES_DIR not in p.parts}
+               if reuse.PROBES_DIR not in p.parts}
     assert on_disk == expected  # every measurement exactly once, nothing extra
-    for index in raw.glob(f"*/{vendor_evidence.PROBES_DIR}/*.json"):  # each names a record
+    for index in raw.glob(f"*/{reuse.PROBES_DIR}/*.json"):  # each names a record
         named = index.parent.parent / json.loads(index.read_text())["record"]
         assert str(named.relative_to(workdir / "results")) in expected
     records = [json.loads((workdir / "results" / path).read_text()) for path in expected]

@@ -397,7 +397,8 @@ def test_sweep_says_whether_a_runtime_reads_the_mkl_settings(sweep):
 
 
 def test_kmp_readers_come_from_the_loaded_runtimes():
-    from archbench.workloads.training.vendor_evidence import failed_evidence, kmp_read_by
+    from archbench.workloads.training.vendor_evidence.library import kmp_read_by
+    from archbench.workloads.training.vendor_evidence.probing import failed_evidence
     probed = {"library": "onednn", "loaded_libraries": ["libgomp.so.1"]}
     assert kmp_read_by(probed) == "none"  # GNU OpenMP ignores KMP_*
     assert kmp_read_by({**probed, "loaded_libraries": ["libiomp5.so", "libmkl_rt.so"]}) == "libiomp5.so"

@@ -20,7 +20,7 @@ from archbench.plan.campaign import load_campaign
 from archbench.workloads.training import benchmark as train
 from archbench.workloads.training import settings
 from archbench.workloads.training.settings import ABSENT, SETTINGS, Setting, TrainRun
-from archbench.workloads.training.vendor_evidence import probe_argv
+from archbench.workloads.training.vendor_evidence.probing import probe_argv
 from archbench.workloads.training.vendor_probe_child import parse_probe_args
 
 SYSTEM = {"arch": "x86_64", "sockets": 2, "cores_per_socket": 4, "nodes": 2, "launcher": "srun",

@@ -1,6 +1,6 @@
 """The tuning table and figure (docs/metrics.md, "Tuning") against the fabricated truth.
 
-Every expected number is computed here from ``archbench.results.fabricated``: the tuner's
+Every expected number is computed here from ``tests/fabricated.py``: the tuner's
 schedule (``TUNE_SCHEDULE``), the failed trials, and ``true_throughput`` of the tuner's
 and the hybrid sweep's configurations (their runs' repetition factors average exactly 1).
 """
@@ -11,12 +11,12 @@ import datetime as dt
 import math
 import statistics
 
+import fabricated as fab
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 from scipy import stats
 
-from archbench.results import fabricated as fab
 from archbench.results.artifacts import make_figure_files, make_table_files, to_csv
 from archbench.results.collect import flatten, records_to_frame
 from archbench.results.figures import NO_DATA, build_figure

@@ -20,7 +20,7 @@ from archbench.execute import supervisor as run
 from archbench.results.collect import flatten, records_to_frame
 from archbench.results.tables import TABLES, build_table
 from archbench.workloads.training import benchmark as train
-from archbench.workloads.training import vendor_evidence as ve
+from archbench.workloads.training.vendor_evidence import library, onednn_verbose, probing, reuse
 
 DATA = Path(__file__).parent / "data"
 TINY = ["--model", "small_cnn", "--batch-per-process", "4", "--image-size", "32", "--num-classes", "10",
@@ -39,7 +39,7 @@ def exec_times(lines: list[str], needle: str) -> float:
 
 # ------------------------------------------------------------------ parsing fixtures
 def test_aarch64_acl_fixture_shows_onednn_with_acl_and_its_reference_share():
-    e = ve.parse_verbose(fixture("onednn-aarch64-acl.txt"))
+    e = onednn_verbose.parse_verbose(fixture("onednn-aarch64-acl.txt"))
     assert e["library"] == "onednn+acl"
     assert e["version"] == "3.6.2" and e["isa"].startswith("AArch64")
     assert {"gemm:acl", "indirect_gemm:acl", "acl", "gemm:ref", "ref:any", "jit:uni"} == set(
@@ -53,18 +53,18 @@ def test_aarch64_acl_fixture_shows_onednn_with_acl_and_its_reference_share():
 
 
 def test_aarch64_without_acl_is_onednn_mostly_reference():
-    e = ve.parse_verbose(fixture("onednn-aarch64-noacl.txt"))
+    e = onednn_verbose.parse_verbose(fixture("onednn-aarch64-noacl.txt"))
     assert e["library"] == "onednn" and e["version"] == "2.7.3"
     assert e["reference_share"] == pytest.approx(0.8)
     assert e["implementations"]["gemm:ref"]["calls"] == 2
-    assert ve.mismatch("onednn-acl", True, e) == "declared onednn-acl, evidence onednn"
+    assert library.mismatch("onednn-acl", True, e) == "declared onednn-acl, evidence onednn"
 
 
 def test_x86_probe_counts_only_the_probe_step():
     text = fixture("onednn-x86_64-probe.txt")
-    _, step = ve.probe_lines(text)
+    _, step = onednn_verbose.probe_lines(text)
     every_exec = [line for line in text.splitlines() if ",exec," in line]
-    e = ve.parse_verbose(text)
+    e = onednn_verbose.parse_verbose(text)
     calls = sum(i["calls"] for i in e["implementations"].values())
     assert calls == sum(",exec," in line for line in step) < len(every_exec)
     assert e["library"] == "onednn" and e["version"] == "3.5.0"
@@ -79,13 +79,13 @@ def test_mkldnn_v0_lines_without_engine_and_unknown_lines():
             "mkldnn_verbose,exec,convolution,jit:avx2,forward_training,fsrc:nchw,,mb1,1.5\n"
             "some other program output\n"
             "onednn_verbose,graph,exec,cpu,100002,conv,,1.0\n")
-    e = ve.parse_verbose(text)
+    e = onednn_verbose.parse_verbose(text)
     assert e["version"] == "0.21.3" and list(e["implementations"]) == ["jit:avx2"]
     assert e["library"] == "onednn" and e["optimized_share"] == 1.0
 
 
 def test_nothing_executed_is_library_none_without_shares():
-    e = ve.parse_verbose("onednn_verbose,info,oneDNN v3.5.0 (commit N/A)\n")
+    e = onednn_verbose.parse_verbose("onednn_verbose,info,oneDNN v3.5.0 (commit N/A)\n")
     assert e["library"] == "none" and e["implementations"] == {}
     assert e["optimized_share"] is None and e["reference_share"] is None
 
@@ -96,56 +96,56 @@ def test_nothing_executed_is_library_none_without_shares():
                                         ("indirect_gemm:acl", "optimized"),
                                         ("jit:uni", "optimized"), ("gemm_api", "api")])
 def test_classify(name, kind):
-    assert ve.classify(name) == kind
+    assert library.classify(name) == kind
 
 
 def test_armpl_needs_blas_execution_and_libarmpl():
-    assert ve.library_of(["gemm:blas"], ["libarmpl_lp64.so"]) == "armpl"
-    assert ve.library_of(["gemm:blas"], []) == "onednn"
-    assert ve.library_of(["gemm_api"], ["libarmpl_lp64.so"]) == "none"  # loaded is not ran
+    assert library.library_of(["gemm:blas"], ["libarmpl_lp64.so"]) == "armpl"
+    assert library.library_of(["gemm:blas"], []) == "onednn"
+    assert library.library_of(["gemm_api"], ["libarmpl_lp64.so"]) == "none"  # loaded is not ran
 
 
 # ------------------------------------------------------------------ declared vs evidence
 def test_a_record_states_the_library_that_ran_not_the_declared_one():
-    acl = ve.parse_verbose(fixture("onednn-aarch64-acl.txt"))
+    acl = onednn_verbose.parse_verbose(fixture("onednn-aarch64-acl.txt"))
     nothing = {**acl, "library": "none", "loaded_libraries": ["libarmpl_lp64.so"]}
-    assert ve.recorded_library("armpl", True, acl) == "onednn-acl"
-    assert ve.recorded_library("onednn-acl", True, acl) == "onednn-acl"
-    assert ve.recorded_library("armpl", False, acl) == "armpl"  # off: the flag's own mismatch
-    assert ve.recorded_library("armpl", True, nothing) == "armpl"  # no trace: flagged, kept
-    assert ve.recorded_library("armpl", True, None) == "armpl"  # not probed
+    assert library.recorded_library("armpl", True, acl) == "onednn-acl"
+    assert library.recorded_library("onednn-acl", True, acl) == "onednn-acl"
+    assert library.recorded_library("armpl", False, acl) == "armpl"  # off: the flag's own mismatch
+    assert library.recorded_library("armpl", True, nothing) == "armpl"  # no trace: flagged, kept
+    assert library.recorded_library("armpl", True, None) == "armpl"  # not probed
 
 
 def test_mismatch_rules():
-    acl = ve.parse_verbose(fixture("onednn-aarch64-acl.txt"))
+    acl = onednn_verbose.parse_verbose(fixture("onednn-aarch64-acl.txt"))
     eigen = {**acl, "library": "none", "loaded_libraries": ["libarmpl_lp64.so"]}
-    assert ve.mismatch("onednn-acl", True, acl) == ""
-    assert ve.mismatch("armpl", True, acl) == "declared armpl, evidence onednn+acl"
-    assert "no oneDNN primitive ran" in ve.mismatch("armpl", True, eigen)
-    assert "libarmpl_lp64.so" in ve.mismatch("armpl", True, eigen)
-    assert ve.mismatch("onednn", False, acl) == "vendor library off, but onednn+acl primitives ran"
-    assert ve.mismatch("onednn", False, eigen) == ""
-    assert ve.mismatch("mkl", True, {**acl, "library": "onednn"}) == ""  # MKL-DNN is oneDNN
-    assert ve.mismatch("onednn", True, ve.failed_evidence("probe exited 1")) == ""
+    assert library.mismatch("onednn-acl", True, acl) == ""
+    assert library.mismatch("armpl", True, acl) == "declared armpl, evidence onednn+acl"
+    assert "no oneDNN primitive ran" in library.mismatch("armpl", True, eigen)
+    assert "libarmpl_lp64.so" in library.mismatch("armpl", True, eigen)
+    assert library.mismatch("onednn", False, acl) == "vendor library off, but onednn+acl primitives ran"
+    assert library.mismatch("onednn", False, eigen) == ""
+    assert library.mismatch("mkl", True, {**acl, "library": "onednn"}) == ""  # MKL-DNN is oneDNN
+    assert library.mismatch("onednn", True, probing.failed_evidence("probe exited 1")) == ""
 
 
 def test_failed_or_slow_probe_never_fails_the_run(monkeypatch):
     config = train.parse_args([*TINY, "--output", "x"])
-    monkeypatch.setattr(ve, "probe_argv", lambda c: [sys.executable, "-c", "raise SystemExit(3)"])
-    e = ve.probe(config)
+    monkeypatch.setattr(probing, "probe_argv", lambda c: [sys.executable, "-c", "raise SystemExit(3)"])
+    e = probing.probe(config)
     assert e["library"] is None and e["error"].startswith("probe exited 3")
-    monkeypatch.setattr(ve, "probe_argv", lambda c: [sys.executable, "-c",
+    monkeypatch.setattr(probing, "probe_argv", lambda c: [sys.executable, "-c",
                                                      "import time; time.sleep(30)"])
-    assert "exceeded" in ve.probe(config, timeout_s=0.5)["error"]
+    assert "exceeded" in probing.probe(config, timeout_s=0.5)["error"]
 
 
 def test_a_probe_child_never_waits_for_its_parent_to_read(monkeypatch):
     """The child writes to files: a megabyte of output (more than a pipe holds) before its
     markers does not stall it while the parent, importing its framework, reads nothing."""
     config = train.parse_args([*TINY, "--output", "x"])
-    script = f"print('x' * 1_000_000); print({ve.PROBE_BEGIN!r}); print({ve.PROBE_END!r})"
-    monkeypatch.setattr(ve, "probe_argv", lambda c: [sys.executable, "-c", script])
-    child = ve.ProbeChild(config, timeout_s=30)
+    script = f"print('x' * 1_000_000); print({onednn_verbose.PROBE_BEGIN!r}); print({onednn_verbose.PROBE_END!r})"
+    monkeypatch.setattr(probing, "probe_argv", lambda c: [sys.executable, "-c", script])
+    child = probing.ProbeChild(config, timeout_s=30)
     deadline = time.monotonic() + 30
     while child.running and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -161,7 +161,7 @@ def test_a_run_that_fails_leaves_no_probe_child_running(monkeypatch):
     from archbench.workloads.training import outcome
     from archbench.workloads.training.tensorflow import loop as tf_loop
     config = train.parse_args([*TINY, "--output", "x"])
-    monkeypatch.setattr(ve, "probe_argv", lambda c: [sys.executable, "-c", "import time; time.sleep(60)"])
+    monkeypatch.setattr(probing, "probe_argv", lambda c: [sys.executable, "-c", "import time; time.sleep(60)"])
     started = []
     early = outcome.early_probe
     monkeypatch.setattr(outcome, "early_probe", lambda c: started.append(early(c)) or started[-1])
@@ -261,7 +261,7 @@ def test_optimized_share_of_many_small_times_is_at_most_one():
     line = "onednn_verbose,v1,primitive,exec,cpu,convolution,jit:avx2_{},forward_training,,,,{}"
     times = [0.174, 0.549, 0.703, 0.675, 0.375, 0.44, 0.509, 0.779, 0.521, 0.394, 0.49, 0.031,
              0.044, 0.704, 0.983, 0.594, 0.394, 0.171, 0.503, 0.982]
-    e = ve.parse_verbose("\n".join(line.format(i, t) for i, t in enumerate(times)) + "\n")
+    e = onednn_verbose.parse_verbose("\n".join(line.format(i, t) for i, t in enumerate(times)) + "\n")
     assert len(e["implementations"]) == len(times)
     assert e["optimized_share"] == 1.0 and e["reference_share"] == 0.0
 
@@ -270,7 +270,7 @@ def test_optimized_share_of_many_small_times_is_at_most_one():
 def test_a_probe_in_the_process_counts_only_its_step(capfd):
     line = "onednn_verbose,v1,primitive,exec,cpu,convolution,brg_conv_fwd:avx2,forward_training,,,,{}\n"
     print(line.format(9.0), end="")  # before the probe: not its step
-    e = ve.probe_in_process(lambda: os.write(1, line.format(0.5).encode()), contextlib.nullcontext)
+    e = probing.probe_in_process(lambda: os.write(1, line.format(0.5).encode()), contextlib.nullcontext)
     assert e["error"] == "" and e["library"] == "onednn"
     assert e["implementations"] == {"brg_conv_fwd:avx2": {"calls": 1, "ms": 0.5, "share": 1.0}}
     print("after the probe")
@@ -281,7 +281,7 @@ def test_a_probe_in_the_process_counts_only_its_step(capfd):
 def test_a_failed_probe_in_the_process_never_fails_the_run(capfd):
     def step():
         raise RuntimeError("no step")
-    e = ve.probe_in_process(step, contextlib.nullcontext)
+    e = probing.probe_in_process(step, contextlib.nullcontext)
     assert e["library"] is None and "no step" in e["error"]
     print("still printing")
     assert "still printing" in capfd.readouterr().out
@@ -291,7 +291,7 @@ def test_a_failed_probe_in_the_process_never_fails_the_run(capfd):
 def probed(k: int, *, config_hash: str = "h", **evidence) -> dict:
     """A record of repetition ``k`` of configuration c whose probe saw oneDNN."""
     from test_sense import train_record
-    own = {**ve.parse_verbose(fixture("onednn-x86_64-probe.txt")), **evidence}
+    own = {**onednn_verbose.parse_verbose(fixture("onednn-x86_64-probe.txt")), **evidence}
     return train_record(run_id=f"c/rep{k}", repetition=k, config_hash=config_hash,
                         framework_version="2.18.1", cpu_model="cpu", vendor_evidence=own)
 
@@ -304,34 +304,34 @@ def put(directory: Path, record: dict) -> Path:
 
 def test_the_earliest_repetition_whose_own_probe_gave_evidence_is_offered(tmp_path):
     out = tmp_path / "rep5.json"
-    assert ve.earlier_record(out, "h") is None  # nothing beside it: the run probes
+    assert reuse.earlier_record(out, "h") is None  # nothing beside it: the run probes
     put(tmp_path, probed(0, library=None, error="probe exited 1: x"))  # its probe failed
     put(tmp_path, probed(1, config_hash="other"))  # another configuration's
     put(tmp_path, probed(2, source="c/rep7"))  # states another's evidence
     (tmp_path / "rep3.json").write_text("{truncated")
-    assert ve.earlier_record(out, "h") is None
+    assert reuse.earlier_record(out, "h") is None
     put(tmp_path, probed(10))
     put(tmp_path, probed(4))
     put(tmp_path, probed(5))  # the run's own output, rerun: never its own source
-    assert ve.earlier_record(out, "h") == tmp_path / "rep4.json"
+    assert reuse.earlier_record(out, "h") == tmp_path / "rep4.json"
 
 
 def test_evidence_is_stated_only_where_it_holds_for_the_run(tmp_path, capsys):
     earlier = probed(0)
     path = tmp_path / "rep0.json"
     write_record(path, earlier)
-    fields = {k: earlier[k] for k in ve.SAME_FOR_EVIDENCE} | {"env": dict(earlier["env"])}
-    shared = ve.shared_evidence(path, fields)
+    fields = {k: earlier[k] for k in reuse.SAME_FOR_EVIDENCE} | {"env": dict(earlier["env"])}
+    shared = reuse.shared_evidence(path, fields)
     assert shared == {**earlier["vendor_evidence"], "source": "c/rep0"}
     for key, value in (("framework_version", "2.19.0"), ("cpu_model", "another cpu"),
                        ("image_sha256", "ab12"), ("git_commit", "f00"), ("intra_threads", 2)):
-        assert ve.shared_evidence(path, {**fields, key: value}) is None
+        assert reuse.shared_evidence(path, {**fields, key: value}) is None
         assert f"its {key}" in capsys.readouterr().err
-    assert ve.shared_evidence(path, {**fields, "env": {"KMP_BLOCKTIME": "0"}}) is None
-    assert ve.shared_evidence(path, fields, "NCHW") is None
-    assert ve.shared_evidence(tmp_path / "missing.json", fields) is None
+    assert reuse.shared_evidence(path, {**fields, "env": {"KMP_BLOCKTIME": "0"}}) is None
+    assert reuse.shared_evidence(path, fields, "NCHW") is None
+    assert reuse.shared_evidence(tmp_path / "missing.json", fields) is None
     write_record(path, {**earlier, "vendor_evidence": {**earlier["vendor_evidence"], "source": "c/rep9"}})
-    assert ve.shared_evidence(path, fields) is None  # evidence at second hand is not passed on
+    assert reuse.shared_evidence(path, fields) is None  # evidence at second hand is not passed on
     assert "no evidence of its own probe" in capsys.readouterr().err
 
 
@@ -355,7 +355,7 @@ def test_repetitions_after_the_first_state_its_evidence_and_a_failed_probe_is_re
     assert f"vendor evidence: onednn (the probe of {r0['run_id']})" in log
     assert flatten(r1)["vendor_evidence_source"] == r0["run_id"]
     write_record(tmp_path / "raw" / "rep0.json",
-                 {**r0, "vendor_evidence": ve.failed_evidence("probe exited 1: test")})
+                 {**r0, "vendor_evidence": probing.failed_evidence("probe exited 1: test")})
     (tmp_path / "raw" / "rep1.json").unlink()
     again = supervise(1)
     assert again["vendor_evidence"]["library"] == "onednn" and "source" not in again["vendor_evidence"]
@@ -410,30 +410,30 @@ def test_the_last_run_that_probed_with_a_key_is_found_by_the_systems_other_runs(
                                                                                  capsys):
     settings = "--model small_cnn"
     first, other = raw_output(tmp_path, "e", "c1"), raw_output(tmp_path, "p", "c2")
-    assert ve.indexed_record(other, "k") is None  # nothing probed yet
-    ve.remember(first, "k", probed(0, library=None, error="probe exited 1: x", settings=settings))
-    assert ve.indexed_record(other, "k") is None  # a failed probe is not offered
+    assert reuse.indexed_record(other, "k") is None  # nothing probed yet
+    reuse.remember(first, "k", probed(0, library=None, error="probe exited 1: x", settings=settings))
+    assert reuse.indexed_record(other, "k") is None  # a failed probe is not offered
     write_record(first, probed(0, settings=settings))
-    ve.remember(first, "k", probed(0, settings=settings))
-    assert ve.index_path(first, "k") == tmp_path / "raw" / "s" / ve.PROBES_DIR / "k.json"
-    assert ve.indexed_record(other, "k") == first
-    assert ve.indexed_record(first, "k") is None  # never a run's own record
-    assert ve.indexed_record(other, "another key") is None
-    assert ve.indexed_record(raw_output(tmp_path.parent / "elsewhere", "p", "c2"), "k") is None
-    ve.remember(other, "k", probed(0, source="e/c1/rep0"))  # stated evidence: not a probe
-    assert ve.indexed_record(raw_output(tmp_path, "q", "c3"), "k") == first
-    write_record(first, {**probed(0), "vendor_evidence": ve.failed_evidence("rerun, failed")})
-    assert ve.indexed_record(other, "k") is None  # its record no longer holds evidence
-    ve.index_path(first, "k").write_text("{truncated")
-    assert ve.indexed_record(other, "k") is None
+    reuse.remember(first, "k", probed(0, settings=settings))
+    assert reuse.index_path(first, "k") == tmp_path / "raw" / "s" / reuse.PROBES_DIR / "k.json"
+    assert reuse.indexed_record(other, "k") == first
+    assert reuse.indexed_record(first, "k") is None  # never a run's own record
+    assert reuse.indexed_record(other, "another key") is None
+    assert reuse.indexed_record(raw_output(tmp_path.parent / "elsewhere", "p", "c2"), "k") is None
+    reuse.remember(other, "k", probed(0, source="e/c1/rep0"))  # stated evidence: not a probe
+    assert reuse.indexed_record(raw_output(tmp_path, "q", "c3"), "k") == first
+    write_record(first, {**probed(0), "vendor_evidence": probing.failed_evidence("rerun, failed")})
+    assert reuse.indexed_record(other, "k") is None  # its record no longer holds evidence
+    reuse.index_path(first, "k").write_text("{truncated")
+    assert reuse.indexed_record(other, "k") is None
 
     def refuse(*_args, **_kwargs):
         raise OSError(30, "Read-only file system")
-    monkeypatch.setattr(ve, "atomic_write_text", refuse)  # no failure, only a later probe
-    ve.remember(other, "k", probed(0, settings=settings))
+    monkeypatch.setattr(reuse, "atomic_write_text", refuse)  # no failure, only a later probe
+    reuse.remember(other, "k", probed(0, settings=settings))
     assert "not written ([Errno 30] Read-only file system)" in capsys.readouterr().err
-    assert ve.index_path(tmp_path / "rep0.json", "k") is None  # outside the results layout
-    ve.remember(tmp_path / "rep0.json", "k", probed(0, settings=settings))  # writes nothing
+    assert reuse.index_path(tmp_path / "rep0.json", "k") is None  # outside the results layout
+    reuse.remember(tmp_path / "rep0.json", "k", probed(0, settings=settings))  # writes nothing
     # the index is beside the experiments, where no listing of records looks
     from archbench.results.record_sets import record_paths
     assert record_paths(tmp_path / "raw") == [first]
@@ -443,18 +443,18 @@ def test_evidence_probed_with_other_settings_or_threads_is_not_stated(tmp_path, 
     earlier = probed(0, settings="--model small_cnn --batch-per-process 4")
     path = raw_output(tmp_path, "e", "c")
     write_record(path, earlier)
-    fields = {k: earlier[k] for k in ve.SAME_FOR_EVIDENCE} | {"env": dict(earlier["env"])}
-    assert ve.shared_evidence(path, fields, settings="--model small_cnn --batch-per-process 8") is None
+    fields = {k: earlier[k] for k in reuse.SAME_FOR_EVIDENCE} | {"env": dict(earlier["env"])}
+    assert reuse.shared_evidence(path, fields, settings="--model small_cnn --batch-per-process 8") is None
     assert "its probe's settings '--model small_cnn --batch-per-process 4'" in capsys.readouterr().err
-    shared = ve.shared_evidence(path, fields, settings="--model small_cnn --batch-per-process 4",
+    shared = reuse.shared_evidence(path, fields, settings="--model small_cnn --batch-per-process 4",
                                 output=raw_output(tmp_path, "p", "c2"))
     assert shared["source"] == "e/c/rep0"  # another experiment's run is named with it
-    assert ve.shared_evidence(path, fields, output=raw_output(tmp_path, "e", "c2"))["source"] == "c/rep0"
+    assert reuse.shared_evidence(path, fields, output=raw_output(tmp_path, "e", "c2"))["source"] == "c/rep0"
     tuned = {**fields, "env": {**fields["env"], "HOROVOD_FUSION_THRESHOLD": "0"}}
-    assert ve.shared_evidence(path, tuned) is not None  # Horovod's knobs do not reach the probe
+    assert reuse.shared_evidence(path, tuned) is not None  # Horovod's knobs do not reach the probe
     threads = {**fields, "env": {**fields["env"], "OMP_NUM_THREADS": "2"}}
-    assert ve.shared_evidence(path, threads) is not None  # intra_threads 4: not read
-    assert ve.shared_evidence(path, {**threads, "intra_threads": 0}) is None  # the default threads: read
+    assert reuse.shared_evidence(path, threads) is not None  # intra_threads 4: not read
+    assert reuse.shared_evidence(path, {**threads, "intra_threads": 0}) is None  # the default threads: read
     assert "its intra_threads" in capsys.readouterr().err
 
 

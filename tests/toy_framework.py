@@ -99,7 +99,7 @@ def probe_step(config):
 
 
 def run(config) -> dict | None:
-    from archbench.workloads.training import vendor_evidence
+    from archbench.workloads.training.vendor_evidence import probing
     start = provenance.now()
     backend = FRAMEWORKS[NAME].backend(config.strategy)(np, config)
     model = MODELS[config.model](config.model, config.image_size, config.num_classes, config.seed)
@@ -115,7 +115,7 @@ def run(config) -> dict | None:
     fields = outcome.base_fields(config, framework_version=np.__version__, nodes=nodes,
                                  processes_per_node=ppn, workers=backend.workers)
     fields.update(hosts=hosts, devices=devices)
-    outcome.add_vendor_evidence(fields, config, probe_here=lambda: vendor_evidence.probe_in_process(
+    outcome.add_vendor_evidence(fields, config, probe_here=lambda: probing.probe_in_process(
         lambda: float(step(*batch)), contextlib.nullcontext))  # numpy has no verbose switch
     return outcome.measured_record(fields, start=start, times=times, losses=losses, wall=wall,
                                    images=images, record_metrics=record_metrics)

@@ -28,7 +28,8 @@ from archbench.plan.plan_match import mismatch_any
 from archbench.workloads import energy
 from archbench.workloads.gpu import device_mismatch
 from archbench.workloads.sense import measured_window_s, read_counted
-from archbench.workloads.training.vendor_evidence import evidence_columns, precision_columns
+from archbench.workloads.training.vendor_evidence.library import evidence_columns
+from archbench.workloads.training.vendor_evidence.precision import precision_columns
 
 Plans = Mapping[str, Sequence[Mapping]]  # record path -> the measurements planned for it
 
@@ -58,9 +59,9 @@ def flatten(record: dict) -> dict:
     """One tidy-table row: lists joined, ``metrics`` spread into ``metric_<name>`` columns,
     the environment the run had as ``env`` (:func:`env_text`) and its MKL/OpenMP part as
     ``mkl_env`` (:func:`mkl_env_text`), the vendor evidence as ``vendor_*`` columns
-    (:func:`archbench.workloads.training.vendor_evidence.evidence_columns`), the requested
+    (:func:`archbench.workloads.training.vendor_evidence.library.evidence_columns`), the requested
     and executed precision and their ``evidence_label`` (:func:`archbench.workloads.training.
-    vendor_evidence.precision_columns`), the window's energy per source
+    vendor_evidence.precision.precision_columns`), the window's energy per source
     (:func:`archbench.workloads.energy.columns`), the tuner's trial as ``trial_*`` columns
     (:func:`trial_columns`), ``host_other_cores`` (the record's ``host_load.other_cores``,
     beside its ``host_busy``), ``node_hours`` of the run (:func:`run_node_hours`), ``cpu_isa`` space-joined, ``loss_tail`` the mean

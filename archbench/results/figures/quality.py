@@ -11,7 +11,7 @@ from archbench.results import tables
 from archbench.results.figures.labels import number
 from archbench.results.figures.plot import Layout, bar_figure, table_of
 from archbench.results.figures.style import Panel, in_order, no_data, proxy, value_label
-from archbench.workloads.training.vendor_evidence import REQUEST_FIELDS
+from archbench.workloads.training.vendor_evidence.precision import REQUEST_FIELDS
 
 
 def note_of(row: pd.Series) -> str:

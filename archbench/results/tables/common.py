@@ -53,9 +53,9 @@ SETTING_METRICS = {
 # settings recorded as text, by summary column: the value of the ok runs (of any run when
 # none is ok); runs that disagree give their values joined by " | "
 # the MKL/OpenMP environment the runs had (collect.mkl_env_text) and the runtime that reads
-# its KMP_* part (vendor_evidence.kmp_read_by: "none" = no runtime loaded reads them)
+# its KMP_* part (vendor_evidence.library.kmp_read_by: "none" = no runtime loaded reads them)
 # and what precision the vendor probe saw the computing primitives run in, with the label
-# that compares it with the one asked for (vendor_evidence.precision_columns: "bf16
+# that compares it with the one asked for (vendor_evidence.precision.precision_columns: "bf16
 # requested, fp32 executed"; empty when they agree), which every table reading the
 # summary can show
 # and each energy source's status, with why where it was not measured (energy_status)

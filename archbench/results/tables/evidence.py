@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from archbench.results.tables.common import empty, group_ids, of_kind, sort_rows
-from archbench.workloads.training.vendor_evidence import NOT_RECORDED, REQUEST_FIELDS
+from archbench.workloads.training.vendor_evidence.precision import NOT_RECORDED, REQUEST_FIELDS
 
 # the requested numerics (precision, fp32 math mode, graph) keep configurations apart: a
 # bf16 and an fp32 run of one model are probed apart and labelled apart
@@ -40,7 +40,7 @@ def _distinct(values: pd.Series) -> str | None:
 
 def _top_implementations(texts: pd.Series) -> str | None:
     """The implementations with the largest mean share over the runs (``name=share`` texts
-    of :func:`archbench.workloads.training.vendor_evidence.evidence_columns`), largest first."""
+    of :func:`archbench.workloads.training.vendor_evidence.library.evidence_columns`), largest first."""
     shares: dict[str, list[float]] = {}
     runs = [t for t in texts.dropna() if str(t).strip()]
     for text in runs:

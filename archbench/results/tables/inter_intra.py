@@ -19,7 +19,7 @@ carried their settings) shows neither cores nor MKL settings: both are unknown t
 
 ``kmp_read_by`` says whether those settings can act at all: the OpenMP runtime mapped
 into the run's process that reads KMP_BLOCKTIME/KMP_AFFINITY (libiomp5, libomp), or
-"none" when the vendor probe saw none loaded (:func:`archbench.workloads.training.vendor_evidence.kmp_read_by`;
+"none" when the vendor probe saw none loaded (:func:`archbench.workloads.training.vendor_evidence.library.kmp_read_by`;
 empty when the run was not probed). The pinned TensorFlow 2.18.1 wheel loads none: its
 oneDNN runs on TensorFlow's own thread pool, so "none" there means the MKL settings rows
 measure the same build twice, not an MKL effect.

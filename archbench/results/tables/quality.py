@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from archbench.results.tables.common import empty, of_kind, of_type, sort_rows, summary_of
-from archbench.workloads.training.vendor_evidence import REQUEST_FIELDS
+from archbench.workloads.training.vendor_evidence.precision import REQUEST_FIELDS
 
 GROUP = ("experiment", "system", "arch", "framework", "device", "model", "batch_per_process",
          "intra_threads", "vendor_library_enabled", *REQUEST_FIELDS, "variant")

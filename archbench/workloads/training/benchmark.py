@@ -31,12 +31,13 @@ from archbench.core.failures import exception_failure
 from archbench.core.marks import mark
 from archbench.core.record import write_record
 from archbench.workloads import gpu
-from archbench.workloads.training import frameworks, matrix, settings, strategies, vendor_evidence
+from archbench.workloads.training import frameworks, matrix, settings, strategies
 from archbench.workloads.training.datasets import batch_beyond_data
 from archbench.workloads.training.models import spec as model_spec
 from archbench.workloads.training.outcome import base_fields, failure_record, release_held
 from archbench.workloads.training.settings import TrainRun
 from archbench.workloads.training.strategies.horovod import horovod_knobs
+from archbench.workloads.training.vendor_evidence import reuse
 
 EXIT_BENCHMARK_FAILED = 3  # a failure record was written
 __all__ = ["EXIT_BENCHMARK_FAILED", "base_fields", "check", "command_for", "evidence_argv", "main",
@@ -130,8 +131,8 @@ def probe_key(measurement: dict, env: dict) -> str:
     """The name under which the runs of ``measurement``'s system find the last record that
     probed as its run will (its planned probe settings, the environment ``env`` its
     worker gets)."""
-    return vendor_evidence.probe_key(settings.planned_argv(measurement, probe=True), env,
-                                     measurement.get("intra_threads"))
+    return reuse.probe_key(settings.planned_argv(measurement, probe=True), env,
+                           measurement.get("intra_threads"))
 
 
 def evidence_argv(measurement: dict, output: str | os.PathLike, config_hash: str, *,
@@ -139,22 +140,22 @@ def evidence_argv(measurement: dict, output: str | os.PathLike, config_hash: str
     """``--vendor-evidence-from RECORD`` for a CPU run when a record holds evidence its own
     probe gathered, probing as this run will: another repetition of the configuration
     hashed ``config_hash`` beside ``output``
-    (:func:`~archbench.workloads.training.vendor_evidence.earlier_record`), else the last
-    such run of the system (:func:`~archbench.workloads.training.vendor_evidence.indexed_record`).
+    (:func:`~archbench.workloads.training.vendor_evidence.reuse.earlier_record`), else the last
+    such run of the system (:func:`~archbench.workloads.training.vendor_evidence.reuse.indexed_record`).
     The worker states it instead of probing where it holds for the run. Empty otherwise."""
     if measurement.get("device") == "gpu":
         return []
-    earlier = (vendor_evidence.earlier_record(output, config_hash)
-               or vendor_evidence.indexed_record(output, probe_key(measurement, env)))
+    earlier = (reuse.earlier_record(output, config_hash)
+               or reuse.indexed_record(output, probe_key(measurement, env)))
     return ["--vendor-evidence-from", str(earlier)] if earlier else []
 
 
 def remember_evidence(measurement: dict, output: str | os.PathLike, record: dict, *,
                       env: dict) -> None:
     """Name record ``output`` to the later runs of its system that probe as it did, if its
-    own probe gave evidence (:func:`~archbench.workloads.training.vendor_evidence.remember`)."""
+    own probe gave evidence (:func:`~archbench.workloads.training.vendor_evidence.reuse.remember`)."""
     if measurement.get("device") != "gpu":
-        vendor_evidence.remember(output, probe_key(measurement, env), record)
+        reuse.remember(output, probe_key(measurement, env), record)
 
 
 def command_for(measurement: dict, system: dict) -> list[str]:

@@ -161,13 +161,13 @@ def probes(config: TrainRun) -> bool:
 def early_probe(config: TrainRun):
     """The vendor probe child of a run whose writing process will probe (a CPU run with the
     probe on that names no other run's evidence to state), started now, before this process
-    imports its framework (:class:`~archbench.workloads.training.vendor_evidence.ProbeChild`);
+    imports its framework (:class:`~archbench.workloads.training.vendor_evidence.probing.ProbeChild`);
     None for any other run or process."""
     if (not probes(config) or config.vendor_evidence_from
             or strategies.launch_rank(config.strategy) != 0):
         return None
-    from archbench.workloads.training import vendor_evidence
-    return vendor_evidence.ProbeChild(config)
+    from archbench.workloads.training.vendor_evidence import probing
+    return probing.ProbeChild(config)
 
 
 def add_vendor_evidence(fields: dict, config: TrainRun, *,
@@ -176,31 +176,31 @@ def add_vendor_evidence(fields: dict, config: TrainRun, *,
     implementations ran (``vendor_evidence``), any mismatch with the declared library, and
     the library that ran as ``vendor_library``. The evidence comes from ``probe_here``
     where the framework probes a step of this process
-    (:func:`~archbench.workloads.training.vendor_evidence.probe_in_process`), else from the
+    (:func:`~archbench.workloads.training.vendor_evidence.probing.probe_in_process`), else from the
     record ``--vendor-evidence-from`` names when it holds for this run (naming that record
     as ``source``), else from one probe step in a child process. The run's own evidence
     states the probe's ``settings``."""
     if not probes(config):
         return
-    from archbench.workloads.training import vendor_evidence
-    settings = vendor_evidence.probe_settings(config)
+    from archbench.workloads.training.vendor_evidence import library, probing, reuse
+    settings = probing.probe_settings(config)
     evidence = probe_here() if probe_here is not None else None
     if evidence is None and config.vendor_evidence_from:
-        evidence = vendor_evidence.shared_evidence(config.vendor_evidence_from, fields,
-                                                   config.data_format, settings=settings,
-                                                   output=config.output)
+        evidence = reuse.shared_evidence(config.vendor_evidence_from, fields,
+                                         config.data_format, settings=settings,
+                                         output=config.output)
     if evidence is None:
-        evidence = vendor_evidence.probe(config)
+        evidence = probing.probe(config)
     if not evidence.get("source"):
         evidence = {**evidence, "settings": settings}
     fields["vendor_evidence"] = evidence
     declared, enabled = fields["vendor_library"], fields["vendor_library_enabled"]
-    fields["vendor_mismatch"] = vendor_evidence.mismatch(declared, enabled, evidence)
+    fields["vendor_mismatch"] = library.mismatch(declared, enabled, evidence)
     origin = f" (the probe of {evidence['source']})" if evidence.get("source") else ""
     print(f"vendor evidence: {evidence['library']}{origin} {evidence['error']}".rstrip()
           + (f"; MISMATCH: {fields['vendor_mismatch']}" if fields["vendor_mismatch"] else ""),
           file=sys.stderr)
-    fields["vendor_library"] = vendor_evidence.recorded_library(declared, enabled, evidence)
+    fields["vendor_library"] = library.recorded_library(declared, enabled, evidence)
 
 
 def check_quality(config: TrainRun, dataset: str) -> None:

@@ -248,8 +248,8 @@ SETTINGS: tuple[Setting, ...] = (
             help="after the measured window, one probe step in a child process with "
                  "ONEDNN_VERBOSE=1 records which implementations ran "
                  "(archbench.workloads.training.vendor_evidence)"),
-    # the supervisor passes it: another repetition's record (vendor_evidence.earlier_record)
-    # or another configuration's that probed alike (vendor_evidence.indexed_record)
+    # the supervisor passes it: another repetition's record (vendor_evidence.reuse.earlier_record)
+    # or another configuration's that probed alike (vendor_evidence.reuse.indexed_record)
     Setting(name="vendor_evidence_from",
             help="a record whose own probe gave evidence, probing as this run would: this "
                  "run states that evidence, naming the record (its source), instead of "

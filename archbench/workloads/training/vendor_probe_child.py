@@ -1,4 +1,4 @@
-"""The vendor-library probe child (see :mod:`archbench.workloads.training.vendor_evidence`): builds the run's
+"""The vendor-library probe child (see :mod:`archbench.workloads.training.vendor_evidence.probing`): builds the run's
 model in its framework with its batch, threads, data format and vendor flag, runs one
 warm-up step, then ONE probe step between markers, with oneDNN's verbose mode set by the
 parent (any framework's CPU path that runs oneDNN, with ACL on aarch64)."""
@@ -12,13 +12,8 @@ from typing import Sequence
 
 from archbench.workloads.training import frameworks
 from archbench.workloads.training.settings import TrainRun, add_arguments
-from archbench.workloads.training.vendor_evidence import (
-    LIBRARIES_LINE,
-    PROBE_BEGIN,
-    PROBE_END,
-    loaded_runtimes,
-    write_line,
-)
+from archbench.workloads.training.vendor_evidence.onednn_verbose import PROBE_BEGIN, PROBE_END
+from archbench.workloads.training.vendor_evidence.probing import LIBRARIES_LINE, loaded_runtimes, write_line
 
 
 def parse_probe_args(argv: Sequence[str] | None = None) -> TrainRun:

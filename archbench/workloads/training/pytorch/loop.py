@@ -125,11 +125,11 @@ def probe_step(config: TrainRun):
 def probe_here(torch, config: TrainRun, *, step, device) -> Callable[[], dict] | None:
     """The vendor probe of a one-process run: ONE more ``step`` on the run's synthetic
     batch with oneDNN's verbose mode switched on around it
-    (:func:`~archbench.workloads.training.vendor_evidence.probe_in_process`). None for a
+    (:func:`~archbench.workloads.training.vendor_evidence.probing.probe_in_process`). None for a
     multi-process run: one more step would need every rank (its probe is a child)."""
     if config.strategy != "single" or device.type != "cpu":
         return None
-    from archbench.workloads.training import vendor_evidence
+    from archbench.workloads.training.vendor_evidence.probing import probe_in_process
 
     def verbose():
         """oneDNN's verbose mode around the step; a torch built without oneDNN (Debian's
@@ -141,7 +141,7 @@ def probe_here(torch, config: TrainRun, *, step, device) -> Callable[[], dict] |
 
     def probe() -> dict:
         batch = synthetic_batch(torch, config, device)
-        return vendor_evidence.probe_in_process(lambda: float(step(*batch)), verbose)
+        return probe_in_process(lambda: float(step(*batch)), verbose)
     return probe
 
 

@@ -1,7 +1,8 @@
 """Test data: fabricated result records of every experiment kind, with known values.
 
-Not used by the workflow. It lives in the package (not in tests/) because the benchmark
-script ``scripts/bench_aggregate.py`` needs it as well as the tests. Every record is a
+Not used by the workflow. The tests import it, and so do the benchmark scripts
+``scripts/bench_aggregate.py`` and ``scripts/bench_tuner.py``, with ``tests/`` on their
+``sys.path`` as pytest puts it on the tests'. Every record is a
 valid record (``archbench.core.record.make_record``), and its throughput follows
 :func:`true_throughput` times a repetition factor from ``NOISE`` whose mean is exactly 1,
 so the mean of a configuration is known in closed form. A few configurations fail on
@@ -13,11 +14,10 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from archbench.core.metrics import global_batch
-from archbench.core.fields import config_id
+from archbench.core.fields import DEFAULT_FRAMEWORK, config_id
+from archbench.core.metrics import layout_counts
 from archbench.core.record import make_record
 from archbench.workloads.kernels import KERNELS
-from archbench.core.fields import DEFAULT_FRAMEWORK
 from archbench.workloads.training.frameworks import FRAMEWORKS, strategies_of
 
 # Repetition factors: the mean of NOISE[:reps] is 1 for reps 1..5, the spread 4% of the mean.
@@ -128,8 +128,7 @@ def _train(experiment: str, etype: str, system: str, **values) -> dict:
             "inter_threads": 1, "batch_per_process": 16, "vendor_library": vendor,
             "vendor_library_enabled": True, "image_size": 224}
     conf.update(values)
-    conf["workers"] = conf["nodes"] * conf["processes_per_node"]
-    conf["global_batch"] = global_batch(conf["batch_per_process"], conf["workers"])
+    conf.update(layout_counts(conf))
     return conf
 
 
