@@ -37,13 +37,13 @@ localrules:
 
 # Once this run holds Snakemake's lock, before its first job.
 onstart:
-    jobs.name_lock_holder(workflow)
-    jobs.write_planned_specs(CAMPAIGN_DAG, regenerate_only=REGENERATE_ONLY)
+    rule_bodies.name_lock_holder(workflow)
+    rule_bodies.write_planned_specs(CAMPAIGN_DAG, regenerate_only=REGENERATE_ONLY)
 
 
 # The last word of a run or `paper`: records counted, excluded, and where they are listed.
 onsuccess:
-    jobs.report_collection(workflow)
+    rule_bodies.report_collection(workflow)
 
 
 rule all:

@@ -261,13 +261,13 @@ def run_snakemake(args: argparse.Namespace, extra: Sequence[str]) -> int:
 
 
 def add_compare(commands) -> None:
-    """Register ``archbench compare`` (the arguments of :mod:`archbench.results.compare`) for
+    """Register ``archbench compare`` (the arguments of :mod:`archbench.results.compare_cli`) for
     ``archbench --help``; :func:`main` hands the command line to
-    :func:`archbench.results.compare.main`, whose parser refuses in one line."""
-    from archbench.results import compare  # argparse only; pandas when it runs
-    compare.add_arguments(commands.add_parser(
+    :func:`archbench.results.compare_cli.main`, whose parser refuses in one line."""
+    from archbench.results import compare_cli  # argparse only; pandas when it runs
+    compare_cli.add_arguments(commands.add_parser(
         "compare", help="which configurations got faster or slower between two result sets",
-        description=compare.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
+        description=compare_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
 
 
 def add_allow_env(command: argparse.ArgumentParser) -> None:
@@ -323,8 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["compare"]:  # its own parser: a usage error is one line, as its refusals
-        from archbench.results import compare
-        return compare.main(argv[1:], prog="archbench compare")
+        from archbench.results import compare_cli
+        return compare_cli.main(argv[1:], prog="archbench compare")
     p = parser()
     args, extra = p.parse_known_args(argv)
     if extra[:1] == ["--"]:  # `archbench run -- ARGS`: ARGS are Snakemake's

@@ -13,8 +13,8 @@ from archbench.core.csvfile import ImportFormatError
 from archbench.core.validate import ConfigError
 from archbench.core.yamlio import load_yaml_file
 from archbench.plan.campaign import Campaign, check_inputs_exist, load_campaign
-from archbench.results.claim_check import check_claims, planned_summary
 from archbench.results.claims import check_imports, is_claims_file
+from archbench.results.claims_vs_plan import check_claims, planned_summary
 
 
 def check_inputs(config: dict, files: Sequence[str | os.PathLike], *,
@@ -26,7 +26,7 @@ def check_inputs(config: dict, files: Sequence[str | os.PathLike], *,
     validated and expanded with its system files (in ``system_dir``, the workflow's
     config/systems, else those the package ships), its container definitions (under ``root``) and image
     files, its ``imports:`` (each claim naming a configuration the campaign runs,
-    :mod:`archbench.results.claim_check`) and the baseline it is compared with (``compare_with:``, a
+    :mod:`archbench.results.claims_vs_plan`) and the baseline it is compared with (``compare_with:``, a
     path relative to the working directory). ``overrides``: the values of Snakemake's --config, merged
     over the files (Snakemake merges several files and those values into ``config``).
     ``match_claims``: hold the claims against the plan too (about a second for the largest
@@ -62,7 +62,7 @@ def check_inputs(config: dict, files: Sequence[str | os.PathLike], *,
         except ImportFormatError as exc:
             raise ConfigError(f"imports.{i}: {exc}", source=source) from None
     if "compare_with" in config:
-        from archbench.results.compare import check_baseline
+        from archbench.results.compare_cli import check_baseline
         from archbench.results.record_sets import CompareError, baseline, is_table
         try:
             found = baseline(config["compare_with"], Path(root) / "results")

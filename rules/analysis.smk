@@ -1,6 +1,6 @@
 # Derived tables (CSV, Markdown, LaTeX) from the collected measurements plus imported
 # published results. One rule per table, named make_<table>_table. Like every artifact
-# step they run inside Snakemake's own process (see archbench/workflow/jobs.py).
+# step they run inside Snakemake's own process (see archbench/workflow/rule_bodies.py).
 
 
 rule merge_measurements:
@@ -16,7 +16,7 @@ rule merge_measurements:
     params:
         mapping_dirs=IMPORT_MAPPING_DIRS,
     run:
-        jobs.merge(input, output, params=params, log=log)
+        rule_bodies.merge(input, output, params=params, log=log)
 
 
 for _table in TABLE_NAMES:
@@ -49,4 +49,4 @@ for _table in TABLE_NAMES:
             systems=report_safe(SYSTEMS) if ARTIFACTS.table(_table).uses_systems else {},
             mapping_dirs=IMPORT_MAPPING_DIRS,
         run:
-            jobs.table(input, output, params=params, log=log)
+            rule_bodies.table(input, output, params=params, log=log)

@@ -23,7 +23,7 @@ if not REGENERATE_ONLY:
         threads: get_threads
         # measurements_per_job > 1: up to that many measurements share one Slurm job, one at a time
         group: get_batch_group if BATCH_GROUPS else None
-        # every key of archbench.plan.jobs.job_resources (nodes, tasks, cpus_per_task, mem_mb,
+        # every key of archbench.plan.submission.job_resources (nodes, tasks, cpus_per_task, mem_mb,
         # runtime, partition, account, the system's placement keys constraint, qos and
         # slurm_extra; mpi="srun" for multi-rank jobs: the Slurm executor then runs the job's
         # command in the batch step, where the launcher's srun spans every node; GPU runs'
@@ -63,7 +63,7 @@ rule choose_best_layouts:
     params:
         statistic=config.get("statistic", "mean"),
     run:
-        jobs.choose_best_layouts(CAMPAIGN_DAG, input, output, params=params, log=log)
+        rule_bodies.choose_best_layouts(CAMPAIGN_DAG, input, output, params=params, log=log)
 
 
 # A tuner's round (experiment type tune): tell the study the previous round's records,
@@ -80,7 +80,7 @@ if not REGENERATE_ONLY:
         log:
             "logs/tune_round/{system}/{experiment}/{study}/round{round}.log",
         run:
-            jobs.tune_round(CAMPAIGN_DAG, input, output, log=log)
+            rule_bodies.tune_round(CAMPAIGN_DAG, input, output, log=log)
 
     # After a study's last round: its top-rung trials complete in the study, and what it
     # found (best trial, point, img/s; trials per state) is written beside the rounds.
@@ -93,4 +93,4 @@ if not REGENERATE_ONLY:
         log:
             "logs/tune_best/{system}/{experiment}/{study}.log",
         run:
-            jobs.tune_best(CAMPAIGN_DAG, input, output, log=log)
+            rule_bodies.tune_best(CAMPAIGN_DAG, input, output, log=log)

@@ -25,11 +25,11 @@ rule collect_measurements:
         html=report("results/tables/invalid_records.html", category="Excluded records",
                     caption="../report/captions/excluded.rst"),
     log:
-        jobs.COLLECT_LOG,
+        rule_bodies.COLLECT_LOG,
     params:
         unplanned=get_unplanned_records,
     run:
-        jobs.collect(CAMPAIGN_DAG, input, output, log=log)
+        rule_bodies.collect(CAMPAIGN_DAG, input, output, log=log)
 
 
 rule plan_campaign:
@@ -42,7 +42,7 @@ rule plan_campaign:
         measurements_per_job=CAMPAIGN_DAG.measurements_per_job,  # a changed count rewrites the plan
         batch_max_minutes=CAMPAIGN_DAG.batch_max_minutes,
     run:
-        jobs.write_plan(CAMPAIGN_DAG, output, params)
+        rule_bodies.write_plan(CAMPAIGN_DAG, output, params)
 
 
 # `snakemake plan`: write the plan (results/plan/<campaign>.{md,csv}); runs no benchmark.

@@ -1,10 +1,10 @@
 # Load, validate and derive: the campaign's measurements and the input functions rules use.
 # The work is the package's: checks while parsing in archbench/workflow/startup.py, what
-# each job needs in archbench/workflow/dag.py, job bodies in archbench/workflow/jobs.py, and
+# each job needs in archbench/workflow/dag.py, job bodies in archbench/workflow/rule_bodies.py, and
 # every use of Snakemake's internals in archbench/core/snakemake_api.py.
 from archbench.core.escape import report_safe
 from archbench.core.snakemake_api import join_groups, per_job
-from archbench.workflow import jobs, startup
+from archbench.workflow import rule_bodies, startup
 from archbench.workflow.dag import GENERATED_TFRECORDS, RECORD_PATTERN, CampaignDag, record_path
 from archbench.workflow.targets import Artifacts, final_outputs
 

@@ -1,7 +1,7 @@
 # Before and after (docs/compare.md): when the campaign names a baseline (`compare_with:`),
 # this campaign's collected measurements against the baseline's records, configuration by
 # configuration, written to results/compare/. Runs inside Snakemake's own process (see
-# ARTIFACT_STEP in archbench/workflow/jobs.py). A baseline without records, or a table that
+# ARTIFACT_STEP in archbench/workflow/rule_bodies.py). A baseline without records, or a table that
 # is not a measurements table, stops the run here in one line, before any job; a comparison
 # that cannot be made (no configuration in common) fails this rule with one line, never a
 # traceback, and the campaign's records stay.
@@ -36,4 +36,4 @@ rule compare_results:
         statistic=config.get("statistic", "mean"),
         caption=ARTIFACTS.compare_caption(),
     run:
-        jobs.compare(CAMPAIGN_DAG, input, output, params=params, log=log)
+        rule_bodies.compare(CAMPAIGN_DAG, input, output, params=params, log=log)

@@ -1,5 +1,5 @@
 # Publication figures (PNG, PDF, SVG), one rule per figure type, named plot_<figure>,
-# run inside Snakemake's own process (see archbench/workflow/jobs.py).
+# run inside Snakemake's own process (see archbench/workflow/rule_bodies.py).
 
 
 for _figure in FIGURE_NAMES:
@@ -24,4 +24,4 @@ for _figure in FIGURE_NAMES:
             # each experiment's base framework, for the framework comparison
             framework_bases=ARTIFACTS.framework_bases if ARTIFACTS.figure(_figure).uses_bases else {},
         run:
-            jobs.figure(input, output, params=params, log=log)
+            rule_bodies.figure(input, output, params=params, log=log)

@@ -67,7 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_workflow import copy_workflow  # noqa: E402 - scripts/, beside this one
 
 from archbench.plan.campaign import load_campaign_file, raw_path  # noqa: E402
-from archbench.plan.jobs import job_resources  # noqa: E402
+from archbench.plan.submission import job_resources  # noqa: E402
 
 CLUSTER = Path(__file__).resolve().parent / "slurm_cluster.sh"
 GOAL = 0.5

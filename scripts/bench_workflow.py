@@ -45,7 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from archbench.plan.campaign import load_campaign_file, raw_path  # noqa: E402
-from archbench.plan.jobs import RESOURCE_DEFAULTS, job_resources  # noqa: E402
+from archbench.plan.submission import RESOURCE_DEFAULTS, job_resources  # noqa: E402
 from archbench.workloads.kernels import KERNELS  # noqa: E402
 
 WORKFLOW_PARTS = ("Snakefile", "Makefile", "rules", "scripts", "config", "profiles",

@@ -13,7 +13,7 @@ from conftest import REPO, copy_workflow, snakemake
 
 from archbench.plan.batching import chunks, group_names
 from archbench.plan.campaign import ConfigError, load_campaign, load_campaign_file, raw_path
-from archbench.plan.jobs import job_resources, plan_markdown, plan_table
+from archbench.plan.submission import job_resources, plan_markdown, plan_table
 
 BATCH_CAMPAIGN = REPO / "tests/campaigns/batch_slurm.yaml"
 

@@ -23,7 +23,7 @@ from archbench.core.record import make_record, raw_path, schema, write_record
 from archbench.core.validate import ConfigError
 from archbench.inputs import check_inputs
 from archbench.plan.campaign import load_campaign
-from archbench.results import compare as compare_cli
+from archbench.results import compare_cli
 from archbench.results.collect import records_to_frame
 from archbench.results.comparison import compare, verdict
 from archbench.results.record_sets import (
@@ -380,7 +380,7 @@ def test_one_folder_compared_by_filter(tmp_path, capsys):
 
 def test_python_dash_m_runs_the_command(two_sets):
     before, after = two_sets
-    proc = subprocess.run([sys.executable, "-m", "archbench.results.compare", str(before), str(after),
+    proc = subprocess.run([sys.executable, "-m", "archbench.results.compare_cli", str(before), str(after),
                            "--fail-below", "0.95"], capture_output=True, text=True, env=tool_env(),
                           timeout=300)
     assert proc.returncode == 1, proc.stderr

@@ -111,7 +111,7 @@ def test_the_plan_warns_of_gpus_the_cuda_image_cannot_run(monkeypatch):
     from conftest import REPO
 
     from archbench.plan.campaign import load_campaign_file
-    from archbench.plan.jobs import campaign_plan
+    from archbench.plan.submission import campaign_plan
     monkeypatch.chdir(REPO)
     kth = load_campaign_file("config/campaigns/kth-ornl-2019.yaml")
     _, text = campaign_plan(kth.name, kth.measurements, kth.systems)

@@ -22,7 +22,7 @@ from archbench.core import hostload
 from archbench.core.fields import config_id
 from archbench.core.record import read_record
 from archbench.execute import supervisor
-from archbench.plan.jobs import job_resources
+from archbench.plan.submission import job_resources
 from archbench.results.collect import record_files, records_to_frame
 from archbench.results.comparison import compare
 from archbench.results.tables import build_table

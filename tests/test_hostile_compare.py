@@ -22,7 +22,7 @@ from test_compare import configuration, run_record, write_set
 from archbench.core import provenance
 from archbench.core.fields import config_id
 from archbench.core.record import raw_path, write_record
-from archbench.results import compare as compare_cli
+from archbench.results import compare_cli
 from archbench.results.record_sets import read_side
 
 TIGHT = [100.0, 101.0, 99.0]
@@ -127,7 +127,7 @@ def output_onto(tmp: Path, what: str) -> list[str]:
 
 
 NO_RATIO = "not a ratio (a number above 0, e.g. 0.95)"
-SEE_HELP = "(see python -m archbench.results.compare --help)"
+SEE_HELP = "(see python -m archbench.results.compare_cli --help)"
 # the parser's refusals: one line naming the argument, never argparse's usage block
 USAGE = [
     Case("an unknown option", lambda t: two(t, {(1, 8): TIGHT}, {(1, 8): SLOW}, "--foo"),

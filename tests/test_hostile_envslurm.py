@@ -340,7 +340,7 @@ def test_a_round_file_archbench_wrote_runs_as_written(tmp_path, monkeypatch, stu
 
 
 def test_the_plan_shows_the_environment_each_job_gets():
-    from archbench.plan.jobs import campaign_plan, environment_notes
+    from archbench.plan.submission import campaign_plan, environment_notes
     campaign = copy.deepcopy(TINY)
     campaign["experiments"]["threads"]["env"] = {"KMP_BLOCKTIME": "0"}
     campaign["system_definitions"] = {"local": {"arch": "auto", "cores_per_socket": 2,

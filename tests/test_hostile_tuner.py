@@ -24,7 +24,7 @@ from test_hostile_inputs import run, snapshot
 from archbench.core.record import raw_path
 from archbench.plan.campaign import experiments_of, load_campaign
 from archbench.plan.placeholders import choice_file, study_dir
-from archbench.workflow import jobs
+from archbench.workflow import rule_bodies
 
 LAYOUT = {"type": "tune", "models": ["small_cnn"], "image_size": 32, "num_classes": 10,
           "batch_per_process": [8, 16, 32], "inter_threads": [1, 2],
@@ -152,13 +152,13 @@ class Files(dict):
 
 def round_job(dag: SimpleNamespace, rounds: list[list[dict]], r: int) -> None:
     previous = {"previous": str(choice_file("results", rounds[r - 1][0]))} if r else {}
-    jobs.tune_round(dag, Files(previous), Files(trials=str(choice_file("results", rounds[r][0]))),
+    rule_bodies.tune_round(dag, Files(previous), Files(trials=str(choice_file("results", rounds[r][0]))),
                     log=[f"logs/round{r + 1}.log"])
 
 
 def best_job(dag: SimpleNamespace, rounds: list[list[dict]]) -> None:
     best = study_dir("results", rounds[0][0]) / "best.json"
-    jobs.tune_best(dag, Files(previous=str(choice_file("results", rounds[-1][0]))),
+    rule_bodies.tune_best(dag, Files(previous=str(choice_file("results", rounds[-1][0]))),
                    Files(best=str(best)), log=["logs/best.log"])
 
 

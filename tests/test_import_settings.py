@@ -16,7 +16,7 @@ from archbench.core.fields import DEFAULT_FRAMEWORK
 from archbench.plan.campaign import load_campaign_file
 from archbench.results import claims as published
 from archbench.results import imports as importer
-from archbench.results.claim_check import planned_runs
+from archbench.results.claims_vs_plan import planned_runs
 from archbench.results.imports import ImportFormatError, read_import
 from archbench.results.tables import build_table
 from archbench.workloads.training import settings as training_settings

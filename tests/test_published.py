@@ -21,7 +21,7 @@ from archbench.inputs import check_inputs
 from archbench.plan.campaign import load_campaign_file
 from archbench.results import claims as published
 from archbench.results import imports as importer
-from archbench.results.claim_check import check_claims, planned_runs, planned_summary
+from archbench.results.claims_vs_plan import check_claims, planned_runs, planned_summary
 from archbench.results.imports import ImportFormatError
 from archbench.results.tables import TABLES, build_table, node_scaling
 

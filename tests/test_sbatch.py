@@ -23,8 +23,8 @@ from snakemake_executor_plugin_slurm.validation import (
 
 from archbench.core.validate import ConfigError
 from archbench.plan.campaign import check_gpu_requests, load_campaign
-from archbench.plan.jobs import job_resources
 from archbench.plan.slurm_requests import pinned_nodes
+from archbench.plan.submission import job_resources
 from archbench.plan.systems import resolve_system
 
 MEASUREMENT = {"nodes": 1, "processes_per_node": 1, "timeout_minutes": 10}
@@ -117,7 +117,7 @@ def test_workers_import_without_the_slurm_plugin():
     """Images install archbench without the workflow's packages: the modules a worker
     imports must not need the executor plugin."""
     code = ("import sys; sys.modules['snakemake_executor_plugin_slurm'] = None; "
-            "import archbench.run, archbench.workloads.training.strategies.base, archbench.kernels, archbench.plan.jobs")
+            "import archbench.run, archbench.workloads.training.strategies.base, archbench.kernels, archbench.plan.submission")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO, copy_workflow, snakemake
 
 from archbench.plan.campaign import load_campaign_file, raw_path
-from archbench.plan.jobs import job_resources
+from archbench.plan.submission import job_resources
 
 pytestmark = pytest.mark.slurm
 

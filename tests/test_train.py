@@ -11,7 +11,7 @@ import pytest
 
 from archbench.core.failures import error_summary
 from archbench.core.record import read_record
-from archbench.plan import jobs as plan
+from archbench.plan import submission as plan
 from archbench.workloads.launch import LaunchError
 from archbench.workloads.training import benchmark as train
 from archbench.workloads.training import outcome

@@ -25,8 +25,8 @@ from archbench.execute.supervisor import identity_fields
 from archbench.execute.tune_rounds import choose_round, finish, storage
 from archbench.plan.campaign import experiments_of, load_campaign
 from archbench.plan.experiment_types.tune import plan_of, space_of
-from archbench.plan.jobs import tuning_notes
 from archbench.plan.placeholders import choice_file, study_dir
+from archbench.plan.submission import tuning_notes
 
 LAYOUT = {"type": "tune", "models": ["small_cnn"], "image_size": 32, "num_classes": 10,
           "batch_per_process": [8, 16, 32], "inter_threads": [1, 2],

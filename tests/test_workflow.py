@@ -373,7 +373,7 @@ def test_every_job_has_the_resources_of_its_measurement(workflow_copy):
     # functions where it has several: each printed job must still carry exactly its own
     # measurement's job_resources (a key only the second system has never reaches the first)
     from archbench.plan.campaign import raw_path
-    from archbench.plan.jobs import job_resources
+    from archbench.plan.submission import job_resources
     (workflow_copy / "mixed.yaml").write_text(MIXED_RESOURCES)
     campaign = load_campaign_file(workflow_copy / "mixed.yaml")
     proc = snakemake(workflow_copy, "-n", "--profile", "profiles/slurm", "--configfile",

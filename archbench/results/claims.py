@@ -32,7 +32,7 @@ columns it gives (and only those it gives: a claim without ``model`` holds for e
 model). A text cell ``!x`` matches anything but ``x`` (e.g. ``mkl_env`` ``!none``: any MKL
 setting). When the campaign is checked, a claim that no configuration of it can match (a
 name it does not run, an identity column the metric's table does not have, a baseline
-count its series lack) is refused (:mod:`archbench.results.claim_check`). The
+count its series lack) is refused (:mod:`archbench.results.claims_vs_plan`). The
 settings an import row defaults are the exception
 (:func:`archbench.results.imports.setting_defaults`, today the framework): a claim (or an
 imported throughput) that names none is TensorFlow's
@@ -96,7 +96,7 @@ class Metric:
     :mod:`archbench.results.tables`, its column ``column``, converted to a claim's unit by
     ``units[unit]``; ``series``/``count``: how a ``baseline`` claim finds its base row;
     ``candidates``: for a table that keeps the best of several rows, the table of all of
-    them (a claim may match any before the campaign has run, :mod:`archbench.results.claim_check`)."""
+    them (a claim may match any before the campaign has run, :mod:`archbench.results.claims_vs_plan`)."""
 
     table: str
     column: str

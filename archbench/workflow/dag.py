@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 from archbench.core.record import raw_path
 from archbench.core.snakemake_api import per_job
 from archbench.execute.specfiles import digest, spec_dir, spec_text
-from archbench.plan import jobs as plan_jobs
+from archbench.plan import submission
 from archbench.plan.batching import group_names
 from archbench.plan.campaign import Campaign, experiments_of
 from archbench.plan.containers import (
@@ -223,19 +223,19 @@ class CampaignDag:
         if anchor:
             with open(anchor) as f:  # missing in a dry run: Snakemake defers the value
                 pinned = pinned_nodes(json.load(f))
-            return plan_jobs.job_resources(m, self.systems[m["system"]], pinned)
+            return submission.job_resources(m, self.systems[m["system"]], pinned)
         if path not in self._resources:
-            self._resources[path] = plan_jobs.job_resources(m, self.systems[m["system"]])
+            self._resources[path] = submission.job_resources(m, self.systems[m["system"]])
         return self._resources[path]
 
     def measurement_resources(self, path_of: Callable[[Any], str]) -> dict:
-        """run_measurement's resources: every key archbench.plan.jobs.job_resources gives,
+        """run_measurement's resources: every key archbench.plan.submission.job_resources gives,
         as a constant when all the campaign's measurements have the same value, else as a
         function of the job (``path_of`` its wildcards give its record path; Snakemake
         calls each function of each job: constants spare a 10,000-job dry run most of those
         calls). slurm_extra is pinned to repetition 0's nodes, read from the anchor input,
         when the campaign keeps repetitions on the same nodes."""
-        jobs = [{**plan_jobs.RESOURCE_DEFAULTS, **self.resources(path)} for path in self.measurements]
+        jobs = [{**submission.RESOURCE_DEFAULTS, **self.resources(path)} for path in self.measurements]
         pinned = any(self.anchor_input(m) for m in self.measurements.values())
         resources = {}
         for key in sorted(set().union(*jobs)):
@@ -251,7 +251,7 @@ class CampaignDag:
 
     def _job_resource(self, key: str, path_of: Callable[[Any], str]) -> Callable:
         """The function giving resource ``key`` of a run_measurement job (None: not set)."""
-        default = plan_jobs.RESOURCE_DEFAULTS.get(key)
+        default = submission.RESOURCE_DEFAULTS.get(key)
         return per_job(lambda wildcards: self.resources(path_of(wildcards)).get(key, default))
 
     # ------------------------------------------------------------ images

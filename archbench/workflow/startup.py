@@ -12,10 +12,10 @@ from archbench.core import snakemake_api, storage
 from archbench.core.validate import ConfigError
 from archbench.execute.runlock import invocation_refusal
 from archbench.inputs import check_inputs
-from archbench.plan import jobs as plan_jobs
+from archbench.plan import submission
 from archbench.plan.campaign import Campaign
 from archbench.plan.configfiles import snakemake_targets
-from archbench.results.compare import check_baseline
+from archbench.results.compare_cli import check_baseline
 from archbench.results.integrity import another_run_holds_locks, quarantine_invalid
 from archbench.results.record_sets import CompareError
 from archbench.workflow.dag import CampaignDag
@@ -88,7 +88,7 @@ def quarantine(workflow: Any, dag: CampaignDag, *, regenerate_only: bool) -> Non
 def print_plan(workflow: Any, dag: CampaignDag, *, regenerate_only: bool) -> None:
     """A dry run (-n) prints the plan too (on stderr, before Snakemake lists the jobs)."""
     if snakemake_api.is_dry_run(workflow) and snakemake_api.is_main_process(workflow) and not regenerate_only:
-        print(plan_jobs.campaign_plan(dag.name, dag.campaign.measurements, dag.systems,
+        print(submission.campaign_plan(dag.name, dag.campaign.measurements, dag.systems,
                                       measurements_per_job=dag.measurements_per_job,
                                       batch_max_minutes=dag.batch_max_minutes)[1], file=sys.stderr)
 

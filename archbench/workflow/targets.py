@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 
 from archbench.results import artifacts
 from archbench.results.claims import is_claims_file
-from archbench.results.compare import FILES as COMPARE_FILES
+from archbench.results.compare_cli import FILES as COMPARE_FILES
 from archbench.results.comparison import caption
 from archbench.results.figures import FIGURES
 from archbench.results.imports import mapping_files

@@ -9,7 +9,7 @@ from conftest import REPO
 
 from archbench.core.hardware import cores_of
 from archbench.plan.campaign import load_campaign_file
-from archbench.plan.jobs import job_resources
+from archbench.plan.submission import job_resources
 from archbench.plan.systems import resolve_system
 
 CAMPAIGN = REPO / "config" / "campaigns" / "cesga-2018.yaml"

@@ -9,8 +9,8 @@ from conftest import REPO, snakemake
 
 from archbench.plan.campaign import load_campaign_file
 from archbench.plan.systems import resolve_system
-from archbench.results.claim_check import planned_runs
 from archbench.results.claims import read_claims
+from archbench.results.claims_vs_plan import planned_runs
 from archbench.results.tables import build_table
 
 CAMPAIGN = REPO / "config" / "campaigns" / "kth-ornl-2019.yaml"

@@ -23,13 +23,13 @@ from archbench.execute.runlock import name_holder
 from archbench.execute.runlock import refusal as lock_refusal
 from archbench.execute.specfiles import write_specs
 from archbench.execute.tune_rounds import StudyError, choose_round, finish
-from archbench.plan import jobs as plan_jobs
+from archbench.plan import submission
 from archbench.results import artifacts
 from archbench.results.collect import collect as collect_records
 from archbench.results.collect import excluded_html, outcome_line
 from archbench.results.collect import write_table as write_collected
-from archbench.results.compare import compare_sources
-from archbench.results.compare import write_files as write_comparison
+from archbench.results.compare_cli import compare_sources
+from archbench.results.compare_cli import write_files as write_comparison
 from archbench.results.record_sets import CompareError
 from archbench.results.tables.best import choose_layouts
 from archbench.workflow.dag import CampaignDag
@@ -79,7 +79,7 @@ def report_collection(workflow: Any) -> None:
 
 def write_plan(dag: CampaignDag, output: Any, params: Any) -> None:
     """plan_campaign: the campaign's plan (results/plan/<campaign>.{md,csv})."""
-    plan_jobs.write_plan(dag.name, dag.campaign.measurements, dag.systems, csv=output.csv,
+    submission.write_plan(dag.name, dag.campaign.measurements, dag.systems, csv=output.csv,
                          markdown=output.markdown, measurements_per_job=params.measurements_per_job,
                          batch_max_minutes=params.batch_max_minutes)
 

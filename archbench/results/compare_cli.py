@@ -1,4 +1,4 @@
-"""``archbench compare BASE [NEW]`` (also ``python -m archbench.results.compare``): which
+"""``archbench compare BASE [NEW]`` (also ``python -m archbench.results.compare_cli``): which
 configurations got faster or slower between two record sets beyond run-to-run noise, and
 what changed in between (docs/compare.md; the comparison is
 :mod:`archbench.results.comparison`).
@@ -57,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-PROG = "python -m archbench.results.compare"
+PROG = "python -m archbench.results.compare_cli"
 
 
 class UsageError(ValueError):
@@ -73,7 +73,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def parser(prog: str = PROG) -> Parser:
-    """The command line of ``prog`` (``python -m archbench.results.compare`` or ``archbench compare``)."""
+    """The command line of ``prog`` (``python -m archbench.results.compare_cli`` or ``archbench compare``)."""
     return add_arguments(Parser(prog=prog, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter))
 
