@@ -183,7 +183,6 @@ NUMERICS = tuple(f.name for f in FIELDS if f.numerics)  # precision, math_mode, 
 READ_AS: Mapping[str, Any] = MappingProxyType({f.name: f.read_as for f in FIELDS if f.read_as is not None})
 NUMERICS_DEFAULTS: Mapping[str, str] = MappingProxyType({n: READ_AS[n] for n in NUMERICS})
 HEADERS: Mapping[str, str] = MappingProxyType({f.name: f.header for f in FIELDS if f.header})
-LEGENDS: Mapping[str, str] = MappingProxyType({f.name: f.legend for f in FIELDS if f.legend})
 RECORD_DEFAULTS: Mapping[str, Any] = MappingProxyType({f.name: f.record_default for f in FIELDS
                                                       if not f.required})
 
