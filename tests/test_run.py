@@ -164,6 +164,28 @@ def test_killed_step_is_classified_by_what_slurm_said(log, status):
     assert exit_failure(137, log)[0] == status
 
 
+def test_a_step_ended_by_one_task_names_that_task_and_its_error_before_the_kill():
+    """kill-on-bad-exit: the task that failed first, then srun terminating the rest; the
+    reason keeps the cause, not only the last lines (which are the others' termination)."""
+    log = "\n".join([
+        "I0000 00:00:1.0 port.cc:153] oneDNN custom operations are on.",
+        "Traceback (most recent call last):", '  File "x.py", line 1, in <module>',
+        "RuntimeError: [../gloo/transport/tcp/pair.cc:534] Connection closed by peer",
+        "srun: error: n1: task 0: Exited with exit code 1",
+        "srun: launch/slurm: _step_signal: Terminating StepId=52.0",
+        "srun: error: n2: task 1: Terminated", "srun: Force Terminated StepId=52.0"])
+    status, reason = exit_failure(143, log)
+    assert status == "failed" and reason == (
+        "exit 143: RuntimeError: [../gloo/transport/tcp/pair.cc:534] Connection closed by peer"
+        " | srun: error: n1: task 0: Exited with exit code 1 | ... | srun: launch/slurm: "
+        "_step_signal: Terminating StepId=52.0 | srun: error: n2: task 1: Terminated | "
+        "srun: Force Terminated StepId=52.0")
+    # a cause among the last lines is not said twice; a log without one keeps its tail
+    assert exit_failure(1, "a\nValueError: bad\nb")[1] == "exit 1: a | ValueError: bad | b"
+    assert exit_failure(1, "E0000 cuda.cc:52] failed call to cuInit: INTERNAL: x\nend")[1] == \
+        "exit 1: E0000 cuda.cc:52] failed call to cuInit: INTERNAL: x | end"
+
+
 def test_an_inherited_tf_config_does_not_reach_the_worker(tmp_path, monkeypatch):
     monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["elsewhere:1"]}}')
     monkeypatch.setattr(run, "worker_command", lambda m, s: [

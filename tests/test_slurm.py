@@ -59,8 +59,8 @@ def test_two_node_training_runs_as_one_srun_step_over_both_nodes(two_node_run, s
     records = [json.loads(p.read_text()) for p in (two_node_run / "results/raw").rglob("rep*.json")]
     assert sorted((r["framework"], r["strategy"]) for r in records) == [
         ("pytorch", "ddp"), ("pytorch", "horovod"), ("tensorflow", "horovod"), ("tensorflow", "mirrored")]
-    for r in records:
-        assert r["status"] == "ok", r["reason"]
+    for r in records:  # a failure shows its worker's log (a rare one must be diagnosable)
+        assert r["status"] == "ok", (r["reason"], (two_node_run / r["log_path"]).read_text()[-6000:])
         assert (r["nodes"], r["workers"], r["global_batch"]) == (2, 2, 8)
         if r["framework"] == "pytorch":  # the two replicas agree after every step
             assert r["metrics"]["replica_weight_spread"]["value"] == 0.0

@@ -15,6 +15,14 @@ OOM_MARKERS = (*OOM_EXCEPTIONS, "Out of memory", "out of memory", "std::bad_allo
 LAUNCH_MARKERS = ("launch failed", "aborted before step completely launched")
 WALLTIME_MARKER = "DUE TO TIME LIMIT"
 REASON_LIMIT = 500
+# The lines that say why a worker ended, whatever followed them: the first line naming a
+# Python exception ("RuntimeError: Connection reset by peer") and srun's word on the task that ended
+# first ("srun: error: n1: task 0: Exited with exit code 1"), which kill-on-bad-exit
+# follows with the other tasks' "Terminated" lines.
+CAUSE_PATTERNS = (
+    re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)\b:.*"),
+    re.compile(r"^srun: error: \S+: tasks? [\d,-]+: Exited with exit code [1-9]\d*"),
+)
 
 
 def error_summary(exc: BaseException) -> str:
@@ -34,10 +42,20 @@ def exception_failure(exc: BaseException) -> tuple[str, str]:
     return status, error_summary(exc)
 
 
+def _first(pattern: re.Pattern, lines: list[str]) -> str:
+    """The first of ``lines`` that ``pattern`` matches, or ""."""
+    return next((line for line in lines if pattern.match(line)), "")
+
+
 def exit_failure(returncode: int, log_text: str) -> tuple[str, str]:
-    """(status, reason) of a worker that exited with ``returncode`` and left no record."""
-    tail = [line for line in log_text.strip().splitlines() if line.strip()][-3:]
-    last = " | ".join(tail)[-400:]
+    """(status, reason) of a worker that exited with ``returncode`` and left no record: the
+    cause (:data:`CAUSE_PATTERNS`) where the log states one before its last lines, then the
+    last three lines."""
+    lines = [line.strip() for line in log_text.strip().splitlines() if line.strip()]
+    tail = lines[-3:]
+    causes = [_first(pattern, lines) for pattern in CAUSE_PATTERNS]
+    causes = [c for c in causes if c and c not in tail]
+    last = " | ".join([*(c[:200] for c in causes), *(["..."] if causes else []), *tail])[-400:]
     if WALLTIME_MARKER in log_text:
         return "timeout", f"exit {returncode}, Slurm time limit: {last}"
     if any(m in log_text for m in OOM_MARKERS):

@@ -42,7 +42,7 @@ BUSY_LIMIT = 0.25
 # and per core, and the samples are taken microseconds apart from the window's ends
 CLOCK_SLACK = 0.05
 CLOCK_SLACK_S = 0.5
-ROUNDING = 0.002  # other_cores against its figures, each rounded to 3 decimals
+DECIMALS = 3  # the figures are rounded to milliseconds (and other_cores to 1/1000 core)
 PROC_STAT = Path("/proc/stat")
 # /proc/stat's per-cpu columns: user nice system idle iowait irq softirq steal (guest
 # time is counted in user already)
@@ -135,15 +135,29 @@ def figures(before: Sample, after: Sample, *, cores: int, cores_asked: int,
     busy = after.busy - before.busy if known else None
     other = max(busy - own, 0.0) / window if known else None
     return {
-        "window_s": round(window, 3), "cores": cores, "cores_asked": min(cores_asked, cores),
-        "own_cpu_s": round(own, 3), "cores_busy_s": None if busy is None else round(busy, 3),
-        "steal_s": round(after.steal - before.steal, 3) if known else None,
-        "niced_s": round(after.niced - before.niced, 3)
+        "window_s": round(window, DECIMALS), "cores": cores, "cores_asked": min(cores_asked, cores),
+        "own_cpu_s": round(own, DECIMALS),
+        "cores_busy_s": None if busy is None else round(busy, DECIMALS),
+        "steal_s": round(after.steal - before.steal, DECIMALS) if known else None,
+        "niced_s": round(after.niced - before.niced, DECIMALS)
         if known and before.niced is not None and after.niced is not None else None,
-        "other_cores": None if other is None else round(other, 3),
+        "other_cores": None if other is None else round(other, DECIMALS),
         "load_1m": [before.load_1m, after.load_1m],
         "slurm_oversubscribe": oversubscribe,
     }
+
+
+def other_cores_bounds(load: dict) -> tuple[float, float]:
+    """The least and most ``other_cores`` the rounded figures of ``load`` allow: each of
+    cores_busy_s, own_cpu_s and window_s is within half a step of :data:`DECIMALS` of what
+    was measured, and other_cores itself was rounded too. A short window makes the interval
+    wide (0.57 s busy, 0.237 s own in 0.293 s: 1.131 to 1.142 cores)."""
+    half = 0.5 * 10 ** -DECIMALS
+    spare = load["cores_busy_s"] - load["own_cpu_s"]
+    window = load["window_s"]
+    low = max(spare - 2 * half, 0.0) / (window + half)
+    high = max(spare + 2 * half, 0.0) / max(window - half, 1e-9)
+    return max(low - half, 0.0), high + half
 
 
 def is_busy(load: dict | None) -> bool | None:

@@ -109,7 +109,8 @@ def _host_load_problem(record: Mapping[str, Any]) -> str:
     other = load["other_cores"]
     if other is not None and busy is not None and window > 0:
         derived = max(busy - load["own_cpu_s"], 0.0) / window
-        if abs(other - derived) > hostload.ROUNDING:
+        low, high = hostload.other_cores_bounds(load)
+        if not low <= other <= high:
             return (f"host_load: other_cores {other:g}, its figures say {derived:.3f} "
                     f"((cores_busy_s - own_cpu_s) / window_s)")
     derived = hostload.is_busy(load)
