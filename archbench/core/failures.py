@@ -54,8 +54,8 @@ def exit_failure(returncode: int, log_text: str) -> tuple[str, str]:
     lines = [line.strip() for line in log_text.strip().splitlines() if line.strip()]
     tail = lines[-3:]
     causes = [_first(pattern, lines) for pattern in CAUSE_PATTERNS]
-    causes = [c for c in causes if c and c not in tail]
-    last = " | ".join([*(c[:200] for c in causes), *(["..."] if causes else []), *tail])[-400:]
+    causes = [c[:200] for c in causes if c and c not in tail]  # kept whatever the tail's length
+    last = " | ".join([*causes, *(["..."] if causes else []), " | ".join(tail)[-400:]])
     if WALLTIME_MARKER in log_text:
         return "timeout", f"exit {returncode}, Slurm time limit: {last}"
     if any(m in log_text for m in OOM_MARKERS):
