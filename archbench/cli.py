@@ -1,4 +1,4 @@
-"""The ``archbench`` command (also ``python -m archbench.campaign``).
+"""The ``archbench`` command (also ``python -m archbench``).
 
     archbench check CAMPAIGN.yaml          # validate a campaign and every input it names
     archbench schema [SECTION]             # every key a campaign may use: campaign, experiment, system

@@ -178,7 +178,7 @@ def test_two_takers_of_one_stale_lease_one_wins(tmp_path):
 # ---------------------------------------------------------------- archbench run, snakemake
 
 def archbench(work: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "archbench.campaign", *args], cwd=work,
+    return subprocess.run([sys.executable, "-m", "archbench", *args], cwd=work,
                           env=tool_env(), capture_output=True, text=True, timeout=120)
 
 

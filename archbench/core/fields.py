@@ -7,6 +7,12 @@ value a record, plan or import without it stands for (``read_as``: those written
 the field existed ran so; filled once where they are loaded, left out where an id is made),
 a token of the configuration id (``token``) and a table header (``header``).
 
+A field kept outside this module (a workload's own, or a test's) is declared the same way in
+a tuple named by :data:`PLUGINS` ("module:attribute", comma-separated; every process of a
+run reads it, as the frameworks' plugins): it joins :data:`FIELDS` and every list read from
+it, its token the id's tail, its ``setting`` a training setting, ``every_table`` a column
+of every table.
+
 The configuration id is :data:`TRAINING_ID` or :data:`KERNEL_ID` (the tokens of a run's
 kind, in a fixed order: ids are directory names of records already written), then
 :data:`ID_TAIL` (tokens left out at their ``read_as``, so older ids stay as they were),
@@ -16,7 +22,9 @@ then a hash of the configuration's tuning and environment (:func:`config_id`).
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
+import os
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
@@ -52,6 +60,8 @@ class Field:
     minimum: int | None = None
     maximum: int | None = None
     description: str | None = None
+    every_table: bool = False
+    setting: Mapping[str, Any] | None = None
 
     @property
     def nullable(self) -> bool:
@@ -76,7 +86,7 @@ class Field:
         return self.token(configuration.get(self.name, MISSING), configuration)
 
 
-def _unless_read_as(default: Any, text: str = "{}") -> Callable[[Any, Mapping], str | None]:
+def unless_read_as(default: Any, text: str = "{}") -> Callable[[Any, Mapping], str | None]:
     """A token left out where the value is unset or the field's ``read_as``."""
     return lambda value, _: None if value in (MISSING, None, default) else text.format(value)
 
@@ -86,6 +96,7 @@ def _when_set(text: str = "{}") -> Callable[[Any, Mapping], str | None]:
     return lambda value, _: text.format(value) if value not in (MISSING, None, 0, "") else None
 
 
+PLUGINS = "ARCHBENCH_FIELDS"  # "module:attribute" of tuples of more fields, comma-separated
 VENDOR_TOKENS = {True: "vlon", False: "vloff", None: "vlna", MISSING: "vlna"}
 DEFAULT_FRAMEWORK = "tensorflow"  # what a record or configuration naming none ran
 
@@ -147,17 +158,17 @@ FIELDS: tuple[Field, ...] = (
                       "kernels run TensorFlow"),
     # numerics: runs in fp32, strict, eager (and records before the fields) keep their ids
     Field(name="precision", choices=("fp32", "bf16", "fp16"), read_as="fp32",
-          token=_unless_read_as("fp32"), numerics=True, legend="{}",
+          token=unless_read_as("fp32"), numerics=True, legend="{}",
           description="the precision the run asked for: fp32, or bf16/fp16 mixed precision (fp32 "
                       "weights); null: records before the field (fp32)"),
     Field(name="math_mode", choices=("strict", "bf16", "tf32"), read_as="strict",
-          token=_unless_read_as("strict", "math{}"), numerics=True, header="math mode",
+          token=unless_read_as("strict", "math{}"), numerics=True, header="math mode",
           legend="math {}",
           description="the fp32 math mode the run asked for: strict, bf16 (oneDNN fpmath, CPUs), "
                       "tf32 (GPUs); null: records before the field (strict). What executed is the "
                       "vendor evidence's"),
     Field(name="graph", choices=("eager", "compiled"), read_as="eager",
-          token=_unless_read_as("eager"), numerics=True, legend="{}",
+          token=unless_read_as("eager"), numerics=True, legend="{}",
           description="how the step ran as asked: eager (the framework's default: PyTorch eager, "
                       "TensorFlow tf.function) or compiled (torch.compile, XLA; metric compile_s "
                       "times the first step apart); null: records before the field (eager)"),
@@ -176,10 +187,28 @@ FIELDS: tuple[Field, ...] = (
                       "measurement)"),
 )
 
+
+def plugin_fields(value: str | None) -> tuple[Field, ...]:
+    """The fields of each "module:attribute" of ``value`` (:data:`PLUGINS`'s form); a name
+    already declared is refused (ValueError naming the plugin)."""
+    out: list[Field] = []
+    for where in filter(None, (part.strip() for part in (value or "").split(","))):
+        module, _, name = where.partition(":")
+        for field in getattr(importlib.import_module(module), name):
+            if field.name in {f.name for f in (*FIELDS, *out)}:
+                raise ValueError(f"{PLUGINS}: field '{field.name}' of {where} is already declared")
+            out.append(field)
+    return tuple(out)
+
+
+FIELDS += plugin_fields(os.environ.get(PLUGINS))  # a plugin may import Field from here
+
 BY_NAME: Mapping[str, Field] = MappingProxyType({f.name: f for f in FIELDS})
 CONFIG_FIELDS = tuple(f.name for f in FIELDS if f.config)  # a record's configuration
 SERIES_FIELDS = tuple(f.name for f in FIELDS if not f.config)
 NUMERICS = tuple(f.name for f in FIELDS if f.numerics)  # precision, math_mode, graph
+# the columns every table shows beside the framework: the numerics, then any field declaring so
+EVERY_TABLE = (*NUMERICS, *(f.name for f in FIELDS if f.every_table and not f.numerics))
 READ_AS: Mapping[str, Any] = MappingProxyType({f.name: f.read_as for f in FIELDS if f.read_as is not None})
 NUMERICS_DEFAULTS: Mapping[str, str] = MappingProxyType({n: READ_AS[n] for n in NUMERICS})
 HEADERS: Mapping[str, str] = MappingProxyType({f.name: f.header for f in FIELDS if f.header})
@@ -196,7 +225,9 @@ TRAINING_ID = ("model", "batch_per_process", "nodes", "processes_per_node", "int
                "inter_threads", "vendor_library_enabled", "data", "strategy", "parameter_servers",
                "variable_update")
 KERNEL_ID = ("kernel", "problem_size", "tile_size", "workers", "nodes")
+# then every other field with a token (a plugin's), in declaration order
 ID_TAIL = (*NUMERICS, "framework", "device")
+ID_TAIL += tuple(f.name for f in FIELDS if f.token and f.name not in {*TRAINING_ID, *KERNEL_ID, *ID_TAIL})
 
 
 def filled(configuration: Mapping) -> dict:

@@ -17,6 +17,7 @@ SPREAD_LIMIT = 0.10  # a configuration whose (max - min) exceeds 10% of its mean
 MIN_WINDOW_S = 0.5
 # what a campaign's ``statistic:`` reports of a configuration's repetitions
 STATISTIC_OF = {"mean": statistics.fmean, "median": statistics.median}
+DEFAULT_STATISTIC = "mean"  # what a campaign without ``statistic:`` reports
 
 
 def global_batch(batch_per_process: int, workers: int) -> int:

@@ -19,6 +19,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
 from archbench.core.fields import NUMERICS_DEFAULTS
+from archbench.core.metrics import DEFAULT_STATISTIC
 from archbench.core.record import RecordError, raw_path, read_record
 from archbench.plan.experiment_types.tune import plan_of, point_fields, study_key
 from archbench.plan.placeholders import choice_file, study_dir
@@ -61,7 +62,7 @@ def check_journal(directory: Path) -> None:
                          "names (emptied or removed: move the study folder away to start again)")
 
 
-def tuner_of(experiment: dict, system: dict, directory: Path, *, statistic: str = "mean") -> Tuner:
+def tuner_of(experiment: dict, system: dict, directory: Path, *, statistic: str = DEFAULT_STATISTIC) -> Tuner:
     """The tuner of a tune experiment on ``system``, its study in ``directory`` (checked:
     StudyError naming a damaged journal or one of another study), its trials valued by
     the campaign's ``statistic``."""
@@ -167,7 +168,7 @@ def round_choices(placeholders: list[dict], tuner: Tuner, *, system: dict) -> di
 
 
 def choose_round(placeholders: list[dict], previous: list[dict], *, experiment: dict,
-                 system: dict, results: str | Path = "results", statistic: str = "mean") -> dict:
+                 system: dict, results: str | Path = "results", statistic: str = DEFAULT_STATISTIC) -> dict:
     """The round file of ``placeholders`` (one round of one study, every repetition):
     record path (``raw/...``) -> the measurement it runs, or {"error": why}. ``previous``:
     the placeholders of the round before (none for the first), whose records are told
@@ -194,7 +195,7 @@ def resolved(placeholder: dict, point: dict, number: int, *, system: dict) -> di
 
 
 def finish(rounds: list[list[dict]], *, experiment: dict, system: dict,
-           results: str | Path = "results", statistic: str = "mean") -> dict:
+           results: str | Path = "results", statistic: str = DEFAULT_STATISTIC) -> dict:
     """Tell the study every round's records again (the last round's trials complete; every
     told value checked against its records, so what it found comes from the records) and
     return what it found: the best trial whose runs all succeeded, its number, point and

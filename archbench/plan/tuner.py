@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import optuna
 from optuna.trial import TrialState
 
-from archbench.core.metrics import STATISTIC_OF
+from archbench.core.metrics import DEFAULT_STATISTIC, STATISTIC_OF
 from archbench.plan.tuning_plan import Round, Slot, Space
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -74,7 +74,7 @@ class Tuner:
     median) of its runs' img/s."""
 
     def __init__(self, space: Space, rounds: list[Round], *, seed: int = 0, storage: Any = None,
-                 statistic: str = "mean", study_key: str | None = None):
+                 statistic: str = DEFAULT_STATISTIC, study_key: str | None = None):
         self.space, self.rounds, self.seed, self.study_key = space, rounds, seed, study_key
         self.statistic, self.aggregate = statistic, STATISTIC_OF[statistic]
         self.storage = optuna.storages.InMemoryStorage() if storage is None else storage

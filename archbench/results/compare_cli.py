@@ -21,6 +21,7 @@ import argparse
 import math
 import os
 import sys
+from archbench.core.metrics import DEFAULT_STATISTIC, STATISTIC_OF
 from pathlib import Path
 from typing import NoReturn, Sequence
 
@@ -41,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="an identity field compared across (matched without it, e.g. "
                         "vendor_library_enabled or system); implied where both filters pin one "
                         "to different values; repeatable")
-    p.add_argument("--statistic", choices=("mean", "median"), default="mean",
+    p.add_argument("--statistic", choices=tuple(STATISTIC_OF), default=DEFAULT_STATISTIC,
                    help="the ratio's statistic of the repetitions (default mean)")
     p.add_argument("--threshold", default=None, metavar="T",
                    help="practical band: a change within 1/(1+T)..1+T is no change (default 0.02)")
@@ -232,7 +233,7 @@ def check_baseline(source: str | os.PathLike) -> None:
 
 def compare_sources(base: str | os.PathLike, new: str | os.PathLike, *, base_filter: Sequence[str] = (),
                     new_filter: Sequence[str] = (), across: Sequence[str] = (),
-                    statistic: str = "mean", threshold: float | None = None):
+                    statistic: str = DEFAULT_STATISTIC, threshold: float | None = None):
     """The :class:`~archbench.results.comparison.Comparison` of two results folders (or
     tables), each side's records kept by its filters (``KEY=VALUE`` texts), and each side's
     lines naming the records left out as invalid. CompareError (one line) when a side

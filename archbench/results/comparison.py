@@ -264,7 +264,7 @@ class Comparison:
         return t[(t["verdict"] == "slower") & (t["ratio"] < below)] if not t.empty else t
 
 
-def compare(base: pd.DataFrame, new: pd.DataFrame, *, statistic: str = "mean",
+def compare(base: pd.DataFrame, new: pd.DataFrame, *, statistic: str = metrics.DEFAULT_STATISTIC,
             threshold: float = DEFAULT_THRESHOLD, across: Iterable[str] = ()) -> Comparison:
     """Compare the tidy tables ``base`` and ``new`` configuration by configuration (see the
     module docstring); ``across``: identity fields matched without (their values become
@@ -320,7 +320,7 @@ def summarise_changes(base: dict, new: dict, across: Sequence[str] = ()) -> pd.D
     return pd.DataFrame(rows, columns=list(CHANGE_COLUMNS))
 
 
-def caption(statistic: str = "mean", threshold: float = DEFAULT_THRESHOLD,
+def caption(statistic: str = metrics.DEFAULT_STATISTIC, threshold: float = DEFAULT_THRESHOLD,
             across: Sequence[str] = ()) -> str:
     """How a comparison's numbers were made, for its figure and tables."""
     band = 1 + threshold

@@ -14,6 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from archbench.core.metrics import DEFAULT_STATISTIC
 from archbench.core.record import raw_path
 from archbench.core.snakemake_api import per_job
 from archbench.execute.specfiles import digest, spec_dir, spec_text
@@ -61,7 +62,7 @@ class CampaignDag:
     def __init__(self, campaign: Campaign, config: Mapping):
         self.campaign, self.config, self.name = campaign, config, campaign.name
         self.systems = campaign.systems
-        self.statistic = config.get("statistic", "mean")
+        self.statistic = config.get("statistic", DEFAULT_STATISTIC)
         self.measurements = {f"results/{raw_path(m)}": m for m in campaign.measurements}
         self._inputs: dict[str, tuple] = {}
         self._specs: dict[str, str] = {}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from typing import Mapping, Sequence
 
+from archbench.core.metrics import DEFAULT_STATISTIC
 from archbench.results import artifacts
 from archbench.results.claims import is_claims_file
 from archbench.results.compare_cli import FILES as COMPARE_FILES
@@ -26,7 +27,7 @@ class Artifacts:
 
     def __init__(self, config: Mapping, *, mapping_dirs: Sequence[str] = ()):
         self.config, self.mapping_dirs = config, mapping_dirs
-        self.statistic = config.get("statistic", "mean")
+        self.statistic = config.get("statistic", DEFAULT_STATISTIC)
         # from the registries (vs_published only when the campaign lists published values)
         self.table_names = artifacts.table_names(config)
         self.figure_names = artifacts.figure_names()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Mapping
 import pandas as pd
 
 from archbench.results.tables.common import normalise, summary_of
+from archbench.core.metrics import DEFAULT_STATISTIC
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -53,7 +54,7 @@ class FigureSpec:
         module, name = self.function.rsplit(".", 1)
         extra = {"bases": framework_bases or {}} if self.uses_bases else {}
         if self.uses_runs:
-            extra["statistic"] = statistic or "mean"
+            extra["statistic"] = statistic or DEFAULT_STATISTIC
         return getattr(import_module(f"archbench.results.figures.{module}"), name)(summary, **extra)
 
 

@@ -94,7 +94,7 @@ FORMATS: dict[str, Callable[[object], str]] = {
 NAMED = ("framework",)
 # every column a figure may split by, in the order labels list them
 IDENTITY = (
-    "experiment", "system", "device", "framework", *fields.NUMERICS, "model",
+    "experiment", "system", "device", "framework", *fields.EVERY_TABLE, "model",
     "kernel", "data",
     "vendor_library_enabled", "strategy", "series", "layout", "mkl_settings", "inter_setting",
     "intra_setting", "processes_per_node", "gpus_per_node", "intra_threads", "inter_threads", "threads", "cores", "batch_per_process",

@@ -24,6 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 from matplotlib.transforms import blended_transform_factory
 
+from archbench.core.metrics import DEFAULT_STATISTIC
 from archbench.results.figures import NO_DATA
 from archbench.results.figures.labels import title
 
@@ -100,7 +101,7 @@ def statistic_of(*frames: pd.DataFrame) -> str:
     for frame in frames:
         if "statistic" in frame and frame["statistic"].notna().any():
             return str(frame["statistic"].dropna().iloc[0])
-    return "mean"
+    return DEFAULT_STATISTIC
 
 
 def value_label(table: pd.DataFrame, df: pd.DataFrame, what: str = "img/s") -> str:

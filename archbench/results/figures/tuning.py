@@ -29,7 +29,7 @@ CONFIGURATION = ("processes_per_node", "intra_threads", "inter_threads", "batch_
                  "nodes", "strategy", "vendor_library_enabled", "image_size", *NUMERICS)
 
 
-def progress(trials: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
+def progress(trials: pd.DataFrame, statistic: str = metrics.DEFAULT_STATISTIC) -> pd.DataFrame:
     """The runs of one study in start order with ``spent`` (cumulative node-hours when the
     run ended) and ``best_so_far``: the highest img/s (``statistic``: mean or median) of a
     configuration over its ok top-rung runs up to then (empty before the first; a
@@ -58,7 +58,7 @@ def progress(trials: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
     return runs
 
 
-def tuning(summary: pd.DataFrame, statistic: str = "mean") -> Figure:
+def tuning(summary: pd.DataFrame, statistic: str = metrics.DEFAULT_STATISTIC) -> Figure:
     """Best-so-far img/s (the campaign's ``statistic`` of a configuration's top-rung runs)
     against cumulative node-hours per tuning study (table ``tuning``); a figure saying so
     without tuning runs."""

@@ -17,6 +17,7 @@ from typing import Callable, Mapping
 
 import pandas as pd
 
+from archbench.core.metrics import DEFAULT_STATISTIC
 from archbench.results.tables import (
     batches,
     best,
@@ -133,7 +134,7 @@ def build_table(name: str, df: pd.DataFrame, peak: dict | None = None, *,
     if spec.uses_published:
         extra.update(published=published, statistic=statistic)
     if spec.uses_statistic:
-        extra["statistic"] = statistic or "mean"
+        extra["statistic"] = statistic or DEFAULT_STATISTIC
     if spec.uses_bases:
         extra["bases"] = framework_bases or {}
     return spec.build(data, **extra)

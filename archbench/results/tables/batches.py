@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from archbench.core.fields import NUMERICS
+from archbench.core.fields import EVERY_TABLE
 from archbench.core import metrics
 from archbench.results.tables.common import (
     of_kind,
@@ -20,7 +20,7 @@ from archbench.results.tables.common import (
 )
 
 GROUP = (
-    "experiment", "system", "framework", *NUMERICS,
+    "experiment", "system", "framework", *EVERY_TABLE,
     "model", "data", "vendor_library_enabled", "nodes",
     "processes_per_node", "intra_threads", "inter_threads",
 )

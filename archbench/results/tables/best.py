@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from archbench.core.metrics import layout_counts
-from archbench.core.fields import NUMERICS, config_id
+from archbench.core.metrics import DEFAULT_STATISTIC, layout_counts
+from archbench.core.fields import EVERY_TABLE, config_id
 from archbench.core.record import raw_path
 from archbench.plan.experiment_types.node_scaling import best_sources
 from archbench.results.tables.common import empty, sort_rows, summary_of
 from archbench.results.tables.training import best_per_group, hybrid_configurations
 
-GROUP = ("experiment", "system", "framework", *NUMERICS, "model", "data",
+GROUP = ("experiment", "system", "framework", *EVERY_TABLE, "model", "data",
          "vendor_library_enabled")
 LAYOUT_FIELDS = ("processes_per_node", "intra_threads", "inter_threads", "batch_per_process")
 BEST_HYBRID_COLUMNS = (
@@ -50,7 +50,7 @@ def best_layout(best: pd.DataFrame, measurement: dict) -> dict | None:
     sources = best_sources(measurement["best_of"])
     rows = best[best["status"].eq("ok") & best["experiment"].isin(sources)
                 & best["system"].eq(measurement["system"]) & best["model"].eq(measurement["model"])]
-    for column in ("framework", *NUMERICS, "data", "vendor_library_enabled"):
+    for column in ("framework", *EVERY_TABLE, "data", "vendor_library_enabled"):
         value = measurement.get(column)
         same = rows[column].eq(value).fillna(False).astype(bool)
         if value is not None and same.any():
@@ -62,7 +62,7 @@ def best_layout(best: pd.DataFrame, measurement: dict) -> dict | None:
 
 
 def resolve_best(measurements: list[dict], df: pd.DataFrame, *, on_missing: str = "raise",
-                 statistic: str = "mean") -> list[dict]:
+                 statistic: str = DEFAULT_STATISTIC) -> list[dict]:
     """Replace every ``best_of`` placeholder of ``measurements`` with :func:`best_layout`
     of ``df`` (tidy measurements or their summary). Other measurements pass unchanged.
 
@@ -95,7 +95,7 @@ def resolve_best(measurements: list[dict], df: pd.DataFrame, *, on_missing: str 
     return out
 
 
-def choose_layouts(measurements: list[dict], df: pd.DataFrame, *, statistic: str = "mean") -> dict:
+def choose_layouts(measurements: list[dict], df: pd.DataFrame, *, statistic: str = DEFAULT_STATISTIC) -> dict:
     """For each `best` measurement of ``measurements`` (keyed by its record path,
     ``raw/...``): the measurement :func:`resolve_best` makes of it with its planned
     ``config_id`` kept (the record's place), or ``{"error": why no layout}``. What the

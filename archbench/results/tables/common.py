@@ -204,7 +204,7 @@ def _host_busy(good: pd.DataFrame) -> pd.Series:
     return grouped.any().where(grouped.any() | (grouped.count() == grouped.size()), pd.NA)
 
 
-def summarise(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
+def summarise(df: pd.DataFrame, statistic: str = metrics.DEFAULT_STATISTIC) -> pd.DataFrame:
     """Summary per configuration (docs/metrics.md, "Repetitions and the summary").
 
     One row per configuration (``KEYS``): over the runs with status ok, ``n``, ``mean``,
@@ -306,7 +306,7 @@ def summary_of(df: pd.DataFrame, statistic: str | None = None) -> pd.DataFrame:
     none set). ``df`` passes as is when it already is a summary and no other statistic is
     asked for."""
     if not is_summary(df):
-        return summarise(df, statistic or "mean")
+        return summarise(df, statistic or metrics.DEFAULT_STATISTIC)
     if statistic is None or df.empty:
         return df
     check_statistic(statistic)

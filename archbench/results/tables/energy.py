@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from archbench.core.fields import NUMERICS
+from archbench.core.fields import EVERY_TABLE
 from archbench.core import metrics
 from archbench.results.tables.common import (
     HAS_MEAN,
@@ -27,7 +27,7 @@ from archbench.workloads.energy import KEYS
 DISAGREE = 2.0
 
 GROUP = (
-    "experiment", "system", "device", "framework", "model", *NUMERICS,
+    "experiment", "system", "device", "framework", "model", *EVERY_TABLE,
     "data", "strategy", "nodes", "workers", "batch_per_process", "intra_threads", "variant",
 )
 ENERGY_COLUMNS = (

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from archbench.core import metrics
-from archbench.core.fields import DEFAULT_FRAMEWORK, NUMERICS
+from archbench.core.fields import DEFAULT_FRAMEWORK, EVERY_TABLE
 from archbench.workloads.training.frameworks import FRAMEWORKS
 from archbench.results.tables.common import (
     KEYS,
@@ -40,14 +40,14 @@ from archbench.results.tables.common import (
 # recorded settings that stand for the variant (summary columns)
 SETTINGS = ("cores", "horovod_cycle_time_ms", "horovod_fusion_threshold_bytes", "mkl_env")
 IDENTITY = (
-    "experiment", "system", "device", "model", *NUMERICS,
+    "experiment", "system", "device", "model", *EVERY_TABLE,
     "data", "strategy", "vendor_library",
     "vendor_library_enabled", "layout", "nodes", "processes_per_node", "gpus_per_node",
     "workers", "intra_threads", "inter_threads", "batch_per_process", "global_batch",
     "image_size", "cores", "variant",
 )
 SIDE = ("n", "img_s", "img_s_min", "img_s_max", "cv")
-ORDER = ("experiment", "system", "device", "model", *NUMERICS, "data", "strategy",
+ORDER = ("experiment", "system", "device", "model", *EVERY_TABLE, "data", "strategy",
          "vendor_library_enabled", "nodes", "processes_per_node", "gpus_per_node",
          "intra_threads", "inter_threads", "batch_per_process", "cores", "variant")
 

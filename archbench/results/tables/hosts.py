@@ -16,7 +16,7 @@ HOST_OUTLIER_COLUMNS = (
 )
 
 
-def host_outliers(df: pd.DataFrame, statistic: str = "mean") -> pd.DataFrame:
+def host_outliers(df: pd.DataFrame, statistic: str = metrics.DEFAULT_STATISTIC) -> pd.DataFrame:
     """Hosts that measure a configuration apart from the others: per configuration run on
     more than one host or host set (a record's ``hosts``, joined), each host's ``value``
     (the campaign's statistic over its ok runs, ``n`` of them) against the configuration's

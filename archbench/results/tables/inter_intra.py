@@ -30,13 +30,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from archbench.core.fields import NUMERICS
+from archbench.core.fields import EVERY_TABLE
 from archbench.results.tables.common import KEYS, empty, group_ids, of_kind, of_type, sort_rows, summary_of
 from archbench.results.tables.training import best_per_group
 
 CORES = "cores"  # the setting "as many threads as pinned cores"
 SWEEP_GROUP = (
-    "experiment", "system", "framework", *NUMERICS,
+    "experiment", "system", "framework", *EVERY_TABLE,
     "model", "data", "vendor_library_enabled", "batch_per_process",
     "mkl_env",
 )

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from archbench.core import metrics
-from archbench.core.fields import NUMERICS, NUMERICS_DEFAULTS
+from archbench.core.fields import EVERY_TABLE, NUMERICS, NUMERICS_DEFAULTS
 from archbench.results.tables.common import (
     KEYS,
     empty,
@@ -35,13 +35,14 @@ from archbench.results.tables.frameworks import _identity, _interval, _run_value
 COLUMNS = (
     "experiment", "system", "device", "framework", "model", "data", "strategy",
     "vendor_library_enabled", "nodes", "processes_per_node", "gpus_per_node", "intra_threads",
-    "inter_threads", "batch_per_process", "image_size", "variant", *NUMERICS, "statistic",
+    "inter_threads", "batch_per_process", "image_size",
+    *(name for name in EVERY_TABLE if name not in NUMERICS), "variant", *NUMERICS, "statistic",
     "n", "img_s", "img_s_min", "img_s_max", "n_twin", "img_s_twin", "img_s_twin_min",
     "img_s_twin_max", "speedup", "speedup_ci95_low", "speedup_ci95_high", "compile_s",
     "executed_precision", "evidence_label", "loss_tail", "loss_tail_twin", "loss_change",
     "quality_flag", "host_busy", "status",
 )
-ORDER = COLUMNS[:19]
+ORDER = COLUMNS[:COLUMNS.index("statistic")]
 
 
 def _is_twin(frame: pd.DataFrame) -> pd.Series:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from archbench.core.fields import NUMERICS
+from archbench.core.fields import EVERY_TABLE
 from archbench.core import metrics
 from archbench.results.tables.common import (
     of_kind,
@@ -25,7 +25,7 @@ from archbench.results.tables.common import (
 )
 
 GROUP = (
-    "experiment", "system", "framework", *NUMERICS,
+    "experiment", "system", "framework", *EVERY_TABLE,
     "model", "data", "vendor_library_enabled", "nodes",
     "batch_per_process", "inter_threads", "variant",
 )

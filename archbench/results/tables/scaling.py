@@ -22,7 +22,7 @@ import pandas as pd
 
 from archbench.core import metrics
 from archbench.workloads.training import frameworks
-from archbench.core.fields import DEFAULT_FRAMEWORK, NUMERICS
+from archbench.core.fields import DEFAULT_FRAMEWORK, EVERY_TABLE
 from archbench.results.tables.common import (
     of_kind,
     KEYS,
@@ -55,7 +55,7 @@ _LABELS = {
 }
 
 SERIES_COLUMNS = (
-    "experiment", "system", "device", "framework", *NUMERICS,
+    "experiment", "system", "device", "framework", *EVERY_TABLE,
     "model", "data", "strategy", "vendor_library_enabled",
     "processes_per_node", "gpus_per_node", "intra_threads", "inter_threads",
     "batch_per_process", "variant", "series", "scaling_unit", "count", "nodes", "workers",
@@ -66,11 +66,11 @@ BEST_PER_SIZE_COLUMNS = SERIES_COLUMNS + RESULT_COLUMNS + ("status",)
 SCALING_COLUMNS = SERIES_COLUMNS + RESULT_COLUMNS + (
     "baseline_count", "img_s_baseline", "speedup", "efficiency", "host_busy", "status")
 HEATMAP_INDEX = (
-    "experiment", "system", "device", "framework", *NUMERICS,
+    "experiment", "system", "device", "framework", *EVERY_TABLE,
     "model", "data", "vendor_library_enabled",
     "series", "scaling_unit")
 IO_COLUMNS = (
-    "experiment", "system", "device", "framework", *NUMERICS,
+    "experiment", "system", "device", "framework", *EVERY_TABLE,
     "model", "strategy", "vendor_library_enabled",
     "processes_per_node", "gpus_per_node", "intra_threads", "inter_threads",
     "batch_per_process", "variant", "series", "scaling_unit", "count", "nodes", "workers",

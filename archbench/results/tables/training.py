@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from archbench.core.fields import NUMERICS
+from archbench.core.fields import EVERY_TABLE
 from archbench.core import metrics
 from archbench.results.tables.common import (
     of_kind,
@@ -31,7 +31,7 @@ from archbench.results.tables.common import (
 )
 
 THREAD_EFFICIENCY_COLUMNS = (
-    "experiment", "system", "arch", "framework", *NUMERICS,
+    "experiment", "system", "arch", "framework", *EVERY_TABLE,
     "model", "data", "vendor_library", "vendor_library_enabled",
     "batch_per_process", "inter_threads", "threads", "statistic", "n", "img_s", "img_s_min",
     "img_s_max",
@@ -39,14 +39,14 @@ THREAD_EFFICIENCY_COLUMNS = (
     "efficiency", "host_busy", "status",
 )
 VENDOR_COLUMNS = (
-    "experiment", "system", "vendor_library", "framework", *NUMERICS,
+    "experiment", "system", "vendor_library", "framework", *EVERY_TABLE,
     "model", "data", "strategy", "nodes",
     "processes_per_node", "intra_threads", "inter_threads", "batch_per_process",
     "parameter_servers", "variant", "statistic", "img_s_on", "img_s_off", "speedup", "host_busy",
     "status",
 )
 HYBRID_COLUMNS = (
-    "experiment", "system", "framework", *NUMERICS,
+    "experiment", "system", "framework", *EVERY_TABLE,
     "model", "data", "vendor_library_enabled", "configuration",
     "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "global_batch",
     "statistic", "n", "img_s", "img_s_min", "img_s_max", "std", "error", "spread_flag", "host_busy",
@@ -55,7 +55,7 @@ HYBRID_COLUMNS = (
 )
 
 HOROVOD_TUNING_COLUMNS = (
-    "experiment", "system", "framework", *NUMERICS,
+    "experiment", "system", "framework", *EVERY_TABLE,
     "model", "data", "vendor_library_enabled", "nodes",
     "processes_per_node", "intra_threads", "inter_threads", "batch_per_process", "global_batch",
     "cycle_time_ms", "fusion_threshold_mb", "allreduces_per_step", "statistic", "n", "img_s",
@@ -118,7 +118,7 @@ def hybrid_configurations(df: pd.DataFrame) -> pd.DataFrame:
     s["configuration"] = (s["processes_per_node"].astype(str) + "x"
                           + s["intra_threads"].astype(str))
     s["img_s"], s["img_s_min"], s["img_s_max"] = s["value"], s["min"], s["max"]
-    order = ("experiment", "system", "framework", *NUMERICS,
+    order = ("experiment", "system", "framework", *EVERY_TABLE,
              "model", "data", "vendor_library_enabled",
              "processes_per_node", "intra_threads", "inter_threads", "batch_per_process")
     return sort_rows(s[list(HYBRID_COLUMNS)], order)
@@ -155,7 +155,7 @@ def horovod_tuning(df: pd.DataFrame) -> pd.DataFrame:
     s["cycle_time_ms"] = s["horovod_cycle_time_ms"]
     s["fusion_threshold_mb"] = s["horovod_fusion_threshold_bytes"] / 2**20
     s["img_s"], s["img_s_min"], s["img_s_max"] = s["value"], s["min"], s["max"]
-    layout = ["experiment", "system", "framework", *NUMERICS,
+    layout = ["experiment", "system", "framework", *EVERY_TABLE,
               "model", "data", "vendor_library_enabled",
               "nodes", "processes_per_node", "intra_threads", "inter_threads", "batch_per_process"]
     best = s.groupby(group_ids(s, layout))["img_s"].transform("max")

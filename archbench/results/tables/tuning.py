@@ -211,7 +211,7 @@ def tuning(df: pd.DataFrame, statistic: str | None = None) -> pd.DataFrame:
     ``sweep_node_hours`` (the sweep's runs, failed ones included). Status: ok, "all k
     trials failed", or "no top-rung measurement" (no ok run at full fidelity)."""
     runs = tune_runs(df)
-    statistic = statistic or "mean"
+    statistic = statistic or metrics.DEFAULT_STATISTIC
     check_statistic(statistic)
     rows = [_group_row(trials, runs, keys, tuned_names, statistic)
             for keys, trials, tuned_names in studies(runs)]

@@ -7,7 +7,8 @@ the worker writes it to (:func:`record_fields`) and, where the vendor probe need
 option of the probe child (:func:`command_line`) and, when it declares an ``axis``, an
 experiment key every training experiment type sweeps (archbench.plan.experiment_types.base
 reads :func:`axes`; the experiment schema's key is made from the declaration). Adding a
-setting, swept or not, is one entry here (and its use in the worker).
+setting, swept or not, is one entry here (and its use in the worker), or, for an identity
+field declared elsewhere, the field's own ``setting``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
-from archbench.core.fields import BY_NAME
+from archbench.core.fields import BY_NAME, FIELDS
 from archbench.workloads import gpu
 from archbench.workloads.training.models import MODELS, spec
 
@@ -256,6 +257,8 @@ SETTINGS: tuple[Setting, ...] = (
                  "probing, when it ran on the same CPU model, image, framework version and "
                  "code with the same probe settings; otherwise it probes"),
     Setting(name="output", required=True, help="where to write the JSON record"),
+    # the fields that declare their setting themselves (archbench.core.fields: a plugin's)
+    *(field_setting(f.name, **f.setting) for f in FIELDS if f.setting is not None),
 )
 
 

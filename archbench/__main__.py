@@ -1,4 +1,4 @@
-"""``python -m archbench.campaign check CAMPAIGN.yaml | schema``: the ``archbench`` command
+"""``python -m archbench check CAMPAIGN.yaml | schema``: the ``archbench`` command
 (:mod:`archbench.cli`)."""
 
 import sys
