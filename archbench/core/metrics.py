@@ -195,6 +195,17 @@ def fft_flops(n: int) -> float:
     return 5.0 * n * math.log2(n)
 
 
+def model_flops_per_token(parameters: int, *, layers: int, heads: int, head_width: int,
+                          sequence_length: int) -> float:
+    """Training FLOPs per token of a decoder transformer by the PaLM paper's appendix B
+    (Chowdhery et al. 2022): 6 N + 12 L H Q T, with N the parameters without the position
+    embeddings (the token embedding stays: tied, it is also the output projection's matrix
+    product), L layers, H heads of width Q and T the sequence length. The attention term
+    counts the full T x T products (a causal kernel skips about half: model FLOPs, not
+    hardware FLOPs)."""
+    return 6.0 * parameters + 12.0 * layers * heads * head_width * sequence_length
+
+
 def gflops(flops: float, seconds: float) -> float:
     """GFLOP/s = flops / seconds / 1e9."""
     return flops / seconds / 1e9

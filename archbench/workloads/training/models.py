@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from archbench.core import metrics
+
 DATA_FORMATS = {"NHWC": "channels_last", "NCHW": "channels_first"}
 
 
@@ -62,6 +64,52 @@ class ViTShape:
     depth: int
     heads: int
     mlp: int = 4
+
+
+@dataclass(frozen=True)
+class GPTShape:
+    """A GPT-2 decoder (Radford et al. 2019), built alike by every framework: a token
+    embedding of ``vocabulary`` x ``width`` and learned position embeddings of ``context``
+    positions, ``layers`` pre-norm blocks (layer norm, causal ``heads``-head self-attention,
+    layer norm, GELU MLP of 4 x ``width``, each projection with its bias), a final layer
+    norm and the output projection tied to the token embedding (no bias). No dropout: a
+    benchmark's step is deterministic work. The vocabulary is GPT-2's 50,257 padded to a
+    multiple of 64 (50,304), as the fast GPT-2 reproductions pad it; the byte-level corpus
+    uses its first 256 ids."""
+
+    layers: int
+    heads: int
+    width: int
+    context: int
+    vocabulary: int = 50_304
+
+    @property
+    def head_width(self) -> int:
+        return self.width // self.heads
+
+    def parameters(self, *, position: bool = True) -> int:
+        """Trainable parameters, the tied output projection counted once (with
+        ``position=False``: without the position embeddings, the N of
+        :func:`archbench.core.metrics.model_flops_per_token`)."""
+        d = self.width
+        block = 2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * 4 * d + 4 * d) + (4 * d * d + d)
+        return (self.vocabulary * d + (self.context * d if position else 0)
+                + self.layers * block + 2 * d)
+
+    def training_flops_per_token(self, sequence_length: int) -> float:
+        """Model FLOPs of one trained token at ``sequence_length`` (PaLM's 6 N + 12 L H Q T)."""
+        return metrics.model_flops_per_token(self.parameters(position=False), layers=self.layers,
+                                             heads=self.heads, head_width=self.head_width,
+                                             sequence_length=sequence_length)
+
+
+# GPT-2 small exactly (124,475,904 parameters at the padded vocabulary, tied embeddings),
+# GPT-2 medium, and a four-layer model of the same vocabulary for the default campaign.
+GPT: dict[str, GPTShape] = {
+    "gpt_tiny": GPTShape(layers=4, heads=4, width=256, context=256),
+    "gpt2_124m": GPTShape(layers=12, heads=12, width=768, context=1024),
+    "gpt2_350m": GPTShape(layers=24, heads=16, width=1024, context=1024),
+}
 
 
 # forward_gflops: counted by forward_flops at the native size, rounded down; the
