@@ -85,3 +85,36 @@ def test_it_learns_a_repeated_sequence():
         losses.append(loss.item())
     assert losses[0] > 9.0
     assert losses[-1] < 0.7 * losses[0]
+
+
+@pytest.mark.parametrize("name", ["gpt_tiny", "gpt2_124m"])
+def test_the_keras_twin_has_the_same_parameters(name):
+    from archbench.workloads.training.tensorflow import gpt as keras_gpt
+    model = keras_gpt.build(name)
+    assert sum(v.shape.num_elements() for v in model.trainable_variables) == GPT[name].parameters()
+
+
+def test_keras_and_pytorch_compute_the_same_function_on_the_same_weights():
+    """PyTorch's parameters copied into the Keras twin in order (Linear: transposed) give
+    PyTorch's logits, the causal mask included."""
+    import numpy as np
+
+    from archbench.workloads.training.tensorflow import gpt as keras_gpt
+    torch.manual_seed(0)
+    torch_model = gpt.build("gpt_tiny").eval()
+    keras_model = keras_gpt.build("gpt_tiny")
+    named = list(torch_model.named_parameters())
+    assert len(named) == len(keras_model.trainable_variables)
+    for variable, (name, value) in zip(keras_model.trainable_variables, named):
+        assert name.split(".")[-1] in ("weight", "bias") and variable.shape.num_elements() == value.numel()
+        value = value.detach().numpy()
+        variable.assign(value.T if value.ndim == 2 and "embedding" not in variable.name else value)
+    ids = np.random.default_rng(0).integers(0, 256, (2, 40)).astype(np.int32)
+    with torch.no_grad():
+        expected = torch_model(torch.from_numpy(ids).long()).numpy()
+    got = keras_model(ids, training=False).numpy()
+    assert np.abs(expected).max() > 0.1
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    targets = np.roll(ids, -1, axis=1)
+    torch_loss = gpt.language_model_loss(torch.from_numpy(expected), torch.from_numpy(targets).long())
+    assert float(keras_gpt.language_model_loss(targets, got)) == pytest.approx(float(torch_loss), rel=1e-5)
