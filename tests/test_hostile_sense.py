@@ -36,7 +36,7 @@ SOUND = ("results/raw/s/e/c/rep1.json", "new/raw/s/e/c/rep0.json")  # the record
 COMPARE = ("compare", "results", "new")
 EXCLUDED = f"archbench compare: base: excluded invalid record: {RECORD}: "
 KNOWN_MODELS = ("small_cnn, digits_cnn, alexnet, vgg16, resnet50, resnet101, resnet152, "
-                "inception_v3, inception_v4, vit_tiny, vit_b16")
+                "inception_v3, inception_v4, vit_tiny, vit_b16, gpt_tiny, gpt2_124m, gpt2_350m")
 
 
 class Fifo:

@@ -35,7 +35,7 @@ from archbench.workloads.kernels.common import KernelResult
 from archbench.workloads.kernels.spec import BANDWIDTH, KERNEL_STRATEGY, KernelSpec
 from archbench.workloads.training import benchmark, frameworks, matrix
 from archbench.workloads.training.frameworks import FRAMEWORKS
-from archbench.workloads.training.models import MODELS
+from archbench.workloads.training.models import LANGUAGE_MODELS, MODELS
 from archbench.workloads.training.strategies import STRATEGIES, Strategy, single
 from archbench.workloads.training.tensorflow import models as tf_models
 
@@ -239,7 +239,7 @@ def test_a_record_naming_an_unregistered_entry_makes_no_sense(registered, field)
 
 
 def test_the_record_names_are_the_registries():
-    assert names.registered("model") == list(MODELS)
+    assert names.registered("model") == [*MODELS, *LANGUAGE_MODELS]
     assert names.registered("kernel") == list(KERNELS)
     assert names.registered("strategy") == [*STRATEGIES, KERNEL_STRATEGY]
     assert names.registered("framework") == list(FRAMEWORKS)

@@ -110,15 +110,15 @@ def run(config) -> dict | None:
                                                  batch_size=config.batch_per_process)
     devices, spread, (nodes, ppn), hosts, extra = outcome.after_window(config, backend, model)
     record_metrics = outcome.window_metrics(
-        config, flops_per_image=training_flops(config.model, config.image_size, config.num_classes),
-        wall=wall, images=images, spread=spread, extra=extra)
+        config, flops_per_sample=training_flops(config.model, config.image_size, config.num_classes),
+        wall=wall, samples=images, spread=spread, extra=extra)
     fields = outcome.base_fields(config, framework_version=np.__version__, nodes=nodes,
                                  processes_per_node=ppn, workers=backend.workers)
     fields.update(hosts=hosts, devices=devices)
     outcome.add_vendor_evidence(fields, config, probe_here=lambda: probing.probe_in_process(
         lambda: float(step(*batch)), contextlib.nullcontext))  # numpy has no verbose switch
     return outcome.measured_record(fields, start=start, times=times, losses=losses, wall=wall,
-                                   images=images, record_metrics=record_metrics)
+                                   samples=images, record_metrics=record_metrics)
 
 
 FRAMEWORKS = {NAME: Framework(

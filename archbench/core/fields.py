@@ -136,6 +136,13 @@ FIELDS: tuple[Field, ...] = (
           description="images per step of all workers: batch_per_process x workers, at most 2**40"),
     Field(name="image_size", kind=int, minimum=1, maximum=2**16,
           description="edge of the square input images in pixels, at most 2**16"),
+    # a language model's: its token counts per sequence (left out of the id of an image model)
+    Field(name="sequence_length", kind=int, minimum=1, maximum=2**20, token=_when_set("T{}"),
+          header="sequence", legend="T={}",
+          description="tokens per sequence of a language model, at most 2**20 (null: an image model)",
+          # not planned yet: campaigns plan image models only (docs/llm.md)
+          setting={"type": int, "minimum": 1, "from_model": "context", "probe": True, "planned": None,
+                   "help": "tokens per sequence of a language model (default: its context)"}),
     Field(name="problem_size", kind=int, minimum=1, maximum=2**50,
           token=lambda value, _: f"n{None if value is MISSING else value}", header="size", legend="N={}",
           description="a kernel's problem size (N, elements, MiB), at most 2**50"),

@@ -38,6 +38,7 @@ from archbench.core.provenance import config_hash
 from archbench.core.record import DEFAULTS, raw_path, schema
 from archbench.plan.placeholders import choice_file, is_placeholder
 from archbench.workloads.kernels import KERNELS
+from archbench.workloads.training.models import LANGUAGE_MODELS
 from archbench.workloads.training.outcome import THROUGHPUT_UNIT
 
 # A record's environment holds the planned variables and the host's: compared one by one.
@@ -48,10 +49,11 @@ FOUND = ("vendor_library",)
 
 
 def throughput_unit(record: Mapping[str, Any]) -> str | None:
-    """The unit of a record's kind (img/s for training, the kernel spec's unit for a
+    """The unit of a record's kind (img/s for training, tokens/s for a language model, the kernel spec's unit for a
     kernel), or None when its kind names none (an unknown kernel, named elsewhere)."""
     if record.get("kind") == "train":
-        return THROUGHPUT_UNIT
+        return LANGUAGE_MODELS[record["model"]].unit if record.get("model") in LANGUAGE_MODELS \
+            else THROUGHPUT_UNIT
     spec = KERNELS.get(record.get("kernel") or "")
     return spec.unit if spec is not None else None
 

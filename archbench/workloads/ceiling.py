@@ -9,6 +9,9 @@ What a value implies, per second:
   ``archbench.workloads.training.models`` and of each framework's ``models`` module; the framework
   named, else the smaller of them) at the row's image size (the model's smallest where
   it states none or a smaller one);
+- tokens/s (a language model's training): tokens/s x 6 N, N its parameters without the
+  position embeddings (PaLM's model FLOPs per token without the attention term, which a
+  causal kernel may halve: a lower bound whatever the kernel);
 - FLOP/s and B/s in any prefix (kernels): the value itself.
 
 The hardware: ``gpus`` GPUs for a GPU row (``device`` gpu, else ``workers``), else CPU
@@ -118,6 +121,13 @@ def implied(row: Mapping[str, Any], value: float, unit: str, *,
         if flops is None:
             return None
         return value * flops[0], "FLOP/s", f" x {flops[0]:.3g} training FLOP/img ({flops[1]})"
+    if unit == "tokens/s":
+        from archbench.workloads.training.models import GPT
+        model = row.get("model")
+        if model not in GPT:
+            return None
+        least = 6.0 * GPT[model].parameters(position=False)
+        return value * least, "FLOP/s", f" x {least:.3g} training FLOP/token ({model}, 6 N)"
     for base in ("FLOP/s", "B/s"):
         if unit.endswith(base) and unit[:-len(base)] in _PREFIXES:
             scale = _PREFIXES[unit[:-len(base)]]

@@ -23,8 +23,8 @@ def registered(field: str) -> list[str]:
     """The names record field ``field`` (one of :data:`FIELDS`) may take, in registry order."""
     # the registries load when asked: importing this module sets no framework's environment
     if field == "model":
-        from archbench.workloads.training.models import MODELS
-        return list(MODELS)
+        from archbench.workloads.training.models import LANGUAGE_MODELS, MODELS
+        return [*MODELS, *LANGUAGE_MODELS]
     if field == "framework":
         from archbench.workloads.training.frameworks import FRAMEWORKS
         return list(FRAMEWORKS)

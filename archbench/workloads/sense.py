@@ -12,7 +12,9 @@ Training (``archbench.train``): the measured window holds ``measured_steps`` ste
     throughput = images / window                          (metric ``window_s``)
     sum(step_times_s) <= window <= (1 + WINDOW_SLACK) x sum(step_times_s) + WINDOW_SLACK_S
 
-with window = global_batch x len(step_times_s) / throughput. The step times are the
+with window = global_batch x len(step_times_s) / throughput. A language model's record
+counts tokens instead (metric ``tokens``, throughput in tokens/s): every ``global_batch``
+above is then ``global_batch x sequence_length``. The step times are the
 writing worker's own steps, inside the window; the window is the longest worker's wall
 time between two barriers, so it also holds the loop between steps (microseconds), the
 closing barrier and a straggler's finish (a synchronous step already waits for the
@@ -46,6 +48,7 @@ from archbench.core.record import RecordError, read_record, validate
 from archbench.workloads import energy
 from archbench.workloads.ceiling import beyond_peak
 from archbench.workloads.names import unregistered
+from archbench.workloads.training.models import LANGUAGE_MODELS
 
 ROUNDING = 1e-6  # relative: one value computed in two orders of floating-point operations
 # How far a window may outlast the writer's step times: a share for the time between steps
@@ -136,24 +139,32 @@ def _train_problem(record: Mapping[str, Any], throughput: float, times: list[flo
                 f"{workers} = {expected}")
     if global_batch is None:
         global_batch = expected
-    images, window = metric_value(record, "images"), metric_value(record, "window_s")
-    for name, value in (("images", images), ("window_s", window)):
+    language = record.get("model") in LANGUAGE_MODELS  # it counts tokens: T per sequence
+    count, length = ("tokens", record.get("sequence_length")) if language else ("images", 1)
+    if language and unit != "tokens/s":
+        return f"throughput_unit: '{unit}' is not a language model's 'tokens/s'"
+    if language and length is None:
+        return "sequence_length: a language model's record states it"
+    per_step = None if global_batch is None else global_batch * length
+    counted, window = metric_value(record, count), metric_value(record, "window_s")
+    for name, value in ((count, counted), ("window_s", window)):
         if name in (record.get("metrics") or {}) and not (value is not None and 0 < value < math.inf):
             return f"metrics.{name}: {record['metrics'][name].get('value')!r} is not a positive number"
-    if images is not None and global_batch is not None and steps is not None \
-            and images != global_batch * steps:
-        return (f"metrics.images: {images:g} is not global_batch {global_batch} x "
-                f"measured_steps {steps} = {global_batch * steps}")
-    if images is not None and window is not None and \
-            not math.isclose(throughput, images / window, rel_tol=ROUNDING):
-        return (f"throughput: {throughput:g} {unit} is not metrics.images / metrics.window_s = "
-                f"{images:g} / {window:g} s = {images / window:g} {unit}")
-    if not times or global_batch is None:
+    of_step = f"global_batch {global_batch}" + (f" x sequence_length {length}" if language else "")
+    if counted is not None and per_step is not None and steps is not None \
+            and counted != per_step * steps:
+        return (f"metrics.{count}: {counted:g} is not {of_step} x "
+                f"measured_steps {steps} = {per_step * steps}")
+    if counted is not None and window is not None and \
+            not math.isclose(throughput, counted / window, rel_tol=ROUNDING):
+        return (f"throughput: {throughput:g} {unit} is not metrics.{count} / metrics.window_s = "
+                f"{counted:g} / {window:g} s = {counted / window:g} {unit}")
+    if not times or per_step is None:
         return ""
     total = math.fsum(times)
-    stepped = global_batch * len(times) / total  # the rate of the steps alone
-    implied = global_batch * len(times) / throughput  # the window the throughput implies
-    timing = (f"global_batch {global_batch} x {len(times)} steps in {total:g} s of step "
+    stepped = per_step * len(times) / total  # the rate of the steps alone
+    implied = per_step * len(times) / throughput  # the window the throughput implies
+    timing = (f"{of_step} x {len(times)} steps in {total:g} s of step "
               f"times = {stepped:g} {unit}")
     if total > implied * (1 + ROUNDING):
         return (f"throughput: {throughput:g} {unit} is above its step times' rate ({timing}): "

@@ -214,7 +214,7 @@ def train_and_record(config: TrainRun) -> int:
     write_record(config.output, record)
     mark("record-written")
     trend = {True: "decreasing", False: "NOT decreasing", None: "n/a"}[record["loss_decreased"]]
-    print(f"{record['model']}: {record['throughput']:.2f} img/s, {record['strategy']} x "
+    print(f"{record['model']}: {record['throughput']:.2f} {record['throughput_unit']}, {record['strategy']} x "
           f"{record['workers']} (loss {record['loss_first']} -> {record['loss_last']}, {trend})")
     return 0
 

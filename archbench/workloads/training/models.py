@@ -37,8 +37,8 @@ class ModelSpec:
     a multiple of (a Vision Transformer's patch; 1 for the convolutional networks).
     """
 
-    min_image_size: int
-    native_image_size: int = 224
+    min_image_size: int = 1
+    native_image_size: int | None = 224
     num_classes: int = 1000
     channels: int = 3
     dataset: str = "imagenet"
@@ -47,6 +47,13 @@ class ModelSpec:
     border: int = 0
     patch: int = 1
     forward_gflops: float = field(kw_only=True)
+    input: str = field(default="images", kw_only=True)
+    context: int | None = field(default=None, kw_only=True)
+
+    @property
+    def unit(self) -> str:
+        """What its throughput counts per second: img/s, or tokens/s for a language model."""
+        return "tokens/s" if self.input == "tokens" else "img/s"
 
 
 @dataclass(frozen=True)
@@ -147,11 +154,25 @@ VIT: dict[str, ViTShape] = {
 }
 
 
+# The language models as the worker knows them (``input="tokens"``: a sample is a sequence
+# of at most ``context`` tokens; ``num_classes`` the vocabulary; ``forward_gflops`` per token
+# at the context; AdamW's learning rate, GPT-2's 6e-4). Campaigns do not plan them yet: the
+# tables count images (docs/llm.md).
+LANGUAGE_MODELS: dict[str, ModelSpec] = {
+    name: ModelSpec(native_image_size=None, num_classes=shape.vocabulary, channels=0,
+                    dataset="synthetic", learning_rate=6e-4, input="tokens", context=shape.context,
+                    forward_gflops=shape.training_flops_per_token(shape.context) / 3e9)
+    for name, shape in GPT.items()
+}
+
+
 def spec(name: str) -> ModelSpec:
-    """The registered model ``name``; ValueError naming the known models otherwise."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model '{name}' (known: {', '.join(sorted(MODELS))})")
-    return MODELS[name]
+    """The registered model ``name`` (an image model or a language model); ValueError
+    naming the known models otherwise."""
+    known = {**MODELS, **LANGUAGE_MODELS}
+    if name not in known:
+        raise ValueError(f"unknown model '{name}' (known: {', '.join(sorted(known))})")
+    return known[name]
 
 
 def check_image_size(name: str, image_size: int) -> None:

@@ -14,10 +14,11 @@ from archbench.core import metrics, provenance
 from archbench.core.fields import config_id
 from archbench.core.record import make_record
 from archbench.workloads.training import frameworks, settings, strategies
+from archbench.workloads.training.models import spec
 from archbench.workloads.training.settings import TrainRun
 
 # The unit of every training record's throughput: images of all workers per second.
-THROUGHPUT_UNIT = "img/s"
+THROUGHPUT_UNIT = "img/s"  # a language model's: tokens/s (ModelSpec.unit)
 _HELD: list = []  # a finished run's framework objects, until its record is written
 
 
@@ -109,20 +110,27 @@ def failure_record(config: TrainRun, *, status: str, reason: str, start: str,
                        devices=list(devices))
 
 
-def window_metrics(config: TrainRun, *, flops_per_image: float, wall: float, images: int,
+# What a model's throughput counts (ModelSpec.input): the record's metric of the window's
+# count with its unit, and the metric of the training FLOPs of one of them.
+COUNTED = {"images": ("images", "img", "flops_per_image"),
+           "tokens": ("tokens", "tokens", "flops_per_token")}
+
+
+def window_metrics(config: TrainRun, *, flops_per_sample: float, wall: float, samples: int,
                    spread: float | None, extra: dict, compile_seconds: float | None = None) -> dict:
-    """The record metrics of a measured window: FLOPs per image, the window's wall time
-    and images, the replicas' weight spread, the settings kept as metrics, the strategy's
-    own (``extra``) and, for a compiled step, the seconds of its first step, which
-    compiled it (``compile_s``). A time-to-accuracy run (``--target-accuracy``) has a
-    clock, not a window of ``--steps`` steps: its metrics are :func:`to_accuracy`'s, in
-    ``extra``, without window_s and images."""
+    """The record metrics of a measured window: FLOPs per image (or per token of a language
+    model: :data:`COUNTED`), the window's wall time and images (tokens), the replicas'
+    weight spread, the settings kept as metrics, the strategy's own (``extra``) and, for a
+    compiled step, the seconds of its first step, which compiled it (``compile_s``). A
+    time-to-accuracy run (``--target-accuracy``) has a clock, not a window of ``--steps``
+    steps: its metrics are :func:`to_accuracy`'s, in ``extra``, without window_s and images."""
+    count, unit, flops = COUNTED[spec(config.model).input]
     window = {} if config.target_accuracy is not None else {
         "window_s": {"value": wall, "unit": "s"},
-        "images": {"value": images, "unit": "img"},
+        count: {"value": samples, "unit": unit},
     }
     out = {
-        "flops_per_image": {"value": flops_per_image, "unit": "FLOP"},
+        flops: {"value": flops_per_sample, "unit": "FLOP"},
         **window,
         **extra,
     }
@@ -140,16 +148,17 @@ def window_metrics(config: TrainRun, *, flops_per_image: float, wall: float, ima
 
 
 def measured_record(fields: dict, *, start: str, times: Sequence[float], losses: Sequence[float],
-                    wall: float, images: int, record_metrics: dict) -> dict:
+                    wall: float, samples: int, record_metrics: dict) -> dict:
     """The record of a finished window (status ok, or failed when the loss is not
-    finite): throughput = images of all workers in the window / its wall time."""
+    finite): throughput = images (tokens) of all workers in the window / its wall time,
+    in the model's unit (img/s, tokens/s)."""
     reason = "" if all(math.isfinite(x) for x in losses) else "loss is not finite"
     return make_record(
         **fields, start_time=start, end_time=provenance.now(), step_times_s=list(times),
         loss_first=finite(losses[0]), loss_last=finite(losses[-1]),
         losses=[finite(x) for x in losses],
         loss_decreased=loss_decreased(losses), reason=reason,
-        throughput=metrics.window_throughput(images, wall), throughput_unit=THROUGHPUT_UNIT,
+        throughput=metrics.window_throughput(samples, wall), throughput_unit=spec(fields["model"]).unit,
         metrics=record_metrics)
 
 

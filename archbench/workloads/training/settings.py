@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from archbench.core.fields import BY_NAME, FIELDS
 from archbench.workloads import gpu
-from archbench.workloads.training.models import MODELS, spec
+from archbench.workloads.training.models import LANGUAGE_MODELS, MODELS, spec
 
 TUNING = "tuning."  # a planned key under the measurement's ``tuning``
 ABSENT = object()  # a setting the measurement does not plan
@@ -39,7 +39,7 @@ class Setting:
     ``planned``: the measurement key the workflow plans it as (``tuning.<key>`` for a key
     under the configuration's ``tuning``; None: only given by hand); a planned value
     becomes ``--name value``, an absent or None one leaves the default. ``recorded``: the
-    worker writes it to the record field of that name. ``words``: planned (and recorded)
+    worker writes it to the record field of that name (of its own name where not planned). ``words``: planned (and recorded)
     values whose command-line word differs, e.g. True -> "on". ``probe``: the vendor-probe
     child takes it. ``identity``: it is part of the configuration id
     (:func:`archbench.core.fields.config_id` names it, or hashes it with the ``tuning``):
@@ -129,7 +129,8 @@ SETTINGS: tuple[Setting, ...] = (
     # choices: the frameworks registry (benchmark.parser)
     field_setting("framework", help="training framework (archbench/workloads/training/frameworks.py)",
                   probe=True),
-    field_setting("model", required=True, choices=lambda: sorted(MODELS), help="model to train",
+    field_setting("model", required=True, choices=lambda: sorted({**MODELS, **LANGUAGE_MODELS}),
+                  help="model to train",
                   probe=True),
     field_setting("batch_per_process", swept=True, type=int, required=True, minimum=1, maximum=2**20,
                   help="images per step of one process", probe=True,
@@ -279,6 +280,12 @@ class _Checked:
                 raise ValueError(f"{s.flag} must be >= {s.minimum}")
             if s.maximum is not None and value is not None and value > s.maximum:
                 raise ValueError(f"{s.flag} must be <= {s.maximum}")
+        length = getattr(self, "sequence_length", None)
+        if length is not None and model.context is None:
+            raise ValueError(f"--sequence-length: model '{self.model}' takes images, not token sequences")
+        if length is not None and length > model.context:
+            raise ValueError(f"--sequence-length {length} is above the context of model "
+                             f"'{self.model}' ({model.context} tokens)")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace):
@@ -355,5 +362,5 @@ def axes() -> tuple[Setting, ...]:
 
 def record_fields(run) -> dict[str, Any]:
     """The record fields of ``run``'s recorded settings (a TrainRun)."""
-    return {s.planned: s.recorded_value(getattr(run, s.name)) for s in SETTINGS if s.recorded}
+    return {s.planned or s.name: s.recorded_value(getattr(run, s.name)) for s in SETTINGS if s.recorded}
 

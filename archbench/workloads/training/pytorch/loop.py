@@ -28,7 +28,7 @@ from archbench.core.marks import mark
 from archbench.workloads import gpu
 from archbench.workloads.launch import local_rank
 from archbench.workloads.training import outcome
-from archbench.workloads.training.models import spec
+from archbench.workloads.training.models import GPT, spec
 from archbench.workloads.training.pinning import pin_cores
 from archbench.workloads.training.pytorch import backends, data, models
 from archbench.workloads.training.settings import TrainRun
@@ -114,12 +114,34 @@ def probe_step(config: TrainRun):
     """The run's step in one process on the CPU and its synthetic batch (vendor probe)."""
     torch = configure_torch(config)
     device = torch.device("cpu")
-    model = models.build_model(config.model, config.image_size, config.num_classes)
-    model = model.to(device)  # weights keep PyTorch's layout: see memory_format
-    optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
+    model = network(config).to(device)  # weights keep PyTorch's layout: see memory_format
     step = backends.TorchBackend(torch, config, device).make_step(
-        compiled(torch, config, model), optimizer, torch.nn.functional.cross_entropy)
+        compiled(torch, config, model), optimizer_of(torch, config, model), loss_of(torch, config))
     return step, synthetic_batch(torch, config, device)
+
+
+def network(config: TrainRun):
+    """The run's model (an image network, or a GPT decoder: :mod:`.gpt`)."""
+    return models.build_model(config.model, config.image_size, config.num_classes)
+
+
+def optimizer_of(torch, config: TrainRun, model):
+    """SGD for an image model (as Horovod's benchmark); AdamW for a language model, as LLM
+    pretraining runs it (:data:`ADAMW`)."""
+    if spec(config.model).input == "tokens":
+        return torch.optim.AdamW(model.parameters(), lr=config.learning_rate, **ADAMW)
+    return torch.optim.SGD(model.parameters(), lr=config.learning_rate)
+
+
+ADAMW = {"betas": (0.9, 0.95), "weight_decay": 0.1}  # GPT-2/3 pretraining's (the record states it)
+
+
+def loss_of(torch, config: TrainRun):
+    """Cross-entropy of the logits: per image, or per next token of every position."""
+    if spec(config.model).input == "tokens":
+        from archbench.workloads.training.pytorch import gpt
+        return gpt.language_model_loss
+    return torch.nn.functional.cross_entropy
 
 
 def probe_here(torch, config: TrainRun, *, step, device) -> Callable[[], dict] | None:
@@ -154,8 +176,14 @@ def memory_format(torch, config: TrainRun):
 
 def synthetic_batch(torch, config: TrainRun, device, *, shard: int = 0):
     """A fixed batch of random images and labels made on ``device`` (nothing is copied
-    from the host per step), seeded by the run's seed and the worker's shard."""
+    from the host per step), seeded by the run's seed and the worker's shard; for a
+    language model, random token sequences of the vocabulary and the same sequences
+    shifted by one, the next token of every position."""
     generator = torch.Generator().manual_seed(config.seed * 1000 + shard)
+    if spec(config.model).input == "tokens":
+        ids = torch.randint(0, config.num_classes, (config.batch_per_process, config.sequence_length + 1),
+                            generator=generator)
+        return ids[:, :-1].contiguous().to(device), ids[:, 1:].contiguous().to(device)
     channels = spec(config.model).channels
     images = torch.rand((config.batch_per_process, channels, config.image_size, config.image_size),
                         generator=generator)
@@ -194,21 +222,21 @@ def run(config: TrainRun) -> dict | None:
     else:
         device = torch.device("cpu")
     backend = backends.make_backend(torch, config, device)
-    model = models.build_model(config.model, config.image_size, config.num_classes)
-    model = model.to(device)  # weights keep PyTorch's layout: see memory_format
-    optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
+    model = network(config).to(device)  # weights keep PyTorch's layout: see memory_format
+    optimizer = optimizer_of(torch, config, model)
     backend.start(model)
     model, optimizer = backend.wrap(model, optimizer)
-    step = backend.make_step(compiled(torch, config, model), optimizer,
-                             torch.nn.functional.cross_entropy)
+    step = backend.make_step(compiled(torch, config, model), optimizer, loss_of(torch, config))
     batches = batches_of(torch, config, backend)
     mark("model-built")
     if config.weights_out:  # the weights every worker starts from
         outcome.save_weights(config.weights_out, f"init-rank{backend.rank}", backend.weights(model))
     quality = {}
-    if config.target_accuracy is None:
+    tokens = spec(config.model).input == "tokens"
+    if config.target_accuracy is None:  # images, or tokens: what a step's batch counts
+        per_step = config.batch_per_process * (config.sequence_length if tokens else 1)
         times, losses, wall, images = backend.window(step, batches, warmup=config.warmup_steps,
-                                                     steps=config.steps, batch_size=config.batch_per_process,
+                                                     steps=config.steps, batch_size=per_step,
                                                      compiles=config.graph == "compiled")
     else:  # the quality gate: time to the validation accuracy
         from archbench.workloads.training.datasets import accuracy
@@ -228,8 +256,13 @@ def run(config: TrainRun) -> dict | None:
         _, _, x_test, y_test = data.digits_tensors(config.image_size)
         extra["accuracy"] = {"value": accuracy(backend.predictor(model), x_test.numpy(), y_test.numpy()),
                              "unit": "fraction"}
-    shape = (spec(config.model).channels, config.image_size, config.image_size)
-    flops = models.training_flops(getattr(model, "module", model), shape, device=str(device))
+    if tokens:  # model FLOPs per token (PaLM's), not a count of what the kernels did
+        flops = GPT[config.model].training_flops_per_token(config.sequence_length)
+        extra["optimizer"] = {"value": f"AdamW betas {ADAMW['betas']} weight_decay {ADAMW['weight_decay']}",
+                              "unit": ""}
+    else:
+        shape = (spec(config.model).channels, config.image_size, config.image_size)
+        flops = models.training_flops(getattr(model, "module", model), shape, device=str(device))
     if hasattr(backend, "close"):
         backend.close()
     if not backend.is_writer:
@@ -237,7 +270,7 @@ def run(config: TrainRun) -> dict | None:
     mismatch = gpu.device_mismatch(config.device, devices)
     if mismatch:
         raise gpu.DevicePlacementError(mismatch, devices)
-    record_metrics = outcome.window_metrics(config, flops_per_image=flops, wall=wall, images=images,
+    record_metrics = outcome.window_metrics(config, flops_per_sample=flops, wall=wall, samples=images,
                                             spread=spread, extra=extra,
                                             compile_seconds=backend.compile_seconds)
     fields = outcome.base_fields(config, framework_version=torch.__version__, nodes=nodes,
@@ -249,6 +282,6 @@ def run(config: TrainRun) -> dict | None:
     outcome.add_vendor_evidence(fields, config, probe_here=probe_here(torch, config, step=step, device=device))
     mark("vendor-probe")
     return outcome.measured_record(fields, start=start, times=times, losses=losses, wall=wall,
-                                   images=images, record_metrics=record_metrics)
+                                   samples=images, record_metrics=record_metrics)
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Callable
 
 from archbench.workloads.training import models as shared_models
-from archbench.workloads.training.models import VIT, check_image_size, spec
+from archbench.workloads.training.models import GPT, VIT, check_image_size, spec
 
 
 def _small_cnn(num_classes: int, channels: int):
@@ -76,6 +76,14 @@ def _vit(name: str) -> Callable:
     return build
 
 
+def _gpt(name: str) -> Callable:
+    def build(num_classes: int, channels: int, image_size: int | None):
+        from archbench.workloads.training.pytorch import gpt
+        return gpt.build(name)
+    build.__doc__ = f"the GPT-2 decoder shaped as {name} (random weights)."
+    return build
+
+
 MODELS: dict[str, Callable] = {
     "small_cnn": lambda num_classes, channels, image_size: _small_cnn(num_classes, channels),
     "digits_cnn": _digits_cnn,
@@ -88,6 +96,7 @@ MODELS: dict[str, Callable] = {
     "inception_v4": _timm("inception_v4"),
     "vit_tiny": _vit("vit_tiny"),
     "vit_b16": _vit("vit_b16"),
+    **{name: _gpt(name) for name in GPT},
 }
 
 
@@ -113,7 +122,8 @@ def build_model(name: str, image_size: int, num_classes: int):
     s = spec(name)
     if name not in MODELS:
         raise ValueError(f"unknown PyTorch model '{name}' (known: {', '.join(MODELS)})")
-    check_image_size(name, image_size)
+    if s.input == "images":
+        check_image_size(name, image_size)
     return MODELS[name](num_classes, s.channels, image_size)
 
 

@@ -125,8 +125,8 @@ def train(config: TrainRun, *, start: str, probe) -> dict | None:
     mismatch = gpu.device_mismatch(config.device, devices) if config.device == "gpu" else ""
     if mismatch:
         raise gpu.DevicePlacementError(mismatch, devices)
-    record_metrics = outcome.window_metrics(config, flops_per_image=training_flops(model), wall=wall,
-                                            images=images, spread=spread, extra=extra,
+    record_metrics = outcome.window_metrics(config, flops_per_sample=training_flops(model), wall=wall,
+                                            samples=images, spread=spread, extra=extra,
                                             compile_seconds=backend.compile_seconds)
     fields = outcome.base_fields(config, framework_version=tf.__version__, nodes=nodes,
                                  processes_per_node=ppn, workers=backend.workers)
@@ -137,4 +137,4 @@ def train(config: TrainRun, *, start: str, probe) -> dict | None:
     outcome.add_vendor_evidence(fields, config, probe_here=probe.evidence if probe else None)
     mark("vendor-probe")
     return outcome.measured_record(fields, start=start, times=times, losses=losses, wall=wall,
-                                   images=images, record_metrics=record_metrics)
+                                   samples=images, record_metrics=record_metrics)
