@@ -43,6 +43,7 @@ def test_one_process_trains_gpt_tiny_in_tokens_per_second(tmp_path):
                                       head_width=64, sequence_length=32)
     assert m["optimizer"]["value"].startswith("AdamW betas (0.9, 0.95) weight_decay 0.1")
     assert r["loss_first"] > 9.0  # ln(50,304) = 10.8 at random weights
+    assert m["peak_memory_per_rank"]["value"] > 100 * 2**20
     sense.check(r)
     # the same record claiming images, or twice its tokens, is refused with its reason
     assert "is not a language model's 'tokens/s'" in sense.problem({**r, "throughput_unit": "img/s"})
@@ -61,21 +62,58 @@ def test_bf16_states_what_executed(tmp_path):
     sense.check(r)
 
 
-@pytest.mark.skipif(not shutil.which("mpirun"), reason="needs OpenMPI (scripts/setup_env.sh)")
-def test_two_ddp_ranks_count_the_tokens_of_both(tmp_path):
+def two_ranks(tmp_path, strategy: str, *extra: str) -> dict:
+    """A two-rank run of ``strategy`` under mpirun, its record checked for sense, and the
+    final weights of both ranks (``--weights-out``), which must agree and have trained."""
+    import numpy as np
+
     from archbench.workloads.training.strategies.ddp import ADDRESS, free_port
     root = ("--allow-run-as-root",) if os.geteuid() == 0 else ()
     launcher = ("mpirun", *root, "-np", "2", "--oversubscribe", "--bind-to", "none",
                 "-x", "PATH", "-x", "PYTHONPATH", "-x", ADDRESS)
-    done = train(tmp_path / "r.json", "--strategy", "ddp", "--processes-per-node", "2",
-                 "--vendor-probe", "off", launcher=launcher,
-                 env={ADDRESS: f"127.0.0.1:{free_port()}"})
+    done = train(tmp_path / "r.json", "--strategy", strategy, "--processes-per-node", "2",
+                 "--vendor-probe", "off", "--weights-out", str(tmp_path / "w"), *extra,
+                 launcher=launcher, env={ADDRESS: f"127.0.0.1:{free_port()}"})
     assert done.returncode == 0, done.stderr[-3000:]
     r = read_record(tmp_path / "r.json")
-    assert (r["status"], r["workers"], r["global_batch"]) == ("ok", 2, 4)
+    assert (r["status"], r["strategy"], r["workers"], r["global_batch"]) == ("ok", strategy, 2, 4)
     assert r["metrics"]["tokens"]["value"] == 2 * 2 * 32 * 3  # both ranks' tokens, one window
-    assert r["metrics"]["replica_weight_spread"]["value"] == 0.0
+    after = [np.load(tmp_path / "w" / f"rank{k}.npz") for k in (0, 1)]
+    before = np.load(tmp_path / "w" / "init-rank0.npz")
+    assert all(np.array_equal(after[0][k], after[1][k]) for k in after[0].files)
+    assert any(not np.array_equal(after[0][k], before[k]) for k in before.files)  # it trained
+    assert r["metrics"]["peak_memory_per_rank"]["value"] > 100 * 2**20  # torch alone is more
     sense.check(r)
+    return r
+
+
+needs_mpirun = pytest.mark.skipif(not shutil.which("mpirun"), reason="needs OpenMPI (scripts/setup_env.sh)")
+
+
+@needs_mpirun
+def test_two_ddp_ranks_count_the_tokens_of_both(tmp_path):
+    r = two_ranks(tmp_path, "ddp")
+    assert r["metrics"]["replica_weight_spread"]["value"] == 0.0
+    assert r["metrics"]["ddp_backend"]["value"] == "gloo"
+
+
+@needs_mpirun
+@pytest.mark.parametrize("reshard", ["on", "off"])
+def test_two_fsdp2_ranks_shard_the_parameters(tmp_path, reshard):
+    r = two_ranks(tmp_path, "fsdp2", "--reshard-after-forward", reshard)
+    m = r["metrics"]
+    assert (m["fsdp_backend"]["value"], m["reshard_after_forward"]["value"]) == ("gloo", reshard)
+    # each rank holds half of every parameter (the tied embedding once), in fp32
+    assert m["parameter_shard_bytes"]["value"] == pytest.approx(GPT["gpt_tiny"].parameters() * 4 / 2, rel=1e-3)
+    assert "replica_weight_spread" not in m  # no replicas: each parameter lives once
+
+
+def test_tensorflow_has_no_fsdp2(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "archbench.train", "--framework", "tensorflow",
+                           "--model", "small_cnn", "--batch-per-process", "2", "--strategy", "fsdp2",
+                           "--output", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "framework tensorflow has no strategy 'fsdp2'" in done.stderr.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize(("settings", "message"), [

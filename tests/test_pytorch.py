@@ -98,7 +98,7 @@ def test_a_combination_the_framework_lacks_is_refused_in_one_line(bad, says, cap
 def test_every_model_has_a_pytorch_definition_of_the_same_name():
     assert sorted(torch_models.MODELS) == sorted({**MODELS, **LANGUAGE_MODELS})  # the only one with both
     assert sorted(frameworks.framework("pytorch").model_names()) == sorted(torch_models.MODELS)
-    assert frameworks.strategies_of("pytorch") == ["single", "horovod", "ddp"]
+    assert frameworks.strategies_of("pytorch") == ["single", "horovod", "ddp", "fsdp2"]
 
 
 @pytest.mark.parametrize("name", ["small_cnn", "digits_cnn", "alexnet", "resnet50"])

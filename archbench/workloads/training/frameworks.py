@@ -168,7 +168,8 @@ FRAMEWORKS: dict[str, Framework] = {
         module="torch", distributions=("torch",),
         backends={"single": f"{PACKAGE}.pytorch.backends:TorchBackend",
                   "horovod": f"{PACKAGE}.pytorch.backends:HorovodTorchBackend",
-                  "ddp": f"{PACKAGE}.pytorch.backends:DDPBackend"},
+                  "ddp": f"{PACKAGE}.pytorch.backends:DDPBackend",
+                  "fsdp2": f"{PACKAGE}.pytorch.backends:FSDP2Backend"},
         pins=("torch", "torchvision", "timm"),
         accelerators=f"{PACKAGE}.pytorch.accelerators:accelerator_fields",
         variable_updates=(), tuning=("loader_workers",),
@@ -178,7 +179,7 @@ FRAMEWORKS: dict[str, Framework] = {
         # fp16's GradScaler beside Horovod's DistributedOptimizer synchronises first
         # (backends.HorovodTorchBackend.scaled_update); torch.compile under DDP or Horovod
         # is not tested
-        runs_with={"precision": ("single", "ddp", "horovod"), "graph": ("single",)},
+        runs_with={"precision": ("single", "ddp", "horovod", "fsdp2"), "graph": ("single",)},
         help="PyTorch with torchvision and timm models, oneDNN (mkldnn) on CPUs"),
 }
 

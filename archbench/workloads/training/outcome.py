@@ -66,14 +66,21 @@ def after_window(config: TrainRun, backend, model) -> tuple[list[str], float | N
     """What every rank reads once its window has ended, in the same order in both
     frameworks (some are collectives): the devices its tensors lived on (the framework's
     word, not the configuration's), the replicas' weight spread, (nodes, processes per
-    node), the hosts and the backend's extra metrics. Saves the final weights when asked."""
+    node), the hosts and the backend's extra metrics, with the largest rank's peak memory
+    (``peak_memory_per_rank``: :meth:`~archbench.workloads.training.strategies.base.Backend.peak_memory`).
+    Saves the final weights when asked."""
     devices = backend.step_devices(model)
     spread = backend.weight_spread(model)
     if config.weights_out:
         save_weights(config.weights_out, f"rank{backend.rank}", backend.weights(model))
     layout = backend.layout()
     hosts = backend.hosts()
-    return devices, spread, layout, hosts, backend.metrics(model)
+    extra = backend.metrics(model)
+    peak = backend.peak_memory()
+    if peak is not None:
+        extra["peak_memory_per_rank"] = {"value": int(max(row[0] for row in backend.gather([peak]))),
+                                         "unit": "B"}
+    return devices, spread, layout, hosts, extra
 
 
 def base_fields(config: TrainRun, *, framework_version: str = "", nodes: int | None = None,

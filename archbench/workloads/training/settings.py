@@ -182,6 +182,9 @@ SETTINGS: tuple[Setting, ...] = (
             help="with --target-accuracy: steps between two evaluations of the validation "
                  "accuracy (the evaluations are on the clock)",
             planned="tuning.eval_every", identity=True),
+    Setting(name="reshard_after_forward", choices=ON_OFF, default="on",
+            help="strategy fsdp2: free each block's gathered parameters after its forward pass "
+                 "(on: less memory, gathered again for the backward pass; off: kept until then)"),
     Setting(name="loader_workers", type=int, minimum=0,
             help="PyTorch DataLoader worker processes feeding real data (0 = in the training "
                  "process; default: its intra-op threads, at least 1)",

@@ -1,5 +1,5 @@
 """How the PyTorch loop's processes train together: one backend per strategy the
-framework runs (``single``, ``horovod``, ``ddp``: the ``backends`` of its registry entry),
+framework runs (``single``, ``horovod``, ``ddp``, ``fsdp2``: the ``backends`` of its registry entry),
 each a :class:`~archbench.workloads.training.strategies.base.Backend` (so the measured
 window, its barriers, the layout and the replicas' weight spread are every framework's
 own), holding ``torch``."""
@@ -7,6 +7,7 @@ own), holding ``torch``."""
 from __future__ import annotations
 
 import datetime
+import inspect
 import os
 import socket
 
@@ -101,6 +102,12 @@ class TorchBackend(Backend):
             model.train()
             return out.cpu().numpy()
         return predict
+
+    def peak_memory(self) -> int | None:
+        """The CPU's peak resident set, or on a GPU its caching allocator's peak."""
+        if self.device.type == "cuda":
+            return int(self.torch.cuda.max_memory_allocated(self.device))
+        return super().peak_memory()
 
     def gather_tensor(self, values):
         return self.torch.tensor([list(map(float, values))], dtype=self.torch.float64)
@@ -209,9 +216,39 @@ class DDPBackend(TorchBackend):
     def close(self) -> None:
         self.dist.destroy_process_group()
 
+class FSDP2Backend(DDPBackend):
+    """FSDP2 (``fully_shard``) over the process group DDP's ranks form: a GPT decoder's
+    blocks sharded one by one, then the model (the tied embedding with it); the optimizer
+    made again, alike, over the sharded parameters (DTensors replace the module's own)."""
+
+    def wrap(self, model, optimizer):
+        from torch.distributed.fsdp import fully_shard
+        reshard = self.config.reshard_after_forward == "on"
+        for block in getattr(model, "blocks", ()):
+            fully_shard(block, reshard_after_forward=reshard)
+        fully_shard(model, reshard_after_forward=reshard)
+        kind = type(optimizer)  # its options, as its constructor takes them
+        options = {k: v for k, v in optimizer.defaults.items() if k in inspect.signature(kind).parameters}
+        return model, kind(model.parameters(), **options)
+
+    def weight_spread(self, model) -> None:
+        """None: no replicas to compare, every parameter lives once, sharded."""
+        return None
+
+    def weights(self, model) -> list:
+        """The full parameters (every rank gathers each one: a collective)."""
+        return [p.full_tensor().detach().cpu().numpy() for p in model.parameters()]
+
+    def metrics(self, model) -> dict:
+        shard = sum(p.to_local().numel() * p.element_size() for p in model.parameters())
+        return {"fsdp_backend": {"value": self.kind, "unit": ""},
+                "reshard_after_forward": {"value": self.config.reshard_after_forward, "unit": ""},
+                "parameter_shard_bytes": {"value": int(shard), "unit": "B"}}
+
+
 def make_backend(torch, config: TrainRun, device) -> TorchBackend:
     """The backend of ``config.strategy`` (initialises Horovod or the process group)."""
     from archbench.workloads.training import frameworks
     return frameworks.framework("pytorch").backend(config.strategy)(torch, config, device)
 
-__all__ = ["DDPBackend", "HorovodTorchBackend", "TorchBackend", "device_name", "make_backend"]
+__all__ = ["DDPBackend", "FSDP2Backend", "HorovodTorchBackend", "TorchBackend", "device_name", "make_backend"]

@@ -7,6 +7,7 @@ frameworks run the strategy: :mod:`archbench.workloads.training.frameworks`).
 * ``single``: one process.
 * ``horovod``: allreduce under mpirun, srun or horovodrun --gloo.
 * ``ddp``: DistributedDataParallel under mpirun or srun.
+* ``fsdp2``: PyTorch's fully sharded data parallelism (``fully_shard``), launched as ddp.
 * ``mirrored``: tf.distribute over a TF cluster started by srun or, on one node, by
   ``python -m archbench.workloads.spawn spawn``; ``parameter_server`` likewise, with its variable
   update (synchronous parameter_server or distributed_replicated in TF's v1 distributed
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from archbench.workloads.launch import LaunchError
 from archbench.workloads.training.settings import TrainRun
-from archbench.workloads.training.strategies import ddp, horovod, mirrored, parameter_server, single
+from archbench.workloads.training.strategies import ddp, fsdp2, horovod, mirrored, parameter_server, single
 from archbench.workloads.training.strategies.base import Backend, Launch, Strategy
 
 STRATEGIES: dict[str, Strategy] = {
@@ -33,6 +34,7 @@ STRATEGIES: dict[str, Strategy] = {
     "mirrored": mirrored.STRATEGY,
     "parameter_server": parameter_server.STRATEGY,
     "ddp": ddp.STRATEGY,
+    "fsdp2": fsdp2.STRATEGY,
 }
 
 __all__ = ["STRATEGIES", "Backend", "Launch", "Strategy", "check", "label", "launch_rank",

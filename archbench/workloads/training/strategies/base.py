@@ -14,6 +14,7 @@ strategies override what they do differently.
 from __future__ import annotations
 
 import contextlib
+import resource
 import socket
 import time
 from dataclasses import dataclass
@@ -223,6 +224,14 @@ class Backend:
     def metrics(self, model) -> dict:
         """Strategy-specific record metrics."""
         return {}
+
+    def peak_memory(self) -> int | None:
+        """This process's peak memory in bytes so far: its peak resident set on a CPU
+        (``ru_maxrss``, the framework's import and the model's build included); None on a
+        GPU, where a framework that reads its allocator's peak says so itself."""
+        if self.config.device == "gpu":
+            return None
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
 def rank_zero() -> int:
