@@ -102,6 +102,11 @@ def test_a_torch_and_a_tf_line_give_the_same_entry():
     ({"implementation": "brg_matmul:avx512_core_amx", "src": "f32", "wei": "f32", "fpmath": "bf16"}, None, (),
      "bf16 fast math"),
     ({"implementation": "brg_matmul:avx512_core_amx", "src": "f32", "wei": "f32", "fpmath": ""}, None, (), "fp32"),
+    # oneDNN 3.6+ on an AVX10 CPU (Granite Rapids) names AMX avx10_1_512_amx: bf32 all the same
+    ({"implementation": "brg_conv_fwd:avx10_1_512_amx", "src": "f32", "wei": "f32", "fpmath": "bf16"}, None, (),
+     "bf16 fast math"),
+    ({"implementation": "brg_conv_fwd:avx10_1_512_amx", "src": "f32", "wei": "f32", "fpmath": ""}, None, (), "fp32"),
+    ({"implementation": "brg_matmul:avx10_1_512", "src": "f32", "wei": "f32", "fpmath": "bf16"}, None, (), "fp32"),
     ({"implementation": "gemm:acl", "src": "f32", "wei": "f32", "fpmath": "bf16"}, None,
      ("CpuGemmAssemblyWrapperKernel/sve_ffhybrid_bf16fp32_mmla_6x4VL",), "bf16 fast math"),
     ({"implementation": "gemm:acl", "src": "f32", "wei": "f32", "fpmath": "bf16"}, None,

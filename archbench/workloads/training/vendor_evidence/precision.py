@@ -29,8 +29,9 @@ _ISA_TOKEN = re.compile(r"^(sse41|avx|avx2(_vnni(_2)?)?|avx512_core\w*|avx10\w*|
 BF16_NATIVE_ISA = re.compile(r"^(avx512_core_bf16|avx512_core_fp16|avx512_core_amx\w*|avx2_vnni_2"
                              r"|avx10\w*|acl)$")
 # ISAs on which oneDNN computes f32 tensors in bf16 when the fpmath attribute allows it
-# (x86: only AMX, "bf32"; aarch64: ACL fast math, proven by its external kernel's name)
-BF16_FASTMATH_ISA = re.compile(r"^(avx512_core_amx\w*)$")
+# (x86: only AMX, "bf32", named avx10_1_512_amx... on AVX10 CPUs since oneDNN 3.6; aarch64:
+# ACL fast math, proven by its external kernel's name)
+BF16_FASTMATH_ISA = re.compile(r"^(avx512_core_amx\w*|avx10_\d+_512_amx\w*)$")
 # executed precisions (evidence ``executed_precision``; docs/metrics.md)
 EXECUTED = ("bf16", "bf16 fast math", "bf16 emulated", "fp16", "fp32", "int8", "other")
 NOT_RECORDED = "not recorded"
