@@ -329,11 +329,11 @@ def test_kernels_stay_tensorflow():
 
 @pytest.mark.parametrize("experiment, message", [
     ({"type": "node_scaling", "strategies": ["parameter_server"], "framework": ["pytorch"]},
-     "framework: framework pytorch has no strategy 'parameter_server' (it has: single, horovod, ddp)"),
+     "framework: framework pytorch has no strategy 'parameter_server' (it has: single, horovod, ddp, fsdp2)"),
     ({"type": "node_scaling", "variable_update": ["ps_async"], "framework": ["tensorflow", "pytorch"]},
-     "framework: framework pytorch has no strategy 'parameter_server' (it has: single, horovod, ddp)"),
+     "framework: framework pytorch has no strategy 'parameter_server' (it has: single, horovod, ddp, fsdp2)"),
     ({"type": "node_scaling", "strategies": ["mirrored"], "framework": ["pytorch"]},
-     "framework: framework pytorch has no strategy 'mirrored' (it has: single, horovod, ddp)"),
+     "framework: framework pytorch has no strategy 'mirrored' (it has: single, horovod, ddp, fsdp2)"),
     ({"type": "node_scaling", "strategies": ["ddp"]},
      "framework: framework tensorflow has no strategy 'ddp' (it has: single, horovod, mirrored, "
      "parameter_server)"),

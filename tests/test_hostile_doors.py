@@ -69,7 +69,7 @@ CLAIMS = "metric,system,model,value,unit,source"
 CHECK = ("check", "c.yaml")
 AT = f"{REFUSED}c.yaml: imports.0: a.csv: row 1 (line 2): "
 AT_CLAIM = f"{REFUSED}c.yaml: imports.0: x-claims.csv: row 1 (line 2): "
-PT_HAS = "(it has: single, horovod, ddp)"
+PT_HAS = "(it has: single, horovod, ddp, fsdp2)"
 TF_HAS = "(it has: single, horovod, mirrored, parameter_server)"
 PS_OWNS = "variable update '{}' is strategy parameter_server's, not {}'s"
 

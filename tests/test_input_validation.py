@@ -364,7 +364,7 @@ CASES = [
     ("framework-lacks-a-strategy", with_experiment("node_scaling", framework=["tensorflow", "pytorch"],
                                                    strategies=["parameter_server"]), {},
      "c.yaml: experiments.e.framework: framework pytorch has no strategy 'parameter_server' "
-     "(it has: single, horovod, ddp)"),
+     "(it has: single, horovod, ddp, fsdp2)"),
     ("framework-lacks-a-variable-update", with_experiment("node_scaling", framework=["pytorch"],
                                                           variable_update=["distributed_replicated"]),
      {}, "c.yaml: experiments.e.framework: framework pytorch has no strategy 'parameter_server'"),
@@ -374,7 +374,7 @@ CASES = [
     ("framework-from-defaults", {**with_experiment("node_scaling", strategies=["mirrored"]),
                                  "defaults": {"repetitions": 1, "framework": ["pytorch"]}}, {},
      "c.yaml: defaults.framework: framework pytorch has no strategy 'mirrored' (it has: single, "
-     "horovod, ddp) (in experiment e)"),
+     "horovod, ddp, fsdp2) (in experiment e)"),
     ("loader-workers-without-pytorch", with_experiment("thread_scaling", loader_workers=2,
                                                        data=["real"]), {},
      "c.yaml: experiments.e.loader_workers: only pytorch configurations take it (add pytorch to "
