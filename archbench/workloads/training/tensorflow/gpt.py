@@ -12,15 +12,16 @@ from __future__ import annotations
 from functools import lru_cache
 
 from archbench.workloads.training.models import GPT
-from archbench.workloads.training.tensorflow.models import keras
+from archbench.workloads.training.tensorflow.models import keras, transformer_layers
 
 EPSILON = 1e-5  # torch.nn.LayerNorm's
 
 
 @lru_cache(maxsize=None)
 def _layers():
-    """The layers Keras lacks: learned positions, causal attention from one fused q/k/v
-    projection, and the output projection through the token embedding's matrix."""
+    """The layers Keras lacks beside the ViT's attention (its ``causal`` form, from one fused
+    q/k/v projection): learned positions, and the output projection through the token
+    embedding's matrix."""
     import tensorflow as tf
     k = keras()
 
@@ -41,28 +42,6 @@ def _layers():
         def get_config(self):
             return {**super().get_config(), "context": self.context}
 
-    class CausalAttention(k.layers.Layer):
-        """softmax(q k^T / sqrt(Q) + causal mask) v per head, from q/k/v (batch, T, 3 x width)."""
-
-        def __init__(self, heads: int, **kwargs):
-            super().__init__(**kwargs)
-            self.heads = heads
-
-        def call(self, qkv):
-            width = qkv.shape[-1] // 3
-            head = width // self.heads
-            t = tf.shape(qkv)[1]
-            qkv = tf.transpose(tf.reshape(qkv, [-1, t, 3, self.heads, head]), [2, 0, 3, 1, 4])
-            scores = tf.matmul(qkv[0], qkv[1], transpose_b=True) * (head ** -0.5)
-            causal = tf.linalg.band_part(tf.ones([t, t], dtype=tf.bool), -1, 0)
-            scores = tf.where(causal, scores, tf.cast(-1e9 if scores.dtype == tf.float32 else -3e4,
-                                                      scores.dtype))
-            out = tf.matmul(tf.nn.softmax(scores, axis=-1), qkv[2])
-            return tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [-1, t, width])
-
-        def get_config(self):
-            return {**super().get_config(), "heads": self.heads}
-
     class TiedOutput(k.layers.Layer):
         """Logits through the token embedding's matrix (no weights of its own, no bias)."""
 
@@ -73,7 +52,7 @@ def _layers():
         def call(self, x):
             return tf.matmul(x, tf.cast(self.embedding.embeddings, x.dtype), transpose_b=True)
 
-    return Positions, CausalAttention, TiedOutput
+    return Positions, TiedOutput
 
 
 def build(name: str):
@@ -85,7 +64,8 @@ def build(name: str):
     shape = GPT[name]
     k = keras()
     L = k.layers
-    Positions, CausalAttention, TiedOutput = _layers()
+    Positions, TiedOutput = _layers()
+    _, SelfAttention = transformer_layers()
 
     def dense(units: int, std: float = 0.02, **options):
         return L.Dense(units, kernel_initializer=k.initializers.RandomNormal(stddev=std), **options)
@@ -96,7 +76,7 @@ def build(name: str):
     x = Positions(shape.context, name="positions")(embedding(ids))
     for i in range(shape.layers):
         y = L.LayerNormalization(epsilon=EPSILON, name=f"block{i}_norm1")(x)
-        y = CausalAttention(shape.heads, name=f"block{i}_attention")(
+        y = SelfAttention(shape.heads, causal=True, name=f"block{i}_attention")(
             dense(3 * shape.width, name=f"block{i}_qkv")(y))
         x = L.Add()([x, dense(shape.width, residual, name=f"block{i}_proj")(y)])
         y = L.LayerNormalization(epsilon=EPSILON, name=f"block{i}_norm2")(x)

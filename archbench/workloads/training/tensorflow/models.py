@@ -204,9 +204,10 @@ def _inception_v4(input_shape, num_classes):
 # ---- Vision Transformers, layer for layer as timm's VisionTransformer ----
 
 @lru_cache(maxsize=None)
-def _vit_layers():
-    """The two layers Keras lacks: class token with position embedding, and multi-head
-    self-attention from one fused q/k/v projection (timm's layout)."""
+def transformer_layers():
+    """The two layers of a transformer Keras lacks: a ViT's class token with position
+    embedding, and multi-head self-attention from one fused q/k/v projection (timm's
+    layout; causal for a decoder, :mod:`.gpt`)."""
     import tensorflow as tf
     k = keras()
 
@@ -230,11 +231,12 @@ def _vit_layers():
             return (shape[0], shape[1] + 1, shape[2])
 
     class SelfAttention(k.layers.Layer):
-        """softmax(q k^T / sqrt(d)) v per head, from q/k/v (batch, tokens, 3 x width)."""
+        """softmax(q k^T / sqrt(d)) v per head, from q/k/v (batch, tokens, 3 x width);
+        ``causal``: each token attends to itself and those before it only (a decoder's)."""
 
-        def __init__(self, heads: int, **kwargs):
+        def __init__(self, heads: int, causal: bool = False, **kwargs):
             super().__init__(**kwargs)
-            self.heads = heads
+            self.heads, self.causal = heads, causal
 
         def call(self, qkv):
             width = qkv.shape[-1] // 3
@@ -242,6 +244,10 @@ def _vit_layers():
             tokens = tf.shape(qkv)[1]
             qkv = tf.transpose(tf.reshape(qkv, [-1, tokens, 3, self.heads, head]), [2, 0, 3, 1, 4])
             scores = tf.matmul(qkv[0], qkv[1], transpose_b=True) * (head ** -0.5)
+            if self.causal:  # masked before the softmax at the dtype's most negative finite scale
+                seen = tf.linalg.band_part(tf.ones([tokens, tokens], dtype=tf.bool), -1, 0)
+                scores = tf.where(seen, scores, tf.cast(-1e9 if scores.dtype == tf.float32 else -3e4,
+                                                        scores.dtype))
             out = tf.matmul(tf.nn.softmax(scores, axis=-1), qkv[2])
             return tf.reshape(tf.transpose(out, [0, 2, 1, 3]), [-1, tokens, width])
 
@@ -249,7 +255,7 @@ def _vit_layers():
             return (shape[0], shape[1], shape[2] // 3)
 
         def get_config(self):
-            return {**super().get_config(), "heads": self.heads}
+            return {**super().get_config(), "heads": self.heads, "causal": self.causal}
 
     return ClassTokenPosition, SelfAttention
 
@@ -259,7 +265,7 @@ def _vit(name: str) -> Callable:
         k = keras()
         L = k.layers
         shape = VIT[name]
-        ClassTokenPosition, SelfAttention = _vit_layers()
+        ClassTokenPosition, SelfAttention = transformer_layers()
 
         def dense(units: int, **options):  # timm's initialisation: one initializer per layer
             return L.Dense(units, kernel_initializer=k.initializers.TruncatedNormal(stddev=0.02),
