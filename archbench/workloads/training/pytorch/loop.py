@@ -114,15 +114,11 @@ def probe_step(config: TrainRun):
     """The run's step in one process on the CPU and its synthetic batch (vendor probe)."""
     torch = configure_torch(config)
     device = torch.device("cpu")
-    model = network(config).to(device)  # weights keep PyTorch's layout: see memory_format
+    model = models.build_model(config.model, config.image_size, config.num_classes)
+    model = model.to(device)  # weights keep PyTorch's layout: see memory_format
     step = backends.TorchBackend(torch, config, device).make_step(
         compiled(torch, config, model), optimizer_of(torch, config, model), loss_of(torch, config))
     return step, synthetic_batch(torch, config, device)
-
-
-def network(config: TrainRun):
-    """The run's model (an image network, or a GPT decoder: :mod:`.gpt`)."""
-    return models.build_model(config.model, config.image_size, config.num_classes)
 
 
 def optimizer_of(torch, config: TrainRun, model):
@@ -222,7 +218,8 @@ def run(config: TrainRun) -> dict | None:
     else:
         device = torch.device("cpu")
     backend = backends.make_backend(torch, config, device)
-    model = network(config).to(device)  # weights keep PyTorch's layout: see memory_format
+    model = models.build_model(config.model, config.image_size, config.num_classes)
+    model = model.to(device)  # weights keep PyTorch's layout: see memory_format
     optimizer = optimizer_of(torch, config, model)
     backend.start(model)
     model, optimizer = backend.wrap(model, optimizer)
